@@ -1,0 +1,271 @@
+//! The command line: argument types (clap) and the glue from arguments to library calls.
+//!
+//! Two-stage resolution: clap parses what the user typed; [`node_inputs`] and [`load_plan`]
+//! resolve it against the environment and the recipe. Printing happens here, never in the library.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use crate::node::{self, MasterMode, NodeInputs};
+use crate::plan::{self, Plan};
+use crate::recipe::{self, RecipeError};
+use crate::render;
+use crate::supervisor::{self, LogFormat, RunOptions};
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: preflight failed (or, for `preflight`, a check failed).
+pub const EXIT_PREFLIGHT: i32 = 1;
+/// Exit code: bad usage, bad recipe, or a plan that cannot be made.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Per-node supervisor for Mooncake Store and SGLang/vLLM workers under Slurm.
+///
+/// Inside an srun step: `mcsup --role decode --recipe job.yaml`. `run` is the default command.
+#[derive(Debug, Parser)]
+#[command(name = "mcsup", version, args_conflicts_with_subcommands = true, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Cmd>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Run this node's plan: master (infra node), store, workers; supervise; tear down in order.
+    Run(RunArgs),
+    /// Print this node's resolved plan without running anything (dry-run).
+    Plan(PlanArgs),
+    /// Print the status file written by a running (or finished) mcsup.
+    Status(StatusArgs),
+    /// Print shell completions.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// What identifies the recipe, the roles and the node.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// Roles on this node: prefill, decode, agg/aggregated, or a comma list (co-located).
+    #[arg(long, env = "MCSUP_ROLE", value_name = "ROLE[,ROLE]")]
+    pub role: Option<String>,
+    /// The srt-slurm style recipe (YAML).
+    #[arg(long, env = "MCSUP_RECIPE", value_name = "FILE")]
+    pub recipe: Option<PathBuf>,
+    /// This node's name (default: SLURMD_NODENAME, else the host name).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// The job's nodes in Slurm hostlist syntax (default: SLURM_JOB_NODELIST); the first is the
+    /// infra node.
+    #[arg(long, value_name = "HOSTLIST")]
+    pub nodelist: Option<String>,
+    /// Run the Mooncake master here: auto = only on the infra node.
+    #[arg(long, value_enum, default_value_t = MasterMode::Auto)]
+    pub master: MasterMode,
+    /// The infra node's (master's) address, overriding name resolution.
+    #[arg(long, value_name = "HOST")]
+    pub master_addr: Option<String>,
+    /// This node's address, overriding name resolution.
+    #[arg(long, value_name = "IP")]
+    pub node_ip: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Run a plan saved by `mcsup plan --json` instead of resolving a recipe.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["role", "recipe"])]
+    pub plan_file: Option<PathBuf>,
+    /// Format of mcsup's own log on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Human)]
+    pub log_format: LogFormatArg,
+    /// Do not mirror children's output on stdout (the log files still get everything).
+    #[arg(long)]
+    pub no_console: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Show values of variables whose names look secret (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL).
+    #[arg(long)]
+    pub show_secrets: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The log directory of the run (default: from --recipe, else ./mcsup-logs/<job>).
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Print the raw JSON status.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormatArg {
+    Human,
+    Json,
+}
+
+/// An error that ends the command, with its exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: i32,
+    pub message: String,
+}
+
+impl CliError {
+    fn usage(message: impl Into<String>) -> Self {
+        CliError { code: EXIT_USAGE, message: message.into() }
+    }
+}
+
+impl From<RecipeError> for CliError {
+    fn from(e: RecipeError) -> Self {
+        CliError::usage(e.to_string())
+    }
+}
+
+/// Gather node inputs: flags first, then Slurm's variables.
+pub fn node_inputs(t: &TargetArgs) -> NodeInputs {
+    let mut i = NodeInputs::from_env();
+    if t.node.is_some() {
+        i.node = t.node.clone();
+    }
+    if t.nodelist.is_some() {
+        i.nodelist = t.nodelist.clone();
+    }
+    i.master = t.master;
+    i.master_addr = t.master_addr.clone();
+    i.node_ip = t.node_ip.clone();
+    i
+}
+
+/// Resolve recipe + roles + node into a plan.
+pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
+    let recipe_path = t
+        .recipe
+        .as_deref()
+        .ok_or_else(|| CliError::usage("no recipe given\n  fix: pass --recipe FILE (or set MCSUP_RECIPE)"))?;
+    let role_text = t
+        .role
+        .as_deref()
+        .ok_or_else(|| CliError::usage("no role given\n  fix: pass --role prefill|decode|agg (or set MCSUP_ROLE)"))?;
+    let roles = plan::parse_roles(role_text).map_err(|e| CliError::usage(e.to_string()))?;
+    let recipe = recipe::load_file(recipe_path)?;
+    let addresses = recipe.mcsup.as_ref().map(|m| m.node_addresses.clone()).unwrap_or_default();
+    let ctx = node::resolve(&node_inputs(t), &addresses, &node::system_resolver)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    plan::plan(&recipe, &roles, &ctx).map_err(|e| CliError::usage(format!("{}: {e}", recipe_path.display())))
+}
+
+fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("{}: cannot read the plan: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "{}:{}:{}: not a plan: {e}\n  fix: create it with `mcsup plan --json ... > FILE`",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+fn init_tracing(format: LogFormatArg) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCSUP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormatArg::Human => builder.with_target(false).try_init(),
+        LogFormatArg::Json => builder.json().try_init(),
+    };
+}
+
+fn print(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`mcsup plan | head`) is not an error worth a message.
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(CliError { code: EXIT_USAGE, message: format!("cannot write to stdout: {e}") }),
+    }
+}
+
+fn run(args: RunArgs) -> Result<i32, CliError> {
+    init_tracing(args.log_format);
+    let plan = match &args.plan_file {
+        Some(p) => read_plan_file(p)?,
+        None => load_plan(&args.target)?,
+    };
+    for w in &plan.warnings {
+        tracing::warn!("{w}");
+    }
+    let opts = RunOptions {
+        log_format: match args.log_format {
+            LogFormatArg::Human => LogFormat::Human,
+            LogFormatArg::Json => LogFormat::Json,
+        },
+        console: !args.no_console,
+    };
+    let outcome = supervisor::run_blocking(plan, opts)
+        .map_err(|e| CliError { code: crate::supervisor::EXIT_SETUP, message: e.to_string() })?;
+    Ok(outcome.exit_code)
+}
+
+fn status(args: StatusArgs) -> Result<i32, CliError> {
+    let (dir, node) = match (&args.log_dir, &args.target.recipe) {
+        (Some(d), _) => (d.clone(), args.target.node.clone()),
+        (None, Some(_)) if args.target.role.is_some() => {
+            let p = load_plan(&args.target)?;
+            (p.log_dir, Some(p.node.name))
+        }
+        _ => {
+            let job = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "local".into());
+            (PathBuf::from("mcsup-logs").join(job), args.target.node.clone())
+        }
+    };
+    let text = supervisor::print_status(&dir, node.as_deref(), args.json)
+        .map_err(|e| CliError { code: EXIT_PREFLIGHT, message: e.to_string() })?;
+    print(&text)?;
+    Ok(EXIT_OK)
+}
+
+/// Execute a parsed command line; returns the process exit code.
+pub fn execute(cli: Cli) -> Result<i32, CliError> {
+    match cli.command {
+        None => run(cli.run),
+        Some(Cmd::Run(a)) => run(a),
+        Some(Cmd::Plan(a)) => {
+            let plan = load_plan(&a.target)?;
+            let text = if a.json {
+                render::plan_json(&plan, a.show_secrets) + "\n"
+            } else {
+                render::plan_human(&plan, a.show_secrets)
+            };
+            print(&text)?;
+            Ok(EXIT_OK)
+        }
+        Some(Cmd::Status(a)) => status(a),
+        Some(Cmd::Completions { shell }) => {
+            let mut cmd = Cli::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "mcsup", &mut buf);
+            print(&String::from_utf8_lossy(&buf))?;
+            Ok(EXIT_OK)
+        }
+    }
+}

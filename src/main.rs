@@ -1,0 +1,15 @@
+//! The `mcsup` binary: parse the command line, run, map the outcome to an exit code.
+
+use clap::Parser;
+
+fn main() {
+    let cli = mcsup::cli::Cli::parse();
+    let code = match mcsup::cli::execute(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            e.code
+        }
+    };
+    std::process::exit(code);
+}

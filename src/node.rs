@@ -1,0 +1,266 @@
+//! Where mcsup runs: the node's name and address, the job's node list, the infra node.
+//!
+//! [`NodeInputs`] gathers what the user and Slurm said (flags, `SLURM_*` variables) as plain
+//! values; [`resolve`] turns them into a [`NodeContext`] using an injectable name resolver, so
+//! the logic is testable without DNS. Only [`NodeInputs::from_env`] and [`system_resolver`]
+//! touch the system.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+/// Whether the master runs on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum MasterMode {
+    /// On the infra node (the first node of the job's node list) only.
+    #[default]
+    Auto,
+    /// On this node, whatever the node list says.
+    On,
+    /// Never on this node (the master runs elsewhere).
+    Off,
+}
+
+/// Raw inputs, before resolution.
+#[derive(Debug, Clone, Default)]
+pub struct NodeInputs {
+    /// `--node`, else `SLURMD_NODENAME`.
+    pub node: Option<String>,
+    /// `--nodelist`, else `SLURM_JOB_NODELIST` (hostlist syntax).
+    pub nodelist: Option<String>,
+    /// `SLURM_NODEID`.
+    pub node_id: Option<String>,
+    /// `SLURM_JOB_ID`.
+    pub job_id: Option<String>,
+    /// `--node-ip`: this node's address, overriding resolution.
+    pub node_ip: Option<String>,
+    /// `--master-addr`: the infra node's address, overriding resolution.
+    pub master_addr: Option<String>,
+    pub master: MasterMode,
+    /// This machine's host name (used outside Slurm).
+    pub hostname: String,
+    /// Directory relative paths are resolved against.
+    pub cwd: PathBuf,
+}
+
+impl NodeInputs {
+    /// Fill the Slurm-provided fields from the process environment (flags take precedence and are
+    /// set by the caller before or after).
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        NodeInputs {
+            node: var("SLURMD_NODENAME"),
+            nodelist: var("SLURM_JOB_NODELIST"),
+            node_id: var("SLURM_NODEID"),
+            job_id: var("SLURM_JOB_ID"),
+            hostname: nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".into()),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            ..Default::default()
+        }
+    }
+}
+
+/// The resolved node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeContext {
+    pub name: String,
+    pub ip: String,
+    pub node_id: u32,
+    pub nodelist: Vec<String>,
+    pub infra_node: String,
+    pub infra_ip: String,
+    pub runs_master: bool,
+    pub job_id: Option<String>,
+    /// Inside a Slurm job (or given a node list) rather than a single local machine.
+    pub slurm: bool,
+    pub cwd: PathBuf,
+    /// Things worth telling the user (e.g. a name that did not resolve).
+    pub warnings: Vec<String>,
+}
+
+/// Why the node could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    #[error("cannot parse the node list `{list}`: {reason}\n  fix: use Slurm hostlist syntax, e.g. gpu-[01-04],infra1")]
+    BadNodelist { list: String, reason: String },
+    #[error("node `{node}` is not in the job's node list ({list})\n  fix: pass --node with one of: {list}")]
+    NotInList { node: String, list: String },
+    #[error("`{value}` given for {what} is not an IP address\n  fix: pass a numeric address such as 10.0.0.5")]
+    BadAddress { what: String, value: String },
+}
+
+/// Resolves a host name to an address; `None` when it does not resolve.
+pub type Resolver<'a> = &'a dyn Fn(&str) -> Option<IpAddr>;
+
+/// Resolve names with the system resolver (first IPv4 address, else the first address).
+pub fn system_resolver(name: &str) -> Option<IpAddr> {
+    let addrs: Vec<IpAddr> = (name, 0).to_socket_addrs().ok()?.map(|a| a.ip()).collect();
+    addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).copied()
+}
+
+/// Expand a Slurm hostlist expression.
+pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
+    let bad = |reason: String| NodeError::BadNodelist { list: list.to_string(), reason };
+    if list.trim().is_empty() {
+        return Err(bad("it is empty".into()));
+    }
+    let nodes = hostlist_parser::parse(list.trim()).map_err(|e| bad(e.to_string()))?;
+    if nodes.is_empty() {
+        return Err(bad("it names no node".into()));
+    }
+    Ok(nodes)
+}
+
+/// Turn inputs into a [`NodeContext`]. `addresses` is the recipe's `mcsup.node_addresses`.
+pub fn resolve(
+    inputs: &NodeInputs,
+    addresses: &BTreeMap<String, String>,
+    resolver: Resolver<'_>,
+) -> Result<NodeContext, NodeError> {
+    let mut warnings = Vec::new();
+    let slurm = inputs.nodelist.is_some() || inputs.job_id.is_some();
+    let name = inputs.node.clone().unwrap_or_else(|| inputs.hostname.clone());
+    let nodelist = match &inputs.nodelist {
+        Some(l) => expand_nodelist(l)?,
+        None => vec![name.clone()],
+    };
+    let position = nodelist.iter().position(|n| *n == name);
+    if inputs.nodelist.is_some() && position.is_none() {
+        return Err(NodeError::NotInList { node: name, list: nodelist.join(",") });
+    }
+    let node_id = inputs
+        .node_id
+        .as_deref()
+        .and_then(|s| s.trim().parse().ok())
+        .or(position.map(|p| p as u32))
+        .unwrap_or(0);
+    let infra_node = nodelist.first().cloned().unwrap_or_else(|| name.clone());
+    let runs_master = match inputs.master {
+        MasterMode::Auto => infra_node == name,
+        MasterMode::On => true,
+        MasterMode::Off => false,
+    };
+
+    let parse_ip = |what: &str, v: &str| {
+        v.trim()
+            .parse::<IpAddr>()
+            .map(|a| a.to_string())
+            .map_err(|_| NodeError::BadAddress { what: what.into(), value: v.into() })
+    };
+    let address_of = |node: &str, warnings: &mut Vec<String>| -> Result<String, NodeError> {
+        if let Some(a) = addresses.get(node) {
+            return parse_ip(&format!("mcsup.node_addresses.{node}"), a);
+        }
+        if !slurm {
+            // Local mode: everything talks over loopback.
+            return Ok("127.0.0.1".into());
+        }
+        match resolver(node) {
+            Some(ip) => Ok(ip.to_string()),
+            None => {
+                warnings.push(format!(
+                    "node `{node}` does not resolve to an address; using the name itself. Set mcsup.node_addresses.{node} (or --node-ip / --master-addr)"
+                ));
+                Ok(node.to_string())
+            }
+        }
+    };
+    let ip = match &inputs.node_ip {
+        Some(v) => parse_ip("--node-ip", v)?,
+        None => address_of(&name, &mut warnings)?,
+    };
+    let infra_ip = match &inputs.master_addr {
+        Some(v) => parse_ip("--master-addr", v)?,
+        None if infra_node == name => ip.clone(),
+        None => address_of(&infra_node, &mut warnings)?,
+    };
+    Ok(NodeContext {
+        name,
+        ip,
+        node_id,
+        nodelist,
+        infra_node,
+        infra_ip,
+        runs_master,
+        job_id: inputs.job_id.clone(),
+        slurm,
+        cwd: inputs.cwd.clone(),
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> NodeInputs {
+        NodeInputs { hostname: "box".into(), cwd: "/w".into(), ..Default::default() }
+    }
+    fn no_dns(_: &str) -> Option<IpAddr> {
+        None
+    }
+    fn fake_dns(n: &str) -> Option<IpAddr> {
+        match n {
+            "gpu-01" => Some("10.0.0.1".parse().unwrap()),
+            "gpu-02" => Some("10.0.0.2".parse().unwrap()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn local_mode_is_loopback_and_runs_master() {
+        let c = resolve(&inputs(), &BTreeMap::new(), &no_dns).unwrap();
+        assert_eq!((c.name.as_str(), c.ip.as_str(), c.infra_ip.as_str()), ("box", "127.0.0.1", "127.0.0.1"));
+        assert!(c.runs_master && !c.slurm);
+    }
+
+    #[test]
+    fn slurm_nodelist_picks_first_as_infra() {
+        let mut i = inputs();
+        i.node = Some("gpu-02".into());
+        i.nodelist = Some("gpu-[01-02]".into());
+        i.job_id = Some("77".into());
+        let c = resolve(&i, &BTreeMap::new(), &fake_dns).unwrap();
+        assert_eq!(c.infra_node, "gpu-01");
+        assert_eq!(c.infra_ip, "10.0.0.1");
+        assert_eq!(c.ip, "10.0.0.2");
+        assert_eq!(c.node_id, 1);
+        assert!(!c.runs_master);
+    }
+
+    #[test]
+    fn addresses_override_and_master_flags() {
+        let mut i = inputs();
+        i.node = Some("n2".into());
+        i.nodelist = Some("n[1-2]".into());
+        i.master = MasterMode::On;
+        let mut a = BTreeMap::new();
+        a.insert("n1".to_string(), "127.0.0.1".to_string());
+        a.insert("n2".to_string(), "127.0.0.2".to_string());
+        let c = resolve(&i, &a, &no_dns).unwrap();
+        assert_eq!((c.ip.as_str(), c.infra_ip.as_str()), ("127.0.0.2", "127.0.0.1"));
+        assert!(c.runs_master);
+    }
+
+    #[test]
+    fn unresolvable_names_warn_and_bad_inputs_fail() {
+        let mut i = inputs();
+        i.node = Some("x2".into());
+        i.nodelist = Some("x[1-2]".into());
+        let c = resolve(&i, &BTreeMap::new(), &no_dns).unwrap();
+        assert_eq!(c.infra_ip, "x1");
+        assert_eq!(c.warnings.len(), 2);
+
+        i.node = Some("zz".into());
+        assert!(matches!(resolve(&i, &BTreeMap::new(), &no_dns), Err(NodeError::NotInList { .. })));
+        i.node = Some("x1".into());
+        i.nodelist = Some("x[1-".into());
+        assert!(matches!(resolve(&i, &BTreeMap::new(), &no_dns), Err(NodeError::BadNodelist { .. })));
+        i.nodelist = None;
+        i.master_addr = Some("not-an-ip".into());
+        assert!(matches!(resolve(&i, &BTreeMap::new(), &no_dns), Err(NodeError::BadAddress { .. })));
+    }
+}

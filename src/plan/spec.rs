@@ -1,0 +1,420 @@
+//! Resolved process specifications: the output of planning and the input of the supervisor.
+//!
+//! Everything here is plain data. Nothing in this module reads the system, spawns, or sleeps: a
+//! [`Plan`] is a value that can be printed (`mcsup plan`), serialised (`--json`), compared in
+//! tests, and handed to the supervisor, which is the only place that acts on it.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A serving role, as named by srt-slurm (`prefill`, `decode`, `aggregated`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Prefill,
+    Decode,
+    #[serde(alias = "agg")]
+    Aggregated,
+}
+
+impl Role {
+    /// All roles, in srt-slurm's order.
+    pub const ALL: [Role; 3] = [Role::Prefill, Role::Decode, Role::Aggregated];
+
+    /// The canonical lower-case name (`aggregated`, not `agg`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+            Role::Aggregated => "aggregated",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "prefill" => Ok(Role::Prefill),
+            "decode" => Ok(Role::Decode),
+            "agg" | "aggregated" => Ok(Role::Aggregated),
+            other => Err(format!(
+                "unknown role `{other}` (expected prefill, decode, agg/aggregated, or a comma list of them)"
+            )),
+        }
+    }
+}
+
+/// What a process is for; decides its teardown tier (workers first, then the store, then the
+/// master) and its default stop/restart policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessKind {
+    Master,
+    Store,
+    Worker,
+}
+
+impl ProcessKind {
+    /// Teardown tier: lower tiers stop first.
+    pub fn teardown_tier(self) -> u8 {
+        match self {
+            ProcessKind::Worker => 0,
+            ProcessKind::Store => 1,
+            ProcessKind::Master => 2,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessKind::Master => "master",
+            ProcessKind::Store => "store",
+            ProcessKind::Worker => "worker",
+        }
+    }
+}
+
+impl fmt::Display for ProcessKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A POSIX signal by name (`SIGINT`), serialised as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SignalName(pub nix::sys::signal::Signal);
+
+impl SignalName {
+    pub const SIGTERM: SignalName = SignalName(nix::sys::signal::Signal::SIGTERM);
+    pub const SIGINT: SignalName = SignalName(nix::sys::signal::Signal::SIGINT);
+    pub const SIGKILL: SignalName = SignalName(nix::sys::signal::Signal::SIGKILL);
+    pub const SIGUSR1: SignalName = SignalName(nix::sys::signal::Signal::SIGUSR1);
+
+    pub fn as_str(self) -> &'static str {
+        self.0.as_str()
+    }
+
+    /// The signal number.
+    pub fn number(self) -> i32 {
+        self.0 as i32
+    }
+}
+
+impl fmt::Display for SignalName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SignalName {
+    type Err = String;
+    /// Accepts `SIGTERM`, `TERM`, `term`, or a number (`15`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if let Ok(n) = t.parse::<i32>() {
+            return nix::sys::signal::Signal::try_from(n)
+                .map(SignalName)
+                .map_err(|_| format!("`{t}` is not a signal number"));
+        }
+        let upper = t.to_ascii_uppercase();
+        let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+        nix::sys::signal::Signal::from_str(&full)
+            .map(SignalName)
+            .map_err(|_| format!("`{t}` is not a signal name (expected e.g. SIGTERM, SIGINT, SIGUSR1)"))
+    }
+}
+
+impl Serialize for SignalName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SignalName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serde helper: a [`Duration`] as integer milliseconds.
+pub mod duration_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+/// The complete resolved plan for one node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Where the plan was resolved: this node, the infra node, the job.
+    pub node: NodeSummary,
+    /// The roles this node runs, in the order given.
+    pub roles: Vec<Role>,
+    /// Remote conditions that must hold before dependents start (the master on another node).
+    pub gates: Vec<GateSpec>,
+    /// Processes in start order.
+    pub processes: Vec<ProcessSpec>,
+    /// Files written into place before any process starts (e.g. vLLM's Mooncake JSON config).
+    pub files: Vec<FileSpec>,
+    /// Node-wide shutdown behaviour.
+    pub shutdown: ShutdownSpec,
+    /// Where per-process logs and the status file go.
+    pub log_dir: PathBuf,
+    /// Top-level recipe sections that mcsup does not interpret (listed, not errors).
+    pub ignored_sections: Vec<String>,
+    /// Things that are legal but probably wrong.
+    pub warnings: Vec<String>,
+}
+
+/// Identity of the node the plan was made for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    pub name: String,
+    pub ip: String,
+    pub node_id: u32,
+    pub infra_node: String,
+    pub infra_ip: String,
+    /// True when this node runs the Mooncake master.
+    pub runs_master: bool,
+    pub job_id: Option<String>,
+    /// `slurm` or `local`.
+    pub mode: String,
+}
+
+/// One child process mcsup will run and supervise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSpec {
+    /// Unique on the node; used in logs, status and dependencies.
+    pub name: String,
+    pub kind: ProcessKind,
+    /// Roles this process serves (a co-located store can serve several).
+    pub roles: Vec<Role>,
+    /// The program and its arguments, exec'd directly (no shell).
+    pub argv: Vec<String>,
+    /// Shell run before the program as `sh -c '<preamble>; exec "$@"' sh <argv...>`.
+    pub preamble: Option<String>,
+    /// Variables set on top of the inherited environment, with where each came from.
+    pub env: Vec<EnvVar>,
+    /// Working directory; `None` = mcsup's own.
+    pub cwd: Option<PathBuf>,
+    pub depends_on: Vec<DependencySpec>,
+    /// How to tell the process is ready; `None` = ready once started.
+    pub readiness: Option<ReadinessSpec>,
+    /// Optional periodic check while running; failure restarts per policy.
+    pub liveness: Option<LivenessSpec>,
+    pub restart: RestartSpec,
+    pub stop: StopSpec,
+    /// A critical process that fails (or exits unasked) tears the whole node down.
+    pub critical: bool,
+}
+
+impl ProcessSpec {
+    /// Look up the final value of a variable this spec sets.
+    pub fn env_value(&self, name: &str) -> Option<&str> {
+        self.env.iter().find(|v| v.name == name).map(|v| v.value.as_str())
+    }
+}
+
+/// A remote readiness condition (no child process): e.g. the master on the infra node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateSpec {
+    pub name: String,
+    pub readiness: ReadinessSpec,
+}
+
+/// A file mcsup writes before starting processes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSpec {
+    pub path: PathBuf,
+    pub contents: String,
+    /// Why it exists (shown in the plan).
+    pub purpose: String,
+}
+
+/// One environment variable with its provenance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+    /// The layer that set the final value (e.g. `placement:decode`, `forced`).
+    pub source: String,
+    /// Earlier layers whose values this one replaced, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrode: Vec<EnvOverride>,
+}
+
+/// A value that a later layer replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvOverride {
+    pub source: String,
+    pub value: String,
+}
+
+/// Which condition of another process (or gate) must hold before this one starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DependencySpec {
+    /// Name of a process or gate in the same plan.
+    pub target: String,
+    pub condition: DependencyCondition,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DependencyCondition {
+    /// The target has been spawned.
+    Started,
+    /// The target passed its readiness probes (or has none and was spawned).
+    Healthy,
+    /// The target exited with a success code.
+    CompletedSuccessfully,
+}
+
+/// A single check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ProbeSpec {
+    /// TCP connect succeeds.
+    Tcp { host: String, port: u16 },
+    /// `GET http://host:port/path` answers `status`, and the body contains `body_contains` if set.
+    Http {
+        host: String,
+        port: u16,
+        path: String,
+        status: u16,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body_contains: Option<String>,
+    },
+    /// The command exits 0.
+    Exec { argv: Vec<String> },
+    /// A line of the process's stdout/stderr matches the regex (readiness only).
+    LogLine { pattern: String },
+    /// The path exists.
+    File { path: PathBuf },
+}
+
+impl fmt::Display for ProbeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeSpec::Tcp { host, port } => write!(f, "tcp {host}:{port}"),
+            ProbeSpec::Http { host, port, path, status, body_contains } => {
+                write!(f, "http GET http://{host}:{port}{path} -> {status}")?;
+                if let Some(b) = body_contains {
+                    write!(f, " containing {b:?}")?;
+                }
+                Ok(())
+            }
+            ProbeSpec::Exec { argv } => write!(f, "exec {}", argv.join(" ")),
+            ProbeSpec::LogLine { pattern } => write!(f, "log line /{pattern}/"),
+            ProbeSpec::File { path } => write!(f, "file {}", path.display()),
+        }
+    }
+}
+
+/// Readiness: every probe must pass (each is retried until it does, or the deadline passes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadinessSpec {
+    pub probes: Vec<ProbeSpec>,
+    /// Wait this long after spawn before the first probe (default 0: probe at once).
+    #[serde(with = "duration_ms", rename = "initial_delay_ms")]
+    pub initial_delay: Duration,
+    /// First retry interval; doubles after each failure up to `max_interval`.
+    #[serde(with = "duration_ms", rename = "interval_ms")]
+    pub interval: Duration,
+    #[serde(with = "duration_ms", rename = "max_interval_ms")]
+    pub max_interval: Duration,
+    /// One probe attempt may take at most this long.
+    #[serde(with = "duration_ms", rename = "attempt_timeout_ms")]
+    pub attempt_timeout: Duration,
+    /// Give up (readiness failure) after this long since spawn.
+    #[serde(with = "duration_ms", rename = "timeout_ms")]
+    pub timeout: Duration,
+}
+
+/// Liveness: checked every `period` once ready; `failure_threshold` consecutive failures restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LivenessSpec {
+    pub probe: ProbeSpec,
+    #[serde(with = "duration_ms", rename = "period_ms")]
+    pub period: Duration,
+    #[serde(with = "duration_ms", rename = "attempt_timeout_ms")]
+    pub attempt_timeout: Duration,
+    pub failure_threshold: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    Never,
+    OnFailure,
+    Always,
+}
+
+impl fmt::Display for RestartPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RestartPolicy::Never => "never",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Always => "always",
+        })
+    }
+}
+
+/// When and how often to restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RestartSpec {
+    pub policy: RestartPolicy,
+    /// Exit codes that count as success (default `[0]`).
+    pub success_codes: Vec<i32>,
+    #[serde(with = "duration_ms", rename = "backoff_initial_ms")]
+    pub backoff_initial: Duration,
+    pub backoff_factor: f64,
+    #[serde(with = "duration_ms", rename = "backoff_max_ms")]
+    pub backoff_max: Duration,
+    /// Running this long without exiting resets the backoff.
+    #[serde(with = "duration_ms", rename = "reset_after_ms")]
+    pub reset_after: Duration,
+    /// At most this many restarts within `window`; one more and the process is failed.
+    pub max_restarts: u32,
+    #[serde(with = "duration_ms", rename = "window_ms")]
+    pub window: Duration,
+}
+
+/// How to stop a process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopSpec {
+    /// Sent (with SIGCONT) to the process group.
+    pub signal: SignalName,
+    /// Then SIGKILL to the whole group after this long.
+    #[serde(with = "duration_ms", rename = "grace_ms")]
+    pub grace: Duration,
+}
+
+/// Node-wide shutdown behaviour.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShutdownSpec {
+    /// The whole ordered teardown must finish within this (default 25 s < Slurm's KillWait 30 s).
+    #[serde(with = "duration_ms", rename = "deadline_ms")]
+    pub deadline: Duration,
+    /// Signal that starts the ordered teardown and that children ignore (default SIGUSR1).
+    pub drain_signal: SignalName,
+    /// Tear down when every worker has exited (default true).
+    pub exit_when_workers_done: bool,
+}

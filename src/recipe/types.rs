@@ -1,0 +1,585 @@
+//! The recipe's data types, as written in YAML. Field docs are the recipe reference.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use super::values::*;
+
+/// A whole recipe file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Recipe {
+    /// srt-slurm's `backend:` section.
+    pub backend: Option<Backend>,
+    /// srt-slurm's top-level `environment:` (applied to every worker).
+    pub environment: EnvMap,
+    /// mcsup's own section.
+    pub mcsup: Option<McsupSection>,
+    /// Key paths of sections accepted but not interpreted (e.g. `model`, `slurm`, `benchmark`).
+    pub ignored: Vec<String>,
+}
+
+/// Names this many edits (or fewer) away from a known key are treated as typos, not as foreign
+/// sections, where unknown keys are otherwise tolerated.
+const TYPO_DISTANCE: usize = 2;
+
+fn close_match<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(&key.to_ascii_lowercase(), k), *k))
+        .filter(|(d, k)| *d <= TYPO_DISTANCE && *d < k.len() / 2 + 1)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+const RECIPE_KEYS: &[&str] = &["backend", "environment", "mcsup"];
+
+impl<'de> Deserialize<'de> for Recipe {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Recipe;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a recipe: a YAML mapping with a `backend:` section")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Recipe, A::Error> {
+                let mut r = Recipe::default();
+                let mut seen: Vec<String> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if seen.contains(&key) {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`{FIX_MARKER}keep one `{key}:` section")));
+                    }
+                    seen.push(key.clone());
+                    match key.as_str() {
+                        "backend" => r.backend = map.next_value()?,
+                        "environment" => r.environment = map.next_value()?,
+                        "mcsup" => r.mcsup = map.next_value()?,
+                        other => {
+                            if let Some(k) = close_match(other, RECIPE_KEYS) {
+                                return Err(de::Error::custom(format!(
+                                    "unknown top-level section `{other}`{FIX_MARKER}did you mean `{k}`?"
+                                )));
+                            }
+                            map.next_value::<IgnoredAny>()?;
+                            r.ignored.push(other.to_string());
+                        }
+                    }
+                }
+                Ok(r)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// srt-slurm's inference backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendType {
+    #[default]
+    Sglang,
+    Vllm,
+    Trtllm,
+}
+
+/// srt-slurm's `backend:` section. Keys mcsup does not interpret are listed as ignored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Backend {
+    pub r#type: BackendType,
+    pub prefill_environment: EnvMap,
+    pub decode_environment: EnvMap,
+    pub aggregated_environment: EnvMap,
+    pub sglang_config: Option<RoleFlags>,
+    pub vllm_config: Option<RoleFlags>,
+    /// `null` or absent: Mooncake is not managed.
+    pub mooncake_kv_store: Option<MooncakeKvStore>,
+    pub ignored: Vec<String>,
+}
+
+const BACKEND_KEYS: &[&str] = &[
+    "type",
+    "prefill_environment",
+    "decode_environment",
+    "aggregated_environment",
+    "sglang_config",
+    "vllm_config",
+    "mooncake_kv_store",
+];
+
+impl<'de> Deserialize<'de> for Backend {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Backend;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("the backend section (a mapping)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Backend, A::Error> {
+                let mut b = Backend::default();
+                let mut seen: Vec<String> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if seen.contains(&key) {
+                        return Err(de::Error::custom(format!("duplicate key `{key}`{FIX_MARKER}keep one of them")));
+                    }
+                    seen.push(key.clone());
+                    match key.as_str() {
+                        "type" => b.r#type = map.next_value()?,
+                        "prefill_environment" => b.prefill_environment = map.next_value()?,
+                        "decode_environment" => b.decode_environment = map.next_value()?,
+                        "aggregated_environment" => b.aggregated_environment = map.next_value()?,
+                        "sglang_config" => b.sglang_config = map.next_value()?,
+                        "vllm_config" => b.vllm_config = map.next_value()?,
+                        "mooncake_kv_store" => b.mooncake_kv_store = map.next_value()?,
+                        other => {
+                            if let Some(k) = close_match(other, BACKEND_KEYS) {
+                                return Err(de::Error::custom(format!(
+                                    "unknown key `{other}`{FIX_MARKER}did you mean `{k}`?"
+                                )));
+                            }
+                            map.next_value::<IgnoredAny>()?;
+                            b.ignored.push(format!("backend.{other}"));
+                        }
+                    }
+                }
+                Ok(b)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Per-role free-form flags (`sglang_config` / `vllm_config`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleFlags {
+    #[serde(default)]
+    pub prefill: Option<FlagMap>,
+    #[serde(default)]
+    pub decode: Option<FlagMap>,
+    #[serde(default, alias = "agg")]
+    pub aggregated: Option<FlagMap>,
+}
+
+impl RoleFlags {
+    pub fn for_role(&self, role: crate::plan::Role) -> Option<&FlagMap> {
+        use crate::plan::Role;
+        match role {
+            Role::Prefill => self.prefill.as_ref(),
+            Role::Decode => self.decode.as_ref(),
+            Role::Aggregated => self.aggregated.as_ref(),
+        }
+    }
+}
+
+/// `backend.mooncake_kv_store`: the managed Mooncake master, worker env, standalone stores.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MooncakeKvStore {
+    /// Container image for the master (informational: mcsup runs inside the job's container).
+    #[serde(default)]
+    pub container: Option<String>,
+    /// Injected on every prefill/decode/aggregated worker (not on the master or stores).
+    #[serde(default)]
+    pub env: EnvMap,
+    /// Appended to the master's argv.
+    #[serde(default)]
+    pub master_extra_args: Words,
+    /// Replaces the default tunables when present; `[]` = Mooncake's own defaults.
+    #[serde(default)]
+    pub master_args: Option<Words>,
+    /// vLLM only: rendered to JSON; `MOONCAKE_CONFIG_PATH` points at it.
+    #[serde(default)]
+    pub store_config: Option<BTreeMap<String, serde_json::Value>>,
+    /// Standalone store services (the seed's feature).
+    #[serde(default)]
+    pub standalone: Option<Standalone>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_store_command() -> Command {
+    Command(vec!["python".into(), "-m".into(), "mooncake.mooncake_store_service".into()])
+}
+
+fn default_health_check() -> Option<HealthCheck> {
+    Some(HealthCheck { port: Port(8080), timeout_seconds: PositiveSeconds(120.0) })
+}
+
+/// `mooncake_kv_store.standalone`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Standalone {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_store_command")]
+    pub command: Command,
+    #[serde(default)]
+    pub args: Words,
+    #[serde(default)]
+    pub env: EnvMap,
+    pub placements: Placements,
+    #[serde(default)]
+    pub preamble: Option<String>,
+    /// srun option (used by srt-slurm's launcher; recorded, not applied inside a step).
+    #[serde(default)]
+    pub cpus_per_task: Option<u32>,
+    #[serde(default)]
+    pub cpu_bind: Option<String>,
+    #[serde(default)]
+    pub srun_options: BTreeMap<String, serde_yaml::Value>,
+    /// TCP readiness on the store's REST port; `null` disables it.
+    #[serde(default = "default_health_check", deserialize_with = "nullable")]
+    pub health_check: Option<HealthCheck>,
+    #[serde(default = "yes")]
+    pub critical: bool,
+}
+
+/// Per-role store placements. At least one must be given.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Placements {
+    pub prefill: Option<Placement>,
+    pub decode: Option<Placement>,
+    pub aggregated: Option<Placement>,
+}
+
+impl Placements {
+    pub fn for_role(&self, role: crate::plan::Role) -> Option<&Placement> {
+        use crate::plan::Role;
+        match role {
+            Role::Prefill => self.prefill.as_ref(),
+            Role::Decode => self.decode.as_ref(),
+            Role::Aggregated => self.aggregated.as_ref(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Placements {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            #[serde(default)]
+            prefill: Option<Placement>,
+            #[serde(default)]
+            decode: Option<Placement>,
+            #[serde(default, alias = "agg")]
+            aggregated: Option<Placement>,
+        }
+        let raw = Option::<Raw>::deserialize(d)?;
+        match raw {
+            Some(r) if r.prefill.is_some() || r.decode.is_some() || r.aggregated.is_some() => {
+                Ok(Placements { prefill: r.prefill, decode: r.decode, aggregated: r.aggregated })
+            }
+            _ => Err(de::Error::custom(format!(
+                "placements must name at least one role{FIX_MARKER}add e.g. `decode: {{env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: \"400gb\"}}}}` (roles: prefill, decode, aggregated)"
+            ))),
+        }
+    }
+}
+
+/// One role's store placement.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub env: EnvMap,
+    #[serde(default)]
+    pub args: Words,
+}
+
+/// Store readiness: TCP connect to `port` until `timeout_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheck {
+    pub port: Port,
+    #[serde(default = "default_timeout")]
+    pub timeout_seconds: PositiveSeconds,
+}
+
+fn default_timeout() -> PositiveSeconds {
+    PositiveSeconds(120.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// mcsup's own section
+// ---------------------------------------------------------------------------------------------
+
+/// `mcsup:` — what srt-slurm leaves to its orchestrator.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McsupSection {
+    #[serde(default)]
+    pub master: MasterConfig,
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// Worker processes per role. A role without an entry gets one worker derived from
+    /// `sglang_config` / `vllm_config`, if present.
+    #[serde(default)]
+    pub workers: WorkersConfig,
+    /// Defaults for every worker's stop/restart policy.
+    #[serde(default)]
+    pub worker_defaults: PolicyConfig,
+    #[serde(default)]
+    pub shutdown: ShutdownConfig,
+    /// Log directory; placeholders `{job_id}` and `{node}` allowed. Default `mcsup-logs/{job_id}`.
+    #[serde(default)]
+    pub log_dir: Option<String>,
+    /// Node name → address, for nodes whose name does not resolve to the right interface.
+    #[serde(default)]
+    pub node_addresses: BTreeMap<String, String>,
+    #[serde(default)]
+    pub preflight: PreflightConfig,
+}
+
+/// `mcsup.master`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MasterConfig {
+    /// Default `[mooncake_master]`.
+    #[serde(default)]
+    pub command: Option<Command>,
+    /// Default 8700.
+    #[serde(default)]
+    pub rpc_port: Option<Port>,
+    /// Default 8701.
+    #[serde(default)]
+    pub metadata_port: Option<Port>,
+    /// Default 8702.
+    #[serde(default)]
+    pub metrics_port: Option<Port>,
+    #[serde(default)]
+    pub env: EnvMap,
+    /// Readiness timeout, default 120 s.
+    #[serde(default)]
+    pub timeout_seconds: Option<PositiveSeconds>,
+    #[serde(default)]
+    pub stop: Option<StopConfig>,
+    #[serde(default)]
+    pub restart: Option<RestartConfig>,
+}
+
+/// `mcsup.store`: supervision of the standalone store (what it runs comes from
+/// `backend.mooncake_kv_store.standalone`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Default SIGINT (older store services handle only SIGINT), 10 s grace.
+    #[serde(default)]
+    pub stop: Option<StopConfig>,
+    /// Default on-failure, 3 restarts in 10 minutes.
+    #[serde(default)]
+    pub restart: Option<RestartConfig>,
+    #[serde(default)]
+    pub liveness: Option<LivenessConfig>,
+}
+
+/// `mcsup.worker_defaults`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    #[serde(default)]
+    pub stop: Option<StopConfig>,
+    #[serde(default)]
+    pub restart: Option<RestartConfig>,
+}
+
+/// `mcsup.workers`: per role, a list of worker processes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkersConfig {
+    #[serde(default)]
+    pub prefill: Option<Vec<WorkerConfig>>,
+    #[serde(default)]
+    pub decode: Option<Vec<WorkerConfig>>,
+    #[serde(default, alias = "agg")]
+    pub aggregated: Option<Vec<WorkerConfig>>,
+}
+
+impl WorkersConfig {
+    pub fn for_role(&self, role: crate::plan::Role) -> Option<&Vec<WorkerConfig>> {
+        use crate::plan::Role;
+        match role {
+            Role::Prefill => self.prefill.as_ref(),
+            Role::Decode => self.decode.as_ref(),
+            Role::Aggregated => self.aggregated.as_ref(),
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One worker entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerConfig {
+    /// Process name (unique on the node); with `count` > 1 each instance gets `-<index>`.
+    pub name: String,
+    pub command: Command,
+    #[serde(default)]
+    pub args: Words,
+    #[serde(default)]
+    pub env: EnvMap,
+    /// Instances on each node, default 1. `{index}` tells them apart.
+    #[serde(default = "one")]
+    pub count: u32,
+    #[serde(default)]
+    pub preamble: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub readiness: Option<ReadinessConfig>,
+    #[serde(default)]
+    pub liveness: Option<LivenessConfig>,
+    #[serde(default)]
+    pub stop: Option<StopConfig>,
+    #[serde(default)]
+    pub restart: Option<RestartConfig>,
+    /// A critical worker that fails tears the node down. Default true.
+    #[serde(default = "yes")]
+    pub critical: bool,
+}
+
+/// How to stop a process.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopConfig {
+    #[serde(default)]
+    pub signal: Option<SignalValue>,
+    #[serde(default)]
+    pub grace_seconds: Option<Seconds>,
+}
+
+/// Restart policy name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicyName {
+    Never,
+    #[serde(alias = "on_failure")]
+    OnFailure,
+    Always,
+}
+
+/// When and how often to restart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartConfig {
+    #[serde(default)]
+    pub policy: Option<RestartPolicyName>,
+    #[serde(default)]
+    pub success_codes: Option<Vec<i32>>,
+    #[serde(default)]
+    pub backoff_initial_seconds: Option<Seconds>,
+    #[serde(default)]
+    pub backoff_factor: Option<f64>,
+    #[serde(default)]
+    pub backoff_max_seconds: Option<Seconds>,
+    #[serde(default)]
+    pub reset_after_seconds: Option<Seconds>,
+    #[serde(default)]
+    pub max_restarts: Option<u32>,
+    #[serde(default)]
+    pub window_seconds: Option<PositiveSeconds>,
+}
+
+/// A worker's readiness: every probe given must pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadinessConfig {
+    #[serde(default)]
+    pub tcp: Option<TcpProbeConfig>,
+    #[serde(default)]
+    pub http: Option<HttpProbeConfig>,
+    #[serde(default)]
+    pub exec: Option<Command>,
+    /// Regex matched against each line the process prints.
+    #[serde(default)]
+    pub log_line: Option<Pattern>,
+    /// A path that must exist.
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub timeout_seconds: Option<PositiveSeconds>,
+    #[serde(default)]
+    pub initial_delay_seconds: Option<Seconds>,
+    #[serde(default)]
+    pub interval_seconds: Option<PositiveSeconds>,
+}
+
+/// Liveness: one probe, checked periodically once ready.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LivenessConfig {
+    #[serde(default)]
+    pub tcp: Option<TcpProbeConfig>,
+    #[serde(default)]
+    pub http: Option<HttpProbeConfig>,
+    #[serde(default)]
+    pub exec: Option<Command>,
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub period_seconds: Option<PositiveSeconds>,
+    #[serde(default)]
+    pub timeout_seconds: Option<PositiveSeconds>,
+    #[serde(default)]
+    pub failure_threshold: Option<u32>,
+}
+
+/// `tcp: {port: 30000}` (host defaults to 127.0.0.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpProbeConfig {
+    #[serde(default)]
+    pub host: Option<String>,
+    pub port: Port,
+}
+
+/// `http: {port: 30000, path: /health, status: 200}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpProbeConfig {
+    #[serde(default)]
+    pub host: Option<String>,
+    pub port: Port,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub body_contains: Option<String>,
+}
+
+/// `mcsup.shutdown`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownConfig {
+    /// Whole-teardown deadline, default 25 s (under Slurm's default KillWait of 30 s).
+    #[serde(default)]
+    pub deadline_seconds: Option<PositiveSeconds>,
+    /// Default SIGUSR1.
+    #[serde(default)]
+    pub drain_signal: Option<SignalValue>,
+    /// Tear the node down once every worker has exited. Default true.
+    #[serde(default)]
+    pub exit_when_workers_done: Option<bool>,
+}
+
+/// `mcsup.preflight`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreflightConfig {
+    /// DRAM kept free beyond store + HiCache, in GiB (2^30). Default 10.
+    #[serde(default)]
+    pub headroom_gib: Option<f64>,
+    /// HiCache ranks per node, per role (default: derived from `tp-size` etc.).
+    #[serde(default)]
+    pub hicache_ranks: BTreeMap<String, u32>,
+}

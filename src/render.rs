@@ -1,0 +1,236 @@
+//! Human and JSON renderings of a [`Plan`]. Both come from the same value; neither does I/O.
+//!
+//! Secrets: values of variables whose names look secret (TOKEN, SECRET, PASSWORD, KEY,
+//! CREDENTIAL), and argv values following such flags, are replaced by `<redacted>` unless the
+//! caller asks to show them.
+
+use std::fmt::Write as _;
+
+use crate::plan::*;
+use crate::recipe::SIZE_VARIABLES;
+use crate::size;
+
+const SECRET_MARKERS: [&str; 5] = ["TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"];
+const REDACTED: &str = "<redacted>";
+
+/// Does this variable or flag name look like it holds a secret?
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_MARKERS.iter().any(|m| upper.contains(m))
+}
+
+fn redact_argv(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    for a in argv {
+        if hide_next {
+            out.push(REDACTED.to_string());
+            hide_next = false;
+            continue;
+        }
+        if let Some(flag) = a.strip_prefix('-') {
+            let flag = flag.trim_start_matches('-');
+            match flag.split_once('=') {
+                Some((name, _)) if looks_secret(name) => {
+                    out.push(format!("{}={REDACTED}", &a[..a.len() - flag.len() + name.len()]));
+                    continue;
+                }
+                None if looks_secret(flag) => hide_next = true,
+                _ => {}
+            }
+        }
+        out.push(a.clone());
+    }
+    out
+}
+
+/// A copy of the plan with secret-looking values replaced.
+pub fn redacted(plan: &Plan) -> Plan {
+    let mut p = plan.clone();
+    for proc_ in &mut p.processes {
+        proc_.argv = redact_argv(&proc_.argv);
+        for v in &mut proc_.env {
+            if looks_secret(&v.name) {
+                v.value = REDACTED.into();
+                for o in &mut v.overrode {
+                    o.value = REDACTED.into();
+                }
+            }
+        }
+    }
+    p
+}
+
+/// The plan as one JSON document (see the README for its shape).
+pub fn plan_json(plan: &Plan, show_secrets: bool) -> String {
+    let p = if show_secrets { plan.clone() } else { redacted(plan) };
+    serde_json::to_string_pretty(&p).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+fn secs(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.3}s", d.as_secs_f64()).trim_end_matches('0').to_string()
+    }
+}
+
+/// Quote a word for display the way a shell would need it.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+fn readiness_text(r: &ReadinessSpec) -> String {
+    let probes = r.probes.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(" and ");
+    let mut s = format!("{probes} (timeout {}", secs(r.timeout));
+    if !r.initial_delay.is_zero() {
+        let _ = write!(s, ", after {}", secs(r.initial_delay));
+    }
+    s.push(')');
+    s
+}
+
+/// The plan for people.
+pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
+    let p = if show_secrets { plan.clone() } else { redacted(plan) };
+    let mut o = String::new();
+    let n = &p.node;
+    let roles = p.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",");
+    let _ = writeln!(o, "mcsup plan for node {} (id {}, {}), roles: {roles}", n.name, n.node_id, n.ip);
+    match &n.job_id {
+        Some(j) => {
+            let _ = writeln!(o, "mode: {} (job {j})", n.mode);
+        }
+        None => {
+            let _ = writeln!(o, "mode: {}", n.mode);
+        }
+    }
+    let master_where = if n.runs_master { "on this node" } else { "not on this node" };
+    let _ = writeln!(o, "infra node: {} ({}), master {master_where}", n.infra_node, n.infra_ip);
+    let _ = writeln!(o, "log dir: {}", p.log_dir.display());
+
+    if !p.gates.is_empty() {
+        let _ = writeln!(o, "\nwaits for (remote):");
+        for g in &p.gates {
+            let _ = writeln!(o, "  {}: {}", g.name, readiness_text(&g.readiness));
+        }
+    }
+    if !p.files.is_empty() {
+        let _ = writeln!(o, "\nfiles written before start:");
+        for f in &p.files {
+            let _ = writeln!(o, "  {} ({})", f.path.display(), f.purpose);
+            for line in f.contents.lines() {
+                let _ = writeln!(o, "    {line}");
+            }
+        }
+    }
+    let _ = writeln!(o, "\nprocesses, in start order:");
+    for (i, s) in p.processes.iter().enumerate() {
+        let mut tags = vec![s.kind.as_str().to_string()];
+        if !s.roles.is_empty() {
+            tags.push(format!("roles: {}", s.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",")));
+        }
+        if s.critical {
+            tags.push("critical".into());
+        }
+        let _ = writeln!(o, "\n{}. {}  [{}]", i + 1, s.name, tags.join(", "));
+        if let Some(pre) = &s.preamble {
+            let _ = writeln!(o, "   preamble: {pre}");
+        }
+        let _ = writeln!(o, "   argv: {}", s.argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
+        if let Some(c) = &s.cwd {
+            let _ = writeln!(o, "   cwd: {}", c.display());
+        }
+        if s.env.is_empty() {
+            let _ = writeln!(o, "   env: (inherited only)");
+        } else {
+            let _ = writeln!(o, "   env (on top of the inherited environment):");
+            let width = s.env.iter().map(|v| v.name.len() + v.value.len() + 1).max().unwrap_or(0).min(60);
+            for v in &s.env {
+                let kv = format!("{}={}", v.name, v.value);
+                let mut note = v.source.clone();
+                if SIZE_VARIABLES.contains(&v.name.as_str()) {
+                    if let Ok(b) = size::parse_mooncake_size(&v.value) {
+                        note = format!("{note}; = {}", size::Bytes(b));
+                    }
+                }
+                for ov in &v.overrode {
+                    let _ = write!(note, "; overrode {}={}", ov.source, ov.value);
+                }
+                let _ = writeln!(o, "     {kv:<width$}  ({note})");
+            }
+        }
+        if !s.depends_on.is_empty() {
+            let deps = s
+                .depends_on
+                .iter()
+                .map(|d| format!("{} ({})", d.target, serde_json::to_value(d.condition).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(o, "   starts after: {deps}");
+        }
+        match &s.readiness {
+            Some(r) => {
+                let _ = writeln!(o, "   ready when: {}", readiness_text(r));
+            }
+            None => {
+                let _ = writeln!(o, "   ready when: started (no probe)");
+            }
+        }
+        if let Some(l) = &s.liveness {
+            let _ = writeln!(o, "   liveness: {} every {}, restart after {} failures", l.probe, secs(l.period), l.failure_threshold);
+        }
+        let _ = writeln!(o, "   stop: {} (+SIGCONT), SIGKILL to the group after {}", s.stop.signal, secs(s.stop.grace));
+        let r = &s.restart;
+        let restart = match r.policy {
+            RestartPolicy::Never => "never".to_string(),
+            pol => format!(
+                "{pol}, backoff {} x{} up to {}, at most {} in {}",
+                secs(r.backoff_initial),
+                r.backoff_factor,
+                secs(r.backoff_max),
+                r.max_restarts,
+                secs(r.window)
+            ),
+        };
+        let _ = writeln!(o, "   restart: {restart}");
+    }
+    if p.processes.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    let sd = &p.shutdown;
+    let _ = writeln!(
+        o,
+        "\nshutdown: workers, then store, then master; deadline {}; drain signal {}{}",
+        secs(sd.deadline),
+        sd.drain_signal,
+        if sd.exit_when_workers_done { "; also when every worker has exited" } else { "" }
+    );
+    if !p.ignored_sections.is_empty() {
+        let _ = writeln!(o, "\nignored (not interpreted by mcsup): {}", p.ignored_sections.join(", "));
+    }
+    if !p.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings:");
+        for w in &p.warnings {
+            let _ = writeln!(o, "  - {w}");
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_names_and_flags() {
+        assert!(looks_secret("HF_TOKEN") && looks_secret("aws_secret_access_key") && !looks_secret("MOONCAKE_MASTER"));
+        let argv: Vec<String> = ["srv", "--api-key", "abc", "--token=xyz", "--port", "1"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(redact_argv(&argv), vec!["srv", "--api-key", REDACTED, "--token=<redacted>", "--port", "1"]);
+    }
+}
