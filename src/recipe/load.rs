@@ -67,6 +67,7 @@ fn convert(path: &Path, e: serde_path_to_error::Error<serde_yaml::Error>) -> Rec
     let raw = inner.to_string();
     // serde_yaml appends " at line L column C" to its messages; we print the position ourselves.
     let raw = strip_position(&raw);
+    let raw = strip_path_prefix(&raw);
     let (message, fix) = match raw.split_once(FIX_MARKER) {
         Some((m, f)) => (m.to_string(), Some(f.to_string())),
         None => explain(&raw),
@@ -120,6 +121,14 @@ fn render_path(p: &serde_path_to_error::Path) -> String {
     out
 }
 
+/// serde_yaml prefixes nested errors with its own dotted path ("a.b[0].c: msg"); we print ours.
+fn strip_path_prefix(msg: &str) -> String {
+    match msg.split_once(": ") {
+        Some((prefix, rest)) if !prefix.is_empty() && !prefix.contains(' ') && !prefix.contains('`') => rest.to_string(),
+        _ => msg.to_string(),
+    }
+}
+
 fn strip_position(msg: &str) -> String {
     match msg.rfind(" at line ") {
         Some(i) if msg[i..].contains(" column ") => msg[..i].to_string(),
@@ -169,7 +178,9 @@ fn explain(raw: &str) -> (String, Option<String>) {
         return (format!("key `{name}` appears twice"), Some(format!("keep one `{name}:`")));
     }
     if raw.starts_with("invalid type: ") {
-        let fix = if raw.contains("expected a boolean") {
+        let fix = if raw.contains("expected a recipe") {
+            Some("a recipe is a YAML mapping whose top level has `backend:` (and optionally `mcsup:`); see recipes/local.yaml".to_string())
+        } else if raw.contains("expected a boolean") {
             Some("write true or false".to_string())
         } else if raw.contains("expected a sequence") || raw.contains("expected a list") {
             Some("write a YAML list, e.g. [a, b]".to_string())

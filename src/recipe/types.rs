@@ -261,7 +261,7 @@ impl<'de> Deserialize<'de> for Placements {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
-        struct Raw {
+        struct RolePlacements {
             #[serde(default)]
             prefill: Option<Placement>,
             #[serde(default)]
@@ -269,7 +269,7 @@ impl<'de> Deserialize<'de> for Placements {
             #[serde(default, alias = "agg")]
             aggregated: Option<Placement>,
         }
-        let raw = Option::<Raw>::deserialize(d)?;
+        let raw = Option::<RolePlacements>::deserialize(d)?;
         match raw {
             Some(r) if r.prefill.is_some() || r.decode.is_some() || r.aggregated.is_some() => {
                 Ok(Placements { prefill: r.prefill, decode: r.decode, aggregated: r.aggregated })
