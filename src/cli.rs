@@ -25,7 +25,12 @@ pub const EXIT_USAGE: i32 = 2;
 ///
 /// Inside an srun step: `mcsup --role decode --recipe job.yaml`. `run` is the default command.
 #[derive(Debug, Parser)]
-#[command(name = "mcsup", version, args_conflicts_with_subcommands = true, propagate_version = true)]
+#[command(
+    name = "mcsup",
+    version,
+    args_conflicts_with_subcommands = true,
+    propagate_version = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Cmd>,
@@ -39,6 +44,9 @@ pub enum Cmd {
     Run(RunArgs),
     /// Print this node's resolved plan without running anything (dry-run).
     Plan(PlanArgs),
+    /// Check this node (RDMA devices, GID index, memlock, DRAM budget, ports, tools) and say
+    /// what is wrong and how to fix it. Exit 0 pass, 1 fail.
+    Preflight(PreflightArgs),
     /// Print the status file written by a running (or finished) mcsup.
     Status(StatusArgs),
     /// Print shell completions.
@@ -88,6 +96,25 @@ pub struct RunArgs {
     /// Do not mirror children's output on stdout (the log files still get everything).
     #[arg(long)]
     pub no_console: bool,
+    /// Start even if the preflight fails (its report is still logged).
+    #[arg(long)]
+    pub skip_preflight: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// One JSON document instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Warnings fail too.
+    #[arg(long)]
+    pub strict: bool,
+    /// Read /sys, /proc and /dev under DIR (a fixture or a captured node); skips the checks that
+    /// only make sense on the live machine (port binds, executables).
+    #[arg(long, value_name = "DIR")]
+    pub sysroot: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -129,7 +156,10 @@ pub struct CliError {
 
 impl CliError {
     fn usage(message: impl Into<String>) -> Self {
-        CliError { code: EXIT_USAGE, message: message.into() }
+        CliError {
+            code: EXIT_USAGE,
+            message: message.into(),
+        }
     }
 }
 
@@ -156,20 +186,76 @@ pub fn node_inputs(t: &TargetArgs) -> NodeInputs {
 
 /// Resolve recipe + roles + node into a plan.
 pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
-    let recipe_path = t
-        .recipe
-        .as_deref()
-        .ok_or_else(|| CliError::usage("no recipe given\n  fix: pass --recipe FILE (or set MCSUP_RECIPE)"))?;
-    let role_text = t
-        .role
-        .as_deref()
-        .ok_or_else(|| CliError::usage("no role given\n  fix: pass --role prefill|decode|agg (or set MCSUP_ROLE)"))?;
+    let recipe_path = t.recipe.as_deref().ok_or_else(|| {
+        CliError::usage("no recipe given\n  fix: pass --recipe FILE (or set MCSUP_RECIPE)")
+    })?;
+    let role_text = t.role.as_deref().ok_or_else(|| {
+        CliError::usage("no role given\n  fix: pass --role prefill|decode|agg (or set MCSUP_ROLE)")
+    })?;
     let roles = plan::parse_roles(role_text).map_err(|e| CliError::usage(e.to_string()))?;
     let recipe = recipe::load_file(recipe_path)?;
-    let addresses = recipe.mcsup.as_ref().map(|m| m.node_addresses.clone()).unwrap_or_default();
+    let addresses = recipe
+        .mcsup
+        .as_ref()
+        .map(|m| m.node_addresses.clone())
+        .unwrap_or_default();
     let ctx = node::resolve(&node_inputs(t), &addresses, &node::system_resolver)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    plan::plan(&recipe, &roles, &ctx).map_err(|e| CliError::usage(format!("{}: {e}", recipe_path.display())))
+    plan::plan(&recipe, &roles, &ctx)
+        .map_err(|e| CliError::usage(format!("{}: {e}", recipe_path.display())))
+}
+
+/// Load the recipe again for the preflight (it reads `sglang_config` for HiCache).
+fn load_recipe_for(t: &TargetArgs) -> Result<recipe::Recipe, CliError> {
+    match &t.recipe {
+        Some(p) => Ok(recipe::load_file(p)?),
+        None => Ok(recipe::Recipe::default()),
+    }
+}
+
+fn preflight_options(sysroot: Option<&Path>) -> crate::preflight::Options {
+    const SLURM: [&str; 3] = [
+        "SLURM_MEM_PER_NODE",
+        "SLURM_MEM_PER_CPU",
+        "SLURM_CPUS_ON_NODE",
+    ];
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    crate::preflight::Options {
+        sysroot: sysroot.map_or_else(|| PathBuf::from("/"), Path::to_path_buf),
+        live: sysroot.is_none(),
+        slurm_env: vars
+            .iter()
+            .filter(|(k, _)| SLURM.contains(&k.as_str()))
+            .cloned()
+            .collect(),
+        path_var: std::env::var("PATH").ok(),
+        inherited_env: vars
+            .into_iter()
+            .filter(|(k, _)| {
+                k.starts_with("MC_")
+                    || k == "NCCL_IB_GID_INDEX"
+                    || k == "MOONCAKE_DEVICE"
+                    || k == "MOONCAKE_PROTOCOL"
+            })
+            .collect(),
+    }
+}
+
+fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
+    let plan = load_plan(&args.target)?;
+    let recipe = load_recipe_for(&args.target)?;
+    let report = crate::preflight::run(&plan, &recipe, &preflight_options(args.sysroot.as_deref()));
+    let text = if args.json {
+        report.to_json(args.strict) + "\n"
+    } else {
+        report.to_human(args.strict)
+    };
+    print(&text)?;
+    Ok(if report.passed(args.strict) {
+        EXIT_OK
+    } else {
+        EXIT_PREFLIGHT
+    })
 }
 
 fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
@@ -188,7 +274,9 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
 fn init_tracing(format: LogFormatArg) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MCSUP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormatArg::Human => builder.with_target(false).try_init(),
         LogFormatArg::Json => builder.json().try_init(),
@@ -201,7 +289,10 @@ fn print(text: &str) -> Result<(), CliError> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError { code: EXIT_USAGE, message: format!("cannot write to stdout: {e}") }),
+        Err(e) => Err(CliError {
+            code: EXIT_USAGE,
+            message: format!("cannot write to stdout: {e}"),
+        }),
     }
 }
 
@@ -214,6 +305,38 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
+    if args.plan_file.is_none() {
+        let recipe = load_recipe_for(&args.target)?;
+        let report = crate::preflight::run(&plan, &recipe, &preflight_options(None));
+        for c in report
+            .checks
+            .iter()
+            .filter(|c| c.status >= crate::preflight::Status::Warn)
+        {
+            let fix = c
+                .fix
+                .as_deref()
+                .map(|f| format!(" (fix: {f})"))
+                .unwrap_or_default();
+            if c.status == crate::preflight::Status::Fail {
+                tracing::error!("preflight {} {}: {}{fix}", c.group, c.name, c.message);
+            } else {
+                tracing::warn!("preflight {} {}: {}{fix}", c.group, c.name, c.message);
+            }
+        }
+        if !report.passed(false) {
+            if args.skip_preflight {
+                tracing::warn!("preflight failed; starting anyway (--skip-preflight)");
+            } else {
+                return Err(CliError {
+                    code: EXIT_PREFLIGHT,
+                    message: format!("preflight failed on {}; nothing was started (see above; `mcsup preflight` shows the full report, --skip-preflight overrides)", plan.node.name),
+                });
+            }
+        } else {
+            tracing::info!("preflight passed ({} checks)", report.checks.len());
+        }
+    }
     let opts = RunOptions {
         log_format: match args.log_format {
             LogFormatArg::Human => LogFormat::Human,
@@ -221,8 +344,10 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
         },
         console: !args.no_console,
     };
-    let outcome = supervisor::run_blocking(plan, opts)
-        .map_err(|e| CliError { code: crate::supervisor::EXIT_SETUP, message: e.to_string() })?;
+    let outcome = supervisor::run_blocking(plan, opts).map_err(|e| CliError {
+        code: crate::supervisor::EXIT_SETUP,
+        message: e.to_string(),
+    })?;
     Ok(outcome.exit_code)
 }
 
@@ -235,11 +360,17 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
         }
         _ => {
             let job = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "local".into());
-            (PathBuf::from("mcsup-logs").join(job), args.target.node.clone())
+            (
+                PathBuf::from("mcsup-logs").join(job),
+                args.target.node.clone(),
+            )
         }
     };
-    let text = supervisor::print_status(&dir, node.as_deref(), args.json)
-        .map_err(|e| CliError { code: EXIT_PREFLIGHT, message: e.to_string() })?;
+    let text =
+        supervisor::print_status(&dir, node.as_deref(), args.json).map_err(|e| CliError {
+            code: EXIT_PREFLIGHT,
+            message: e.to_string(),
+        })?;
     print(&text)?;
     Ok(EXIT_OK)
 }
@@ -259,6 +390,7 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             print(&text)?;
             Ok(EXIT_OK)
         }
+        Some(Cmd::Preflight(a)) => preflight(a),
         Some(Cmd::Status(a)) => status(a),
         Some(Cmd::Completions { shell }) => {
             let mut cmd = Cli::command();

@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod node;
 pub mod plan;
+pub mod preflight;
 pub mod recipe;
 pub mod render;
 pub mod size;

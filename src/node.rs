@@ -98,12 +98,19 @@ pub type Resolver<'a> = &'a dyn Fn(&str) -> Option<IpAddr>;
 /// Resolve names with the system resolver (first IPv4 address, else the first address).
 pub fn system_resolver(name: &str) -> Option<IpAddr> {
     let addrs: Vec<IpAddr> = (name, 0).to_socket_addrs().ok()?.map(|a| a.ip()).collect();
-    addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).copied()
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
 }
 
 /// Expand a Slurm hostlist expression.
 pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
-    let bad = |reason: String| NodeError::BadNodelist { list: list.to_string(), reason };
+    let bad = |reason: String| NodeError::BadNodelist {
+        list: list.to_string(),
+        reason,
+    };
     if list.trim().is_empty() {
         return Err(bad("it is empty".into()));
     }
@@ -122,14 +129,20 @@ pub fn resolve(
 ) -> Result<NodeContext, NodeError> {
     let mut warnings = Vec::new();
     let slurm = inputs.nodelist.is_some() || inputs.job_id.is_some();
-    let name = inputs.node.clone().unwrap_or_else(|| inputs.hostname.clone());
+    let name = inputs
+        .node
+        .clone()
+        .unwrap_or_else(|| inputs.hostname.clone());
     let nodelist = match &inputs.nodelist {
         Some(l) => expand_nodelist(l)?,
         None => vec![name.clone()],
     };
     let position = nodelist.iter().position(|n| *n == name);
     if inputs.nodelist.is_some() && position.is_none() {
-        return Err(NodeError::NotInList { node: name, list: nodelist.join(",") });
+        return Err(NodeError::NotInList {
+            node: name,
+            list: nodelist.join(","),
+        });
     }
     let node_id = inputs
         .node_id
@@ -148,7 +161,10 @@ pub fn resolve(
         v.trim()
             .parse::<IpAddr>()
             .map(|a| a.to_string())
-            .map_err(|_| NodeError::BadAddress { what: what.into(), value: v.into() })
+            .map_err(|_| NodeError::BadAddress {
+                what: what.into(),
+                value: v.into(),
+            })
     };
     let address_of = |node: &str, warnings: &mut Vec<String>| -> Result<String, NodeError> {
         if let Some(a) = addresses.get(node) {
@@ -197,7 +213,11 @@ mod tests {
     use super::*;
 
     fn inputs() -> NodeInputs {
-        NodeInputs { hostname: "box".into(), cwd: "/w".into(), ..Default::default() }
+        NodeInputs {
+            hostname: "box".into(),
+            cwd: "/w".into(),
+            ..Default::default()
+        }
     }
     fn no_dns(_: &str) -> Option<IpAddr> {
         None
@@ -213,7 +233,10 @@ mod tests {
     #[test]
     fn local_mode_is_loopback_and_runs_master() {
         let c = resolve(&inputs(), &BTreeMap::new(), &no_dns).unwrap();
-        assert_eq!((c.name.as_str(), c.ip.as_str(), c.infra_ip.as_str()), ("box", "127.0.0.1", "127.0.0.1"));
+        assert_eq!(
+            (c.name.as_str(), c.ip.as_str(), c.infra_ip.as_str()),
+            ("box", "127.0.0.1", "127.0.0.1")
+        );
         assert!(c.runs_master && !c.slurm);
     }
 
@@ -241,7 +264,10 @@ mod tests {
         a.insert("n1".to_string(), "127.0.0.1".to_string());
         a.insert("n2".to_string(), "127.0.0.2".to_string());
         let c = resolve(&i, &a, &no_dns).unwrap();
-        assert_eq!((c.ip.as_str(), c.infra_ip.as_str()), ("127.0.0.2", "127.0.0.1"));
+        assert_eq!(
+            (c.ip.as_str(), c.infra_ip.as_str()),
+            ("127.0.0.2", "127.0.0.1")
+        );
         assert!(c.runs_master);
     }
 
@@ -255,12 +281,21 @@ mod tests {
         assert_eq!(c.warnings.len(), 2);
 
         i.node = Some("zz".into());
-        assert!(matches!(resolve(&i, &BTreeMap::new(), &no_dns), Err(NodeError::NotInList { .. })));
+        assert!(matches!(
+            resolve(&i, &BTreeMap::new(), &no_dns),
+            Err(NodeError::NotInList { .. })
+        ));
         i.node = Some("x1".into());
         i.nodelist = Some("x[1-".into());
-        assert!(matches!(resolve(&i, &BTreeMap::new(), &no_dns), Err(NodeError::BadNodelist { .. })));
+        assert!(matches!(
+            resolve(&i, &BTreeMap::new(), &no_dns),
+            Err(NodeError::BadNodelist { .. })
+        ));
         i.nodelist = None;
         i.master_addr = Some("not-an-ip".into());
-        assert!(matches!(resolve(&i, &BTreeMap::new(), &no_dns), Err(NodeError::BadAddress { .. })));
+        assert!(matches!(
+            resolve(&i, &BTreeMap::new(), &no_dns),
+            Err(NodeError::BadAddress { .. })
+        ));
     }
 }

@@ -32,7 +32,10 @@ fn redact_argv(argv: &[String]) -> Vec<String> {
             let flag = flag.trim_start_matches('-');
             match flag.split_once('=') {
                 Some((name, _)) if looks_secret(name) => {
-                    out.push(format!("{}={REDACTED}", &a[..a.len() - flag.len() + name.len()]));
+                    out.push(format!(
+                        "{}={REDACTED}",
+                        &a[..a.len() - flag.len() + name.len()]
+                    ));
                     continue;
                 }
                 None if looks_secret(flag) => hide_next = true,
@@ -63,7 +66,11 @@ pub fn redacted(plan: &Plan) -> Plan {
 
 /// The plan as one JSON document (see the README for its shape).
 pub fn plan_json(plan: &Plan, show_secrets: bool) -> String {
-    let p = if show_secrets { plan.clone() } else { redacted(plan) };
+    let p = if show_secrets {
+        plan.clone()
+    } else {
+        redacted(plan)
+    };
     serde_json::to_string_pretty(&p).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
@@ -72,13 +79,18 @@ fn secs(d: std::time::Duration) -> String {
     if ms % 1000 == 0 {
         format!("{}s", ms / 1000)
     } else {
-        format!("{:.3}s", d.as_secs_f64()).trim_end_matches('0').to_string()
+        format!("{:.3}s", d.as_secs_f64())
+            .trim_end_matches('0')
+            .to_string()
     }
 }
 
 /// Quote a word for display the way a shell would need it.
 fn shell_word(w: &str) -> String {
-    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c)) {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
         w.to_string()
     } else {
         format!("'{}'", w.replace('\'', "'\\''"))
@@ -86,7 +98,12 @@ fn shell_word(w: &str) -> String {
 }
 
 fn readiness_text(r: &ReadinessSpec) -> String {
-    let probes = r.probes.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(" and ");
+    let probes = r
+        .probes
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
     let mut s = format!("{probes} (timeout {}", secs(r.timeout));
     if !r.initial_delay.is_zero() {
         let _ = write!(s, ", after {}", secs(r.initial_delay));
@@ -97,11 +114,24 @@ fn readiness_text(r: &ReadinessSpec) -> String {
 
 /// The plan for people.
 pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
-    let p = if show_secrets { plan.clone() } else { redacted(plan) };
+    let p = if show_secrets {
+        plan.clone()
+    } else {
+        redacted(plan)
+    };
     let mut o = String::new();
     let n = &p.node;
-    let roles = p.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",");
-    let _ = writeln!(o, "mcsup plan for node {} (id {}, {}), roles: {roles}", n.name, n.node_id, n.ip);
+    let roles = p
+        .roles
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let _ = writeln!(
+        o,
+        "mcsup plan for node {} (id {}, {}), roles: {roles}",
+        n.name, n.node_id, n.ip
+    );
     match &n.job_id {
         Some(j) => {
             let _ = writeln!(o, "mode: {} (job {j})", n.mode);
@@ -110,8 +140,16 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
             let _ = writeln!(o, "mode: {}", n.mode);
         }
     }
-    let master_where = if n.runs_master { "on this node" } else { "not on this node" };
-    let _ = writeln!(o, "infra node: {} ({}), master {master_where}", n.infra_node, n.infra_ip);
+    let master_where = if n.runs_master {
+        "on this node"
+    } else {
+        "not on this node"
+    };
+    let _ = writeln!(
+        o,
+        "infra node: {} ({}), master {master_where}",
+        n.infra_node, n.infra_ip
+    );
     let _ = writeln!(o, "log dir: {}", p.log_dir.display());
 
     if !p.gates.is_empty() {
@@ -133,7 +171,14 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
     for (i, s) in p.processes.iter().enumerate() {
         let mut tags = vec![s.kind.as_str().to_string()];
         if !s.roles.is_empty() {
-            tags.push(format!("roles: {}", s.roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(",")));
+            tags.push(format!(
+                "roles: {}",
+                s.roles
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
         }
         if s.critical {
             tags.push("critical".into());
@@ -142,7 +187,15 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
         if let Some(pre) = &s.preamble {
             let _ = writeln!(o, "   preamble: {pre}");
         }
-        let _ = writeln!(o, "   argv: {}", s.argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" "));
+        let _ = writeln!(
+            o,
+            "   argv: {}",
+            s.argv
+                .iter()
+                .map(|w| shell_word(w))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
         if let Some(c) = &s.cwd {
             let _ = writeln!(o, "   cwd: {}", c.display());
         }
@@ -150,7 +203,13 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
             let _ = writeln!(o, "   env: (inherited only)");
         } else {
             let _ = writeln!(o, "   env (on top of the inherited environment):");
-            let width = s.env.iter().map(|v| v.name.len() + v.value.len() + 1).max().unwrap_or(0).min(60);
+            let width = s
+                .env
+                .iter()
+                .map(|v| v.name.len() + v.value.len() + 1)
+                .max()
+                .unwrap_or(0)
+                .min(60);
             for v in &s.env {
                 let kv = format!("{}={}", v.name, v.value);
                 let mut note = v.source.clone();
@@ -169,7 +228,16 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
             let deps = s
                 .depends_on
                 .iter()
-                .map(|d| format!("{} ({})", d.target, serde_json::to_value(d.condition).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()))
+                .map(|d| {
+                    format!(
+                        "{} ({})",
+                        d.target,
+                        serde_json::to_value(d.condition)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default()
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(", ");
             let _ = writeln!(o, "   starts after: {deps}");
@@ -183,9 +251,20 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
             }
         }
         if let Some(l) = &s.liveness {
-            let _ = writeln!(o, "   liveness: {} every {}, restart after {} failures", l.probe, secs(l.period), l.failure_threshold);
+            let _ = writeln!(
+                o,
+                "   liveness: {} every {}, restart after {} failures",
+                l.probe,
+                secs(l.period),
+                l.failure_threshold
+            );
         }
-        let _ = writeln!(o, "   stop: {} (+SIGCONT), SIGKILL to the group after {}", s.stop.signal, secs(s.stop.grace));
+        let _ = writeln!(
+            o,
+            "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
+            s.stop.signal,
+            secs(s.stop.grace)
+        );
         let r = &s.restart;
         let restart = match r.policy {
             RestartPolicy::Never => "never".to_string(),
@@ -209,10 +288,18 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
         "\nshutdown: workers, then store, then master; deadline {}; drain signal {}{}",
         secs(sd.deadline),
         sd.drain_signal,
-        if sd.exit_when_workers_done { "; also when every worker has exited" } else { "" }
+        if sd.exit_when_workers_done {
+            "; also when every worker has exited"
+        } else {
+            ""
+        }
     );
     if !p.ignored_sections.is_empty() {
-        let _ = writeln!(o, "\nignored (not interpreted by mcsup): {}", p.ignored_sections.join(", "));
+        let _ = writeln!(
+            o,
+            "\nignored (not interpreted by mcsup): {}",
+            p.ignored_sections.join(", ")
+        );
     }
     if !p.warnings.is_empty() {
         let _ = writeln!(o, "\nwarnings:");
@@ -229,8 +316,25 @@ mod tests {
 
     #[test]
     fn secret_names_and_flags() {
-        assert!(looks_secret("HF_TOKEN") && looks_secret("aws_secret_access_key") && !looks_secret("MOONCAKE_MASTER"));
-        let argv: Vec<String> = ["srv", "--api-key", "abc", "--token=xyz", "--port", "1"].iter().map(|s| s.to_string()).collect();
-        assert_eq!(redact_argv(&argv), vec!["srv", "--api-key", REDACTED, "--token=<redacted>", "--port", "1"]);
+        assert!(
+            looks_secret("HF_TOKEN")
+                && looks_secret("aws_secret_access_key")
+                && !looks_secret("MOONCAKE_MASTER")
+        );
+        let argv: Vec<String> = ["srv", "--api-key", "abc", "--token=xyz", "--port", "1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            redact_argv(&argv),
+            vec![
+                "srv",
+                "--api-key",
+                REDACTED,
+                "--token=<redacted>",
+                "--port",
+                "1"
+            ]
+        );
     }
 }

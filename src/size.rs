@@ -227,11 +227,14 @@ mod tests {
             assert_eq!(parse_mooncake_size(input), Ok(*want), "input {input:?}");
         }
         let bad = [
-            "", "  ", "gb", "b", "100gib", "100mib", "-1gb", "-1", "abc", "1.2.3gb", "1__0",
-            "_1", "1_", "nan", "inf", "1e", "e5", "0x10", "1 000", "1e400",
+            "", "  ", "gb", "b", "100gib", "100mib", "-1gb", "-1", "abc", "1.2.3gb", "1__0", "_1",
+            "1_", "nan", "inf", "1e", "e5", "0x10", "1 000", "1e400",
         ];
         for input in bad {
-            assert!(parse_mooncake_size(input).is_err(), "input {input:?} should fail");
+            assert!(
+                parse_mooncake_size(input).is_err(),
+                "input {input:?} should fail"
+            );
         }
     }
 

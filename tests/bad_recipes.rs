@@ -43,7 +43,12 @@ fn sub(from: &str, to: &str) -> String {
 }
 
 fn cases() -> Vec<Case> {
-    let c = |name, yaml: String, expect| Case { name, yaml, roles: "decode", expect };
+    let c = |name, yaml: String, expect| Case {
+        name,
+        yaml,
+        roles: "decode",
+        expect,
+    };
     vec![
         c("unknown placement", sub("        decode:\n", "        storage:\n"),
           &["backend.mooncake_kv_store.standalone.placements.storage", "unknown key `storage`", "fix:", "prefill"]),
@@ -150,7 +155,10 @@ fn run_plan(dir: &Path, recipe: &Path, roles: &str) -> (i32, String) {
         .args(["--node", "n1"])
         .output()
         .expect("run mcsup");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -188,10 +196,19 @@ fn catalogue_of_bad_recipes() {
             }
         }
         if !problems.is_empty() {
-            failures.push(format!("[{}] {}\n--- stderr:\n{err}", case.name, problems.join("; ")));
+            failures.push(format!(
+                "[{}] {}\n--- stderr:\n{err}",
+                case.name,
+                problems.join("; ")
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} bad-recipe cases failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} bad-recipe cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -199,17 +216,26 @@ fn directory_missing_file_and_bad_roles() {
     let dir = tempfile::tempdir().unwrap();
     let (code, err) = run_plan(dir.path(), dir.path(), "decode");
     assert_eq!(code, 2);
-    assert!(err.contains("is a directory") && err.contains("fix:"), "{err}");
+    assert!(
+        err.contains("is a directory") && err.contains("fix:"),
+        "{err}"
+    );
 
     let (code, err) = run_plan(dir.path(), &dir.path().join("nope.yaml"), "decode");
     assert_eq!(code, 2);
-    assert!(err.contains("nope.yaml") && err.contains("cannot read") && err.contains("fix:"), "{err}");
+    assert!(
+        err.contains("nope.yaml") && err.contains("cannot read") && err.contains("fix:"),
+        "{err}"
+    );
 
     let ok = dir.path().join("ok.yaml");
     std::fs::write(&ok, BASE).unwrap();
     let (code, err) = run_plan(dir.path(), &ok, "storage");
     assert_eq!(code, 2);
-    assert!(err.contains("--role") && err.contains("unknown role `storage`"), "{err}");
+    assert!(
+        err.contains("--role") && err.contains("unknown role `storage`"),
+        "{err}"
+    );
 
     let bin = dir.path().join("bin.yaml");
     std::fs::write(&bin, [0xff, 0xfe, 0x00, 0x41]).unwrap();
@@ -220,7 +246,12 @@ fn directory_missing_file_and_bad_roles() {
 
 #[test]
 fn missing_role_and_recipe_are_usage_errors() {
-    let out = mcsup().env_remove("MCSUP_ROLE").env_remove("MCSUP_RECIPE").arg("plan").output().unwrap();
+    let out = mcsup()
+        .env_remove("MCSUP_ROLE")
+        .env_remove("MCSUP_RECIPE")
+        .arg("plan")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("fix: pass --recipe"));
 }

@@ -41,11 +41,18 @@ fn every_recipe_every_role() {
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 3, "expected the seed, vLLM and local recipes");
+    assert!(
+        files.len() >= 3,
+        "expected the seed, vLLM and local recipes"
+    );
     for path in files {
         let stem = path.file_stem().unwrap().to_string_lossy().to_string();
         let r = recipe::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
-        let addrs = r.mcsup.as_ref().map(|m| m.node_addresses.clone()).unwrap_or_default();
+        let addrs = r
+            .mcsup
+            .as_ref()
+            .map(|m| m.node_addresses.clone())
+            .unwrap_or_default();
         // Role → node: prefill on the infra node (it runs the master), decode on the second.
         let cases: [(Role, &str, Option<&str>); 4] = [
             (Role::Prefill, "gpu-01", Some("gpu-[01-02]")),
@@ -58,7 +65,10 @@ fn every_recipe_every_role() {
             let label = format!("{stem}__{role}__{node_name}");
             match plan::plan(&r, &[role], &c) {
                 Ok(p) => {
-                    insta::assert_snapshot!(format!("{label}__human"), render::plan_human(&p, false));
+                    insta::assert_snapshot!(
+                        format!("{label}__human"),
+                        render::plan_human(&p, false)
+                    );
                     insta::assert_snapshot!(format!("{label}__json"), render::plan_json(&p, false));
                 }
                 Err(e) => insta::assert_snapshot!(format!("{label}__error"), e.to_string()),
@@ -74,10 +84,17 @@ fn co_located_roles_share_one_store_or_conflict() {
     // local.yaml gives prefill 256mb and decode 512mb: co-locating them must fail, naming both.
     let e = plan::plan(&r, &[Role::Prefill, Role::Decode], &c).unwrap_err();
     assert!(e.to_string().contains("prefill, decode"), "{e}");
-    assert!(e.to_string().contains("env.MOONCAKE_GLOBAL_SEGMENT_SIZE"), "{e}");
+    assert!(
+        e.to_string().contains("env.MOONCAKE_GLOBAL_SEGMENT_SIZE"),
+        "{e}"
+    );
     // decode + aggregated are identical (512mb): one store serving both roles.
     let p = plan::plan(&r, &[Role::Decode, Role::Aggregated], &c).unwrap();
-    let stores: Vec<_> = p.processes.iter().filter(|s| s.kind == plan::ProcessKind::Store).collect();
+    let stores: Vec<_> = p
+        .processes
+        .iter()
+        .filter(|s| s.kind == plan::ProcessKind::Store)
+        .collect();
     assert_eq!(stores.len(), 1);
     assert_eq!(stores[0].roles, vec![Role::Decode, Role::Aggregated]);
 }

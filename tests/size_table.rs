@@ -21,16 +21,28 @@ fn matches_the_real_mooncake_parser() {
         // Documented divergence: Python's float() accepts non-ASCII decimal digits ("１２gb");
         // mcsup rejects them (an error the user can fix), never the other way round.
         if !row.input.is_ascii() {
-            assert_eq!(ours, None, "non-ASCII input {:?} must be rejected", row.input);
+            assert_eq!(
+                ours, None,
+                "non-ASCII input {:?} must be rejected",
+                row.input
+            );
             continue;
         }
         if ours != row.bytes {
-            mismatches.push(format!("{:?}: mooncake {:?}, mcsup {:?}", row.input, row.bytes, ours));
+            mismatches.push(format!(
+                "{:?}: mooncake {:?}, mcsup {:?}",
+                row.input, row.bytes, ours
+            ));
         }
         checked += 1;
     }
     assert!(checked > 500, "table too small: {checked}");
-    assert!(mismatches.is_empty(), "{} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "{} mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
 }
 
 const UNITS: [(&str, u64); 9] = [

@@ -21,7 +21,10 @@ impl EnvBuilder {
             Some(v) => {
                 let old = std::mem::replace(&mut v.value, value);
                 let old_source = std::mem::replace(&mut v.source, source.to_string());
-                v.overrode.push(EnvOverride { source: old_source, value: old });
+                v.overrode.push(EnvOverride {
+                    source: old_source,
+                    value: old,
+                });
             }
             None => self.vars.push(EnvVar {
                 name: name.to_string(),
@@ -68,8 +71,14 @@ mod tests {
         assert_eq!(
             v[0].overrode,
             vec![
-                EnvOverride { source: "role".into(), value: "1".into() },
-                EnvOverride { source: "shared".into(), value: "2".into() }
+                EnvOverride {
+                    source: "role".into(),
+                    value: "1".into()
+                },
+                EnvOverride {
+                    source: "shared".into(),
+                    value: "2".into()
+                }
             ]
         );
         assert!(v[1].overrode.is_empty());

@@ -30,8 +30,11 @@ pub const DEFAULT_METADATA_PORT: u16 = 8701;
 pub const DEFAULT_METRICS_PORT: u16 = 8702;
 
 /// The tunables `master_args` replaces.
-pub const DEFAULT_MASTER_TUNABLES: [&str; 3] =
-    ["--eviction_high_watermark_ratio=0.9", "--default_kv_lease_ttl=10000", "--rpc_thread_num=16"];
+pub const DEFAULT_MASTER_TUNABLES: [&str; 3] = [
+    "--eviction_high_watermark_ratio=0.9",
+    "--default_kv_lease_ttl=10000",
+    "--rpc_thread_num=16",
+];
 
 /// Mooncake's store-service segment default when the variable is unset (3.125 GiB).
 pub const MOONCAKE_DEFAULT_SEGMENT: u64 = 3_355_443_200;
@@ -49,12 +52,24 @@ pub struct PlanError {
 
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}\n  fix: {}", self.key_path, self.message, self.fix)
+        write!(
+            f,
+            "{}: {}\n  fix: {}",
+            self.key_path, self.message, self.fix
+        )
     }
 }
 
-fn err(key_path: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> PlanError {
-    PlanError { key_path: key_path.into(), message: message.into(), fix: fix.into() }
+fn err(
+    key_path: impl Into<String>,
+    message: impl Into<String>,
+    fix: impl Into<String>,
+) -> PlanError {
+    PlanError {
+        key_path: key_path.into(),
+        message: message.into(),
+        fix: fix.into(),
+    }
 }
 
 /// Values for the literal placeholders `{node}`, `{node_ip}`, ...
@@ -74,7 +89,10 @@ impl Placeholders {
                 ("{infra_ip}", ctx.infra_ip.clone()),
                 ("{master_port}", rpc.to_string()),
                 ("{metadata_port}", meta.to_string()),
-                ("{job_id}", ctx.job_id.clone().unwrap_or_else(|| "local".into())),
+                (
+                    "{job_id}",
+                    ctx.job_id.clone().unwrap_or_else(|| "local".into()),
+                ),
             ],
         }
     }
@@ -106,23 +124,42 @@ impl Placeholders {
 pub fn parse_roles(text: &str) -> Result<Vec<Role>, PlanError> {
     let mut roles = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let role: Role = part.parse().map_err(|e: String| err("--role", e, "use e.g. --role decode or --role prefill,decode"))?;
+        let role: Role = part.parse().map_err(|e: String| {
+            err(
+                "--role",
+                e,
+                "use e.g. --role decode or --role prefill,decode",
+            )
+        })?;
         if !roles.contains(&role) {
             roles.push(role);
         }
     }
     if roles.is_empty() {
-        return Err(err("--role", "no role given", "use e.g. --role decode (or set MCSUP_ROLE)"));
+        return Err(err(
+            "--role",
+            "no role given",
+            "use e.g. --role decode (or set MCSUP_ROLE)",
+        ));
     }
     Ok(roles)
 }
 
 fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
     let stop = match kind {
-        ProcessKind::Worker => StopSpec { signal: SignalName::SIGTERM, grace: Duration::from_secs(10) },
+        ProcessKind::Worker => StopSpec {
+            signal: SignalName::SIGTERM,
+            grace: Duration::from_secs(10),
+        },
         // Older store services handle only SIGINT (KeyboardInterrupt).
-        ProcessKind::Store => StopSpec { signal: SignalName::SIGINT, grace: Duration::from_secs(5) },
-        ProcessKind::Master => StopSpec { signal: SignalName::SIGTERM, grace: Duration::from_secs(5) },
+        ProcessKind::Store => StopSpec {
+            signal: SignalName::SIGINT,
+            grace: Duration::from_secs(5),
+        },
+        ProcessKind::Master => StopSpec {
+            signal: SignalName::SIGTERM,
+            grace: Duration::from_secs(5),
+        },
     };
     let restart = RestartSpec {
         policy: match kind {
@@ -154,7 +191,11 @@ fn apply_stop(mut base: StopSpec, cfg: Option<&StopConfig>) -> StopSpec {
     base
 }
 
-fn apply_restart(mut base: RestartSpec, cfg: Option<&RestartConfig>, key: &str) -> Result<RestartSpec, PlanError> {
+fn apply_restart(
+    mut base: RestartSpec,
+    cfg: Option<&RestartConfig>,
+    key: &str,
+) -> Result<RestartSpec, PlanError> {
     let Some(c) = cfg else { return Ok(base) };
     if let Some(p) = c.policy {
         base.policy = match p {
@@ -165,7 +206,11 @@ fn apply_restart(mut base: RestartSpec, cfg: Option<&RestartConfig>, key: &str) 
     }
     if let Some(codes) = &c.success_codes {
         if let Some(bad) = codes.iter().find(|c| !(0..=255).contains(*c)) {
-            return Err(err(format!("{key}.success_codes"), format!("exit code {bad} is out of range"), "exit codes are 0..=255"));
+            return Err(err(
+                format!("{key}.success_codes"),
+                format!("exit code {bad} is out of range"),
+                "exit codes are 0..=255",
+            ));
         }
         base.success_codes = codes.clone();
     }
@@ -174,7 +219,11 @@ fn apply_restart(mut base: RestartSpec, cfg: Option<&RestartConfig>, key: &str) 
     }
     if let Some(f) = c.backoff_factor {
         if !(1.0..=100.0).contains(&f) {
-            return Err(err(format!("{key}.backoff_factor"), format!("{f} is out of range"), "use a factor from 1.0 (fixed delay) to 100"));
+            return Err(err(
+                format!("{key}.backoff_factor"),
+                format!("{f} is out of range"),
+                "use a factor from 1.0 (fixed delay) to 100",
+            ));
         }
         base.backoff_factor = f;
     }
@@ -201,7 +250,10 @@ fn apply_restart(mut base: RestartSpec, cfg: Option<&RestartConfig>, key: &str) 
 }
 
 fn tcp(host: &str, port: u16) -> ProbeSpec {
-    ProbeSpec::Tcp { host: host.to_string(), port }
+    ProbeSpec::Tcp {
+        host: host.to_string(),
+        port,
+    }
 }
 
 fn readiness(probes: Vec<ProbeSpec>, timeout: Duration) -> ReadinessSpec {
@@ -226,7 +278,10 @@ fn probe_list(
 ) -> Vec<ProbeSpec> {
     let mut probes = Vec::new();
     if let Some(t) = tcp_cfg {
-        probes.push(tcp(&p.apply(t.host.as_deref().unwrap_or("127.0.0.1")), t.port.0));
+        probes.push(tcp(
+            &p.apply(t.host.as_deref().unwrap_or("127.0.0.1")),
+            t.port.0,
+        ));
     }
     if let Some(h) = http {
         probes.push(ProbeSpec::Http {
@@ -238,10 +293,14 @@ fn probe_list(
         });
     }
     if let Some(e) = exec {
-        probes.push(ProbeSpec::Exec { argv: p.apply_all(&e.0) });
+        probes.push(ProbeSpec::Exec {
+            argv: p.apply_all(&e.0),
+        });
     }
     if let Some(f) = file {
-        probes.push(ProbeSpec::File { path: cwd.join(p.apply(f)) });
+        probes.push(ProbeSpec::File {
+            path: cwd.join(p.apply(f)),
+        });
     }
     probes
 }
@@ -290,24 +349,39 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
 
     // Ports.
     let rpc = mc.master.rpc_port.map_or(DEFAULT_RPC_PORT, |p| p.0);
-    let meta = mc.master.metadata_port.map_or(DEFAULT_METADATA_PORT, |p| p.0);
+    let meta = mc
+        .master
+        .metadata_port
+        .map_or(DEFAULT_METADATA_PORT, |p| p.0);
     let metrics = mc.master.metrics_port.map_or(DEFAULT_METRICS_PORT, |p| p.0);
     if rpc == meta || rpc == metrics || meta == metrics {
         return Err(err(
             "mcsup.master",
-            format!("the master's ports must differ (rpc {rpc}, metadata {meta}, metrics {metrics})"),
+            format!(
+                "the master's ports must differ (rpc {rpc}, metadata {meta}, metrics {metrics})"
+            ),
             "give rpc_port, metadata_port and metrics_port three different values",
         ));
     }
     let ph = Placeholders::new(ctx, rpc, meta);
     let master_addr = format!("{}:{rpc}", ctx.infra_ip);
     let metadata_url = format!("http://{}:{meta}/metadata", ctx.infra_ip);
-    let master_timeout = mc.master.timeout_seconds.map_or(Duration::from_secs(120), |s| s.duration());
+    let master_timeout = mc
+        .master
+        .timeout_seconds
+        .map_or(Duration::from_secs(120), |s| s.duration());
 
     let log_dir = {
-        let raw = mc.log_dir.clone().unwrap_or_else(|| "mcsup-logs/{job_id}".into());
+        let raw = mc
+            .log_dir
+            .clone()
+            .unwrap_or_else(|| "mcsup-logs/{job_id}".into());
         let p = PathBuf::from(ph.apply(&raw));
-        if p.is_absolute() { p } else { ctx.cwd.join(p) }
+        if p.is_absolute() {
+            p
+        } else {
+            ctx.cwd.join(p)
+        }
     };
 
     let mut processes: Vec<ProcessSpec> = Vec::new();
@@ -319,11 +393,17 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
     let mut master_dep: Option<String> = None;
     if let Some(mk) = mk {
         if let Some(c) = &mk.container {
-            ignored.push(format!("backend.mooncake_kv_store.container ({c}: mcsup runs inside the job's container)"));
+            ignored.push(format!(
+                "backend.mooncake_kv_store.container ({c}: mcsup runs inside the job's container)"
+            ));
         }
         if ctx.runs_master {
             let (stop, restart) = policy_defaults(ProcessKind::Master);
-            let mut argv = mc.master.command.as_ref().map_or_else(|| vec!["mooncake_master".to_string()], |c| c.0.clone());
+            let mut argv = mc
+                .master
+                .command
+                .as_ref()
+                .map_or_else(|| vec!["mooncake_master".to_string()], |c| c.0.clone());
             argv.extend([
                 format!("--rpc_port={rpc}"),
                 "--enable_http_metadata_server=true".into(),
@@ -338,7 +418,10 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
             argv.extend(ph.apply_all(&mk.master_extra_args.0));
             let argv = ph.apply_all(&argv);
             let mut env = EnvBuilder::new();
-            env.layer(mc.master.env.iter().map(|(k, v)| (k, ph.apply(v))), "mcsup.master.env");
+            env.layer(
+                mc.master.env.iter().map(|(k, v)| (k, ph.apply(v))),
+                "mcsup.master.env",
+            );
             processes.push(ProcessSpec {
                 name: "master".into(),
                 kind: ProcessKind::Master,
@@ -349,11 +432,19 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 cwd: None,
                 depends_on: Vec::new(),
                 readiness: Some(readiness(
-                    vec![tcp("127.0.0.1", rpc), tcp("127.0.0.1", meta), tcp("127.0.0.1", metrics)],
+                    vec![
+                        tcp("127.0.0.1", rpc),
+                        tcp("127.0.0.1", meta),
+                        tcp("127.0.0.1", metrics),
+                    ],
                     master_timeout,
                 )),
                 liveness: None,
-                restart: apply_restart(restart, mc.master.restart.as_ref(), "mcsup.master.restart")?,
+                restart: apply_restart(
+                    restart,
+                    mc.master.restart.as_ref(),
+                    "mcsup.master.restart",
+                )?,
                 stop: apply_stop(stop, mc.master.stop.as_ref()),
                 critical: true,
             });
@@ -365,12 +456,21 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 readiness: ReadinessSpec {
                     // A remote master: no exit event to wait on, so poll, gently.
                     interval: Duration::from_millis(100),
-                    ..readiness(vec![tcp(&ctx.infra_ip, rpc), tcp(&ctx.infra_ip, meta)], master_timeout)
+                    ..readiness(
+                        vec![tcp(&ctx.infra_ip, rpc), tcp(&ctx.infra_ip, meta)],
+                        master_timeout,
+                    )
                 },
             });
             master_dep = Some(name);
         }
-    } else if !mc.workers.prefill.iter().chain(&mc.workers.decode).chain(&mc.workers.aggregated).all(|w| w.is_empty())
+    } else if !mc
+        .workers
+        .prefill
+        .iter()
+        .chain(&mc.workers.decode)
+        .chain(&mc.workers.aggregated)
+        .all(|w| w.is_empty())
         && backend.mooncake_kv_store.is_none()
     {
         warnings.push("backend.mooncake_kv_store is not set: no Mooncake master or store is managed; only workers run".into());
@@ -382,13 +482,19 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
     if let (Some(sa), Some(_)) = (standalone, mk) {
         let placed: Vec<(Role, &Placement)> = roles
             .iter()
-            .filter_map(|r| sa.placements.for_role(*r).filter(|p| p.enabled).map(|p| (*r, p)))
+            .filter_map(|r| {
+                sa.placements
+                    .for_role(*r)
+                    .filter(|p| p.enabled)
+                    .map(|p| (*r, p))
+            })
             .collect();
         if placed.len() > 1 {
             let (r0, p0) = placed[0];
             for (r, p) in &placed[1..] {
                 let mut differing = Vec::new();
-                let keys: BTreeSet<&str> = p0.env.iter().chain(p.env.iter()).map(|(k, _)| k).collect();
+                let keys: BTreeSet<&str> =
+                    p0.env.iter().chain(p.env.iter()).map(|(k, _)| k).collect();
                 for k in keys {
                     if p0.env.get(k) != p.env.get(k) {
                         differing.push(format!("env.{k}"));
@@ -412,21 +518,32 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
         }
         if let Some((_, placement)) = placed.first() {
             let store_roles: Vec<Role> = placed.iter().map(|(r, _)| *r).collect();
-            let role_label = store_roles.iter().map(|r| r.as_str()).collect::<Vec<_>>().join("_");
+            let role_label = store_roles
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join("_");
             let sp = ph.with(&role_label, 0);
             let mut argv = sa.command.0.clone();
             argv.extend(sa.args.0.iter().cloned());
             argv.extend(placement.args.0.iter().cloned());
             let argv = sp.apply_all(&argv);
             let mut env = EnvBuilder::new();
-            env.set("MOONCAKE_LOCAL_HOSTNAME", ctx.ip.clone(), "default");
-            env.layer(sa.env.iter().map(|(k, v)| (k, sp.apply(v))), "standalone.env");
+            set_local_defaults(&mut env, ctx);
+            env.layer(
+                sa.env.iter().map(|(k, v)| (k, sp.apply(v))),
+                "standalone.env",
+            );
             env.layer(
                 placement.env.iter().map(|(k, v)| (k, sp.apply(v))),
                 &format!("placements.{}.env", store_roles[0]),
             );
             env.set("MOONCAKE_MASTER", master_addr.clone(), "forced");
-            env.set("MOONCAKE_TE_META_DATA_SERVER", metadata_url.clone(), "forced");
+            env.set(
+                "MOONCAKE_TE_META_DATA_SERVER",
+                metadata_url.clone(),
+                "forced",
+            );
             match env.get("MOONCAKE_GLOBAL_SEGMENT_SIZE").map(|v| v.value.clone()) {
                 None => warnings.push(format!(
                     "store on {}: MOONCAKE_GLOBAL_SEGMENT_SIZE is not set, so Mooncake uses its default of {} — set it in standalone.placements.<role>.env",
@@ -447,7 +564,12 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 Some(_) => {}
             }
             let (stop, restart) = policy_defaults(ProcessKind::Store);
-            let readiness = sa.health_check.map(|h| readiness(vec![tcp("127.0.0.1", h.port.0)], h.timeout_seconds.duration()));
+            let readiness = sa.health_check.map(|h| {
+                readiness(
+                    vec![tcp("127.0.0.1", h.port.0)],
+                    h.timeout_seconds.duration(),
+                )
+            });
             if readiness.is_none() {
                 warnings.push("standalone.health_check is null: workers start as soon as the store is spawned, before its segment is mounted".into());
             }
@@ -474,7 +596,10 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 cwd: None,
                 depends_on: master_dep
                     .iter()
-                    .map(|t| DependencySpec { target: t.clone(), condition: DependencyCondition::Healthy })
+                    .map(|t| DependencySpec {
+                        target: t.clone(),
+                        condition: DependencyCondition::Healthy,
+                    })
                     .collect(),
                 readiness,
                 liveness,
@@ -494,7 +619,10 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
         if let Some(v) = cfg.get("global_segment_size") {
             let nonzero = match v {
                 serde_json::Value::Number(n) => n.as_u64() != Some(0),
-                serde_json::Value::String(s) => size::parse_mooncake_size(s).map_or(true, |n| n != 0),
+                serde_json::Value::String(s) => {
+                    size::parse_mooncake_size(s).is_ok_and(|n| n != 0)
+                        || size::parse_mooncake_size(s).is_err()
+                }
                 _ => true,
             };
             if nonzero && store_name.is_some() {
@@ -503,13 +631,21 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 ));
             }
         }
-        cfg.insert("master_server_address".into(), serde_json::Value::String(master_addr.clone()));
-        cfg.insert("metadata_server".into(), serde_json::Value::String(metadata_url.clone()));
+        cfg.insert(
+            "master_server_address".into(),
+            serde_json::Value::String(master_addr.clone()),
+        );
+        cfg.insert(
+            "metadata_server".into(),
+            serde_json::Value::String(metadata_url.clone()),
+        );
         let contents = serde_json::to_string_pretty(&cfg).unwrap_or_else(|_| "{}".into());
         files.push(FileSpec {
             path: vllm_config_path.clone(),
             contents: contents + "\n",
-            purpose: "vLLM MooncakeStoreConnector config (MOONCAKE_CONFIG_PATH); master address forced".into(),
+            purpose:
+                "vLLM MooncakeStoreConnector config (MOONCAKE_CONFIG_PATH); master address forced"
+                    .into(),
         });
     }
 
@@ -517,9 +653,16 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
     for &role in roles {
         let configured = mc.workers.for_role(role);
         let entries: Vec<(String, WorkerConfig)> = match configured {
-            Some(list) => list.iter().enumerate().map(|(i, w)| (format!("mcsup.workers.{role}[{i}]"), w.clone())).collect(),
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (format!("mcsup.workers.{role}[{i}]"), w.clone()))
+                .collect(),
             None => match derived_worker(backend, role) {
-                Some(w) => vec![(format!("backend.{}_config.{role}", backend_flag_section(backend)), w)],
+                Some(w) => vec![(
+                    format!("backend.{}_config.{role}", backend_flag_section(backend)),
+                    w,
+                )],
                 None => {
                     warnings.push(format!(
                         "role {role} has no worker on this node: add mcsup.workers.{role} (or backend.sglang_config.{role})"
@@ -530,9 +673,18 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
         };
         for (key, w) in entries {
             if w.count == 0 {
-                return Err(err(format!("{key}.count"), "count is 0", "use count: 1 or more, or remove the worker"));
+                return Err(err(
+                    format!("{key}.count"),
+                    "count is 0",
+                    "use count: 1 or more, or remove the worker",
+                ));
             }
-            if w.name.trim().is_empty() || !w.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            if w.name.trim().is_empty()
+                || !w
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
                 return Err(err(
                     format!("{key}.name"),
                     format!("`{}` is not a usable process name", w.name),
@@ -540,7 +692,11 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 ));
             }
             for index in 0..w.count {
-                let name = if w.count > 1 { format!("{}-{index}", w.name) } else { w.name.clone() };
+                let name = if w.count > 1 {
+                    format!("{}-{index}", w.name)
+                } else {
+                    w.name.clone()
+                };
                 if !names.insert(name.clone()) {
                     return Err(err(
                         format!("{key}.name"),
@@ -554,12 +710,23 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 let argv = wp.apply_all(&argv);
                 let mut env = EnvBuilder::new();
                 if mk.is_some() {
-                    env.set("MOONCAKE_LOCAL_HOSTNAME", ctx.ip.clone(), "default");
+                    set_local_defaults(&mut env, ctx);
                 }
                 let role_env_name = format!("backend.{role}_environment");
-                env.layer(role_env(backend, role).iter().map(|(k, v)| (k, wp.apply(v))), &role_env_name);
-                env.layer(recipe.environment.iter().map(|(k, v)| (k, wp.apply(v))), "environment");
-                env.layer(w.env.iter().map(|(k, v)| (k, wp.apply(v))), &format!("{key}.env"));
+                env.layer(
+                    role_env(backend, role)
+                        .iter()
+                        .map(|(k, v)| (k, wp.apply(v))),
+                    &role_env_name,
+                );
+                env.layer(
+                    recipe.environment.iter().map(|(k, v)| (k, wp.apply(v))),
+                    "environment",
+                );
+                env.layer(
+                    w.env.iter().map(|(k, v)| (k, wp.apply(v))),
+                    &format!("{key}.env"),
+                );
                 if let Some(mk) = mk {
                     for (k, v) in mk.env.iter() {
                         let v = wp.apply(v);
@@ -573,12 +740,25 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                         env.set(k, v, "mooncake_kv_store.env");
                     }
                     env.set("MOONCAKE_MASTER", master_addr.clone(), "forced");
-                    env.set("MOONCAKE_TE_META_DATA_SERVER", metadata_url.clone(), "forced");
+                    env.set(
+                        "MOONCAKE_TE_META_DATA_SERVER",
+                        metadata_url.clone(),
+                        "forced",
+                    );
                     if backend.r#type == BackendType::Vllm {
-                        env.set("MOONCAKE_CONFIG_PATH", vllm_config_path.display().to_string(), "forced");
+                        env.set(
+                            "MOONCAKE_CONFIG_PATH",
+                            vllm_config_path.display().to_string(),
+                            "forced",
+                        );
                     }
                     if store_name.is_some() && backend.r#type != BackendType::Vllm {
-                        check_worker_segment(&name, env.get("MOONCAKE_GLOBAL_SEGMENT_SIZE").map(|v| v.value.as_str()), &mut warnings);
+                        check_worker_segment(
+                            &name,
+                            env.get("MOONCAKE_GLOBAL_SEGMENT_SIZE")
+                                .map(|v| v.value.as_str()),
+                            &mut warnings,
+                        );
                     }
                 }
                 if mk.is_some() && backend.r#type == BackendType::Sglang {
@@ -592,14 +772,31 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                     }
                 }
                 let (stop, restart) = policy_defaults(ProcessKind::Worker);
-                let stop = apply_stop(apply_stop(stop, mc.worker_defaults.stop.as_ref()), w.stop.as_ref());
-                let restart = apply_restart(restart, mc.worker_defaults.restart.as_ref(), "mcsup.worker_defaults.restart")?;
-                let restart = apply_restart(restart, w.restart.as_ref(), &format!("{key}.restart"))?;
+                let stop = apply_stop(
+                    apply_stop(stop, mc.worker_defaults.stop.as_ref()),
+                    w.stop.as_ref(),
+                );
+                let restart = apply_restart(
+                    restart,
+                    mc.worker_defaults.restart.as_ref(),
+                    "mcsup.worker_defaults.restart",
+                )?;
+                let restart =
+                    apply_restart(restart, w.restart.as_ref(), &format!("{key}.restart"))?;
                 let readiness = match &w.readiness {
                     Some(r) => {
-                        let mut probes = probe_list(&wp, r.tcp.as_ref(), r.http.as_ref(), r.exec.as_ref(), r.file.as_ref(), &ctx.cwd);
+                        let mut probes = probe_list(
+                            &wp,
+                            r.tcp.as_ref(),
+                            r.http.as_ref(),
+                            r.exec.as_ref(),
+                            r.file.as_ref(),
+                            &ctx.cwd,
+                        );
                         if let Some(pat) = &r.log_line {
-                            probes.push(ProbeSpec::LogLine { pattern: pat.0.clone() });
+                            probes.push(ProbeSpec::LogLine {
+                                pattern: pat.0.clone(),
+                            });
                         }
                         if probes.is_empty() {
                             return Err(err(
@@ -608,7 +805,11 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                                 "add one of tcp, http, exec, log_line, file (or remove readiness)",
                             ));
                         }
-                        let mut spec = readiness(probes, r.timeout_seconds.map_or(Duration::from_secs(600), |s| s.duration()));
+                        let mut spec = readiness(
+                            probes,
+                            r.timeout_seconds
+                                .map_or(Duration::from_secs(600), |s| s.duration()),
+                        );
                         if let Some(d) = r.initial_delay_seconds {
                             spec.initial_delay = d.duration();
                         }
@@ -634,7 +835,10 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                     cwd: w.cwd.as_ref().map(|c| ctx.cwd.join(wp.apply(c))),
                     depends_on: worker_dep
                         .iter()
-                        .map(|t| DependencySpec { target: t.clone(), condition: DependencyCondition::Healthy })
+                        .map(|t| DependencySpec {
+                            target: t.clone(),
+                            condition: DependencyCondition::Healthy,
+                        })
                         .collect(),
                     readiness,
                     liveness,
@@ -647,11 +851,20 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
     }
 
     let shutdown = ShutdownSpec {
-        deadline: mc.shutdown.deadline_seconds.map_or(Duration::from_secs(25), |s| s.duration()),
-        drain_signal: mc.shutdown.drain_signal.map_or(SignalName::SIGUSR1, |s| s.0),
+        deadline: mc
+            .shutdown
+            .deadline_seconds
+            .map_or(Duration::from_secs(25), |s| s.duration()),
+        drain_signal: mc
+            .shutdown
+            .drain_signal
+            .map_or(SignalName::SIGUSR1, |s| s.0),
         exit_when_workers_done: mc.shutdown.exit_when_workers_done.unwrap_or(true),
     };
-    if let Some(p) = processes.iter().find(|p| p.stop.signal == shutdown.drain_signal) {
+    if let Some(p) = processes
+        .iter()
+        .find(|p| p.stop.signal == shutdown.drain_signal)
+    {
         return Err(err(
             "mcsup.shutdown.drain_signal",
             format!("{} is both the drain signal and {}'s stop signal; children ignore the drain signal, so it could never stop them", shutdown.drain_signal, p.name),
@@ -671,7 +884,11 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
             infra_ip: ctx.infra_ip.clone(),
             runs_master: processes.iter().any(|p| p.kind == ProcessKind::Master),
             job_id: ctx.job_id.clone(),
-            mode: if ctx.slurm { "slurm".into() } else { "local".into() },
+            mode: if ctx.slurm {
+                "slurm".into()
+            } else {
+                "local".into()
+            },
         },
         roles: roles.to_vec(),
         gates,
@@ -684,15 +901,47 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
     })
 }
 
-fn liveness_spec(p: &Placeholders, l: &LivenessConfig, key: &str, cwd: &std::path::Path) -> Result<LivenessSpec, PlanError> {
-    let mut probes = probe_list(p, l.tcp.as_ref(), l.http.as_ref(), l.exec.as_ref(), l.file.as_ref(), cwd);
+/// Defaults every Mooncake client on the node gets (the user may override them): the address it
+/// advertises, and the address its transfer engine binds. Without `MC_TCP_BIND_ADDRESS` Mooncake
+/// advertises the first non-loopback interface for its RPC and TCP data even when
+/// `MOONCAKE_LOCAL_HOSTNAME` is 127.0.0.1 (observed with 0.3.13.post1), so traffic meant for one
+/// interface leaves through another.
+fn set_local_defaults(env: &mut EnvBuilder, ctx: &NodeContext) {
+    env.set("MOONCAKE_LOCAL_HOSTNAME", ctx.ip.clone(), "default");
+    if ctx.ip.parse::<std::net::IpAddr>().is_ok() {
+        env.set("MC_TCP_BIND_ADDRESS", ctx.ip.clone(), "default");
+    }
+}
+
+fn liveness_spec(
+    p: &Placeholders,
+    l: &LivenessConfig,
+    key: &str,
+    cwd: &std::path::Path,
+) -> Result<LivenessSpec, PlanError> {
+    let mut probes = probe_list(
+        p,
+        l.tcp.as_ref(),
+        l.http.as_ref(),
+        l.exec.as_ref(),
+        l.file.as_ref(),
+        cwd,
+    );
     if probes.len() != 1 {
-        return Err(err(key, format!("liveness needs exactly one probe, found {}", probes.len()), "keep one of tcp, http, exec, file"));
+        return Err(err(
+            key,
+            format!("liveness needs exactly one probe, found {}", probes.len()),
+            "keep one of tcp, http, exec, file",
+        ));
     }
     Ok(LivenessSpec {
         probe: probes.remove(0),
-        period: l.period_seconds.map_or(Duration::from_secs(10), |s| s.duration()),
-        attempt_timeout: l.timeout_seconds.map_or(Duration::from_secs(2), |s| s.duration()),
+        period: l
+            .period_seconds
+            .map_or(Duration::from_secs(10), |s| s.duration()),
+        attempt_timeout: l
+            .timeout_seconds
+            .map_or(Duration::from_secs(2), |s| s.duration()),
         failure_threshold: l.failure_threshold.unwrap_or(3).max(1),
     })
 }
@@ -760,12 +1009,20 @@ fn derived_worker(backend: &Backend, role: Role) -> Option<WorkerConfig> {
     let (name, mut argv, flags) = match backend.r#type {
         BackendType::Sglang => (
             format!("sglang-{role}"),
-            vec!["python3".to_string(), "-m".into(), "sglang.launch_server".into()],
+            vec![
+                "python3".to_string(),
+                "-m".into(),
+                "sglang.launch_server".into(),
+            ],
             backend.sglang_config.as_ref()?.for_role(role)?,
         ),
         BackendType::Vllm => (
             format!("vllm-{role}"),
-            vec!["python3".to_string(), "-m".into(), "vllm.entrypoints.openai.api_server".into()],
+            vec![
+                "python3".to_string(),
+                "-m".into(),
+                "vllm.entrypoints.openai.api_server".into(),
+            ],
             backend.vllm_config.as_ref()?.for_role(role)?,
         ),
         BackendType::Trtllm => return None,

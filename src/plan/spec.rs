@@ -127,10 +127,16 @@ impl FromStr for SignalName {
                 .map_err(|_| format!("`{t}` is not a signal number"));
         }
         let upper = t.to_ascii_uppercase();
-        let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+        let full = if upper.starts_with("SIG") {
+            upper
+        } else {
+            format!("SIG{upper}")
+        };
         nix::sys::signal::Signal::from_str(&full)
             .map(SignalName)
-            .map_err(|_| format!("`{t}` is not a signal name (expected e.g. SIGTERM, SIGINT, SIGUSR1)"))
+            .map_err(|_| {
+                format!("`{t}` is not a signal name (expected e.g. SIGTERM, SIGINT, SIGUSR1)")
+            })
     }
 }
 
@@ -229,7 +235,10 @@ pub struct ProcessSpec {
 impl ProcessSpec {
     /// Look up the final value of a variable this spec sets.
     pub fn env_value(&self, name: &str) -> Option<&str> {
-        self.env.iter().find(|v| v.name == name).map(|v| v.value.as_str())
+        self.env
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| v.value.as_str())
     }
 }
 
@@ -314,7 +323,13 @@ impl fmt::Display for ProbeSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ProbeSpec::Tcp { host, port } => write!(f, "tcp {host}:{port}"),
-            ProbeSpec::Http { host, port, path, status, body_contains } => {
+            ProbeSpec::Http {
+                host,
+                port,
+                path,
+                status,
+                body_contains,
+            } => {
                 write!(f, "http GET http://{host}:{port}{path} -> {status}")?;
                 if let Some(b) = body_contains {
                     write!(f, " containing {b:?}")?;

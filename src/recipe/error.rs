@@ -8,7 +8,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum RecipeError {
     #[error("{path}: cannot read the recipe: {source}\n  fix: check the path given to --recipe (or MCSUP_RECIPE)")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 
     #[error("{path}: is a directory, not a recipe file\n  fix: pass the YAML file itself, e.g. {path}/job.yaml")]
     IsDirectory { path: PathBuf },

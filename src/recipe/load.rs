@@ -11,7 +11,10 @@ const MAX_RECIPE_BYTES: u64 = 4 << 20;
 
 /// Read and parse the recipe at `path`.
 pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
-    let meta = std::fs::metadata(path).map_err(|source| RecipeError::Io { path: path.into(), source })?;
+    let meta = std::fs::metadata(path).map_err(|source| RecipeError::Io {
+        path: path.into(),
+        source,
+    })?;
     if meta.is_dir() {
         return Err(RecipeError::IsDirectory { path: path.into() });
     }
@@ -20,17 +23,26 @@ pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
             path,
             "",
             None,
-            format!("the file is {} bytes, larger than any recipe should be", meta.len()),
+            format!(
+                "the file is {} bytes, larger than any recipe should be",
+                meta.len()
+            ),
             Some("check that --recipe names the YAML recipe".into()),
         ));
     }
-    let bytes = std::fs::read(path).map_err(|source| RecipeError::Io { path: path.into(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| RecipeError::Io {
+        path: path.into(),
+        source,
+    })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         RecipeError::invalid(
             path,
             "",
             None,
-            format!("the file is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+            format!(
+                "the file is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
             Some("save the recipe as UTF-8".into()),
         )
     })?;
@@ -124,7 +136,11 @@ fn render_path(p: &serde_path_to_error::Path) -> String {
 /// serde_yaml prefixes nested errors with its own dotted path ("a.b[0].c: msg"); we print ours.
 fn strip_path_prefix(msg: &str) -> String {
     match msg.split_once(": ") {
-        Some((prefix, rest)) if !prefix.is_empty() && !prefix.contains(' ') && !prefix.contains('`') => rest.to_string(),
+        Some((prefix, rest))
+            if !prefix.is_empty() && !prefix.contains(' ') && !prefix.contains('`') =>
+        {
+            rest.to_string()
+        }
         _ => msg.to_string(),
     }
 }
@@ -144,16 +160,30 @@ fn unknown_key(msg: &str) -> Option<String> {
 
 /// Names listed in "expected one of `a`, `b`" / "expected `a` or `b`".
 fn expected_names(msg: &str) -> Vec<String> {
-    let Some(i) = msg.find("expected") else { return Vec::new() };
-    msg[i..].split('`').skip(1).step_by(2).map(str::to_string).collect()
+    let Some(i) = msg.find("expected") else {
+        return Vec::new();
+    };
+    msg[i..]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
 }
 
 /// Turn serde's built-in messages into (message, fix).
 fn explain(raw: &str) -> (String, Option<String>) {
-    if let Some(rest) = raw.strip_prefix("unknown field `").or_else(|| raw.strip_prefix("unknown variant `")) {
+    if let Some(rest) = raw
+        .strip_prefix("unknown field `")
+        .or_else(|| raw.strip_prefix("unknown variant `"))
+    {
         let bad = &rest[..rest.find('`').unwrap_or(rest.len())];
         let expected = expected_names(raw);
-        let what = if raw.starts_with("unknown field") { "key" } else { "value" };
+        let what = if raw.starts_with("unknown field") {
+            "key"
+        } else {
+            "value"
+        };
         let message = format!("unknown {what} `{bad}`");
         let closest = expected
             .iter()
@@ -161,7 +191,11 @@ fn explain(raw: &str) -> (String, Option<String>) {
             .filter(|(d, k)| *d <= 3 && *d < k.len())
             .min_by_key(|(d, _)| *d)
             .map(|(_, k)| k.clone());
-        let list = expected.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+        let list = expected
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let fix = match (closest, expected.is_empty()) {
             (Some(c), _) => format!("did you mean `{c}`? (valid: {list})"),
             (None, false) => format!("valid {what}s here: {list}"),
@@ -171,11 +205,17 @@ fn explain(raw: &str) -> (String, Option<String>) {
     }
     if let Some(rest) = raw.strip_prefix("missing field `") {
         let name = &rest[..rest.find('`').unwrap_or(rest.len())];
-        return (format!("required key `{name}` is missing"), Some(format!("add `{name}:`")));
+        return (
+            format!("required key `{name}` is missing"),
+            Some(format!("add `{name}:`")),
+        );
     }
     if let Some(rest) = raw.strip_prefix("duplicate field `") {
         let name = &rest[..rest.find('`').unwrap_or(rest.len())];
-        return (format!("key `{name}` appears twice"), Some(format!("keep one `{name}:`")));
+        return (
+            format!("key `{name}` appears twice"),
+            Some(format!("keep one `{name}:`")),
+        );
     }
     if raw.starts_with("invalid type: ") {
         let fix = if raw.contains("expected a recipe") {
@@ -184,19 +224,31 @@ fn explain(raw: &str) -> (String, Option<String>) {
             Some("write true or false".to_string())
         } else if raw.contains("expected a sequence") || raw.contains("expected a list") {
             Some("write a YAML list, e.g. [a, b]".to_string())
-        } else if raw.contains("expected struct") || raw.contains("expected a mapping") || raw.contains("expected map") {
+        } else if raw.contains("expected struct")
+            || raw.contains("expected a mapping")
+            || raw.contains("expected map")
+        {
             Some("write a YAML mapping (key: value lines indented under this key)".to_string())
         } else if raw.contains("expected a string") {
             Some("quote the value".to_string())
-        } else if raw.contains("expected u32") || raw.contains("expected i32") || raw.contains("expected u16") || raw.contains("expected f64") {
+        } else if raw.contains("expected u32")
+            || raw.contains("expected i32")
+            || raw.contains("expected u16")
+            || raw.contains("expected f64")
+        {
             Some("write a plain number".to_string())
         } else {
             None
         };
         return (raw.to_string(), fix);
     }
-    if raw.starts_with("invalid value: integer") && (raw.contains("expected u32") || raw.contains("expected u16")) {
-        return (raw.to_string(), Some("use a non-negative whole number in range".into()));
+    if raw.starts_with("invalid value: integer")
+        && (raw.contains("expected u32") || raw.contains("expected u16"))
+    {
+        return (
+            raw.to_string(),
+            Some("use a non-negative whole number in range".into()),
+        );
     }
     if raw.contains("did not find expected")
         || raw.contains("found character that cannot start")
@@ -206,7 +258,10 @@ fn explain(raw: &str) -> (String, Option<String>) {
     {
         return (
             format!("YAML syntax error: {raw}"),
-            Some("check indentation (spaces, not tabs), colons and quotes around this position".into()),
+            Some(
+                "check indentation (spaces, not tabs), colons and quotes around this position"
+                    .into(),
+            ),
         );
     }
     (raw.to_string(), None)

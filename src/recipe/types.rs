@@ -28,7 +28,12 @@ const TYPO_DISTANCE: usize = 2;
 fn close_match<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
     known
         .iter()
-        .map(|k| (strsim::damerau_levenshtein(&key.to_ascii_lowercase(), k), *k))
+        .map(|k| {
+            (
+                strsim::damerau_levenshtein(&key.to_ascii_lowercase(), k),
+                *k,
+            )
+        })
         .filter(|(d, k)| *d <= TYPO_DISTANCE && *d < k.len() / 2 + 1)
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
@@ -49,7 +54,9 @@ impl<'de> Deserialize<'de> for Recipe {
                 let mut seen: Vec<String> = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
                     if seen.contains(&key) {
-                        return Err(de::Error::custom(format!("duplicate key `{key}`{FIX_MARKER}keep one `{key}:` section")));
+                        return Err(de::Error::custom(format!(
+                            "duplicate key `{key}`{FIX_MARKER}keep one `{key}:` section"
+                        )));
                     }
                     seen.push(key.clone());
                     match key.as_str() {
@@ -121,7 +128,9 @@ impl<'de> Deserialize<'de> for Backend {
                 let mut seen: Vec<String> = Vec::new();
                 while let Some(key) = map.next_key::<String>()? {
                     if seen.contains(&key) {
-                        return Err(de::Error::custom(format!("duplicate key `{key}`{FIX_MARKER}keep one of them")));
+                        return Err(de::Error::custom(format!(
+                            "duplicate key `{key}`{FIX_MARKER}keep one of them"
+                        )));
                     }
                     seen.push(key.clone());
                     match key.as_str() {
@@ -202,11 +211,18 @@ fn yes() -> bool {
 }
 
 fn default_store_command() -> Command {
-    Command(vec!["python".into(), "-m".into(), "mooncake.mooncake_store_service".into()])
+    Command(vec![
+        "python".into(),
+        "-m".into(),
+        "mooncake.mooncake_store_service".into(),
+    ])
 }
 
 fn default_health_check() -> Option<HealthCheck> {
-    Some(HealthCheck { port: Port(8080), timeout_seconds: PositiveSeconds(120.0) })
+    Some(HealthCheck {
+        port: Port(8080),
+        timeout_seconds: PositiveSeconds(120.0),
+    })
 }
 
 /// `mooncake_kv_store.standalone`.

@@ -18,7 +18,8 @@ fn with_fix(msg: impl fmt::Display, fix: impl fmt::Display) -> String {
 }
 
 /// Variables whose values Mooncake parses as sizes: validated at load time.
-pub const SIZE_VARIABLES: [&str; 2] = ["MOONCAKE_GLOBAL_SEGMENT_SIZE", "MOONCAKE_LOCAL_BUFFER_SIZE"];
+pub const SIZE_VARIABLES: [&str; 2] =
+    ["MOONCAKE_GLOBAL_SEGMENT_SIZE", "MOONCAKE_LOCAL_BUFFER_SIZE"];
 
 /// An environment block: variable name → string value, in file order.
 ///
@@ -29,7 +30,11 @@ pub struct EnvMap(pub Vec<(String, String)>);
 
 impl EnvMap {
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
@@ -85,7 +90,10 @@ impl<'de> Deserialize<'de> for EnvMap {
                         serde_yaml::Value::String(s) => s.clone(),
                         other => {
                             return Err(de::Error::custom(with_fix(
-                                format!("an environment variable name must be a string, found {}", kind_of(other)),
+                                format!(
+                                    "an environment variable name must be a string, found {}",
+                                    kind_of(other)
+                                ),
                                 "write the name as a plain word, e.g. MOONCAKE_PROTOCOL",
                             )))
                         }
@@ -105,7 +113,10 @@ impl<'de> Deserialize<'de> for EnvMap {
                                 None => format!("give `{name}` a single string value"),
                             };
                             return Err(de::Error::custom(with_fix(
-                                format!("the value of `{name}` must be a string, found {}", kind_of(&other)),
+                                format!(
+                                    "the value of `{name}` must be a string, found {}",
+                                    kind_of(&other)
+                                ),
                                 fix,
                             )));
                         }
@@ -151,7 +162,13 @@ impl<'de> Deserialize<'de> for Words {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Words, E> {
                 Err(E::custom(with_fix(
                     format!("expected a list of strings, found the single string `{v}`"),
-                    format!("write it as a list: [{}]", v.split_whitespace().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")),
+                    format!(
+                        "write it as a list: [{}]",
+                        v.split_whitespace()
+                            .map(|w| format!("\"{w}\""))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 )))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Words, A::Error> {
@@ -165,7 +182,11 @@ impl<'de> Deserialize<'de> for Words {
                                 None => "each item must be one string".to_string(),
                             };
                             return Err(de::Error::custom(with_fix(
-                                format!("item {} must be a string, found {}", out.len(), kind_of(&other)),
+                                format!(
+                                    "item {} must be a string, found {}",
+                                    out.len(),
+                                    kind_of(&other)
+                                ),
                                 fix,
                             )));
                         }
@@ -239,7 +260,7 @@ impl<'de> Deserialize<'de> for Seconds {
             _ => None,
         };
         match n {
-            Some(n) if n.is_finite() && n >= 0.0 && n <= 31_536_000.0 => Ok(Seconds(n)),
+            Some(n) if (0.0..=31_536_000.0).contains(&n) => Ok(Seconds(n)),
             Some(n) if n < 0.0 => Err(de::Error::custom(with_fix(
                 format!("{n} seconds is negative"),
                 "use a number of seconds of 0 or more",
@@ -270,7 +291,10 @@ impl<'de> Deserialize<'de> for PositiveSeconds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = Seconds::deserialize(d)?;
         if s.0 <= 0.0 {
-            return Err(de::Error::custom(with_fix("a duration of 0 seconds is not allowed here", "use a number greater than 0")));
+            return Err(de::Error::custom(with_fix(
+                "a duration of 0 seconds is not allowed here",
+                "use a number greater than 0",
+            )));
         }
         Ok(PositiveSeconds(s.0))
     }
@@ -293,9 +317,13 @@ impl<'de> Deserialize<'de> for SignalValue {
                 )))
             }
         };
-        let sig: crate::plan::SignalName =
-            text.parse().map_err(|e: String| de::Error::custom(with_fix(e, "write e.g. SIGTERM, SIGINT or SIGUSR1")))?;
-        if matches!(sig.0, nix::sys::signal::Signal::SIGKILL | nix::sys::signal::Signal::SIGSTOP) {
+        let sig: crate::plan::SignalName = text.parse().map_err(|e: String| {
+            de::Error::custom(with_fix(e, "write e.g. SIGTERM, SIGINT or SIGUSR1"))
+        })?;
+        if matches!(
+            sig.0,
+            nix::sys::signal::Signal::SIGKILL | nix::sys::signal::Signal::SIGSTOP
+        ) {
             return Err(de::Error::custom(with_fix(
                 format!("{sig} cannot be caught or ignored, so it cannot be used here"),
                 "pick a catchable signal, e.g. SIGTERM or SIGUSR1",
@@ -314,7 +342,10 @@ impl<'de> Deserialize<'de> for Pattern {
         let s = String::deserialize(d)?;
         regex::Regex::new(&s).map_err(|e| {
             de::Error::custom(with_fix(
-                format!("`{s}` is not a valid regular expression: {}", e.to_string().lines().last().unwrap_or("")),
+                format!(
+                    "`{s}` is not a valid regular expression: {}",
+                    e.to_string().lines().last().unwrap_or("")
+                ),
                 "fix the pattern (Rust regex syntax; escape special characters with \\)",
             ))
         })?;
@@ -351,7 +382,10 @@ impl<'de> Deserialize<'de> for FlagMap {
                 let mut out = Vec::new();
                 while let Some(k) = map.next_key::<String>()? {
                     let v: serde_yaml::Value = map.next_value()?;
-                    if matches!(v, serde_yaml::Value::Mapping(_) | serde_yaml::Value::Tagged(_)) {
+                    if matches!(
+                        v,
+                        serde_yaml::Value::Mapping(_) | serde_yaml::Value::Tagged(_)
+                    ) {
                         return Err(de::Error::custom(with_fix(
                             format!("flag `{k}` has a mapping value"),
                             "flags take a scalar (string, number, boolean) or a list of scalars; pass JSON as a quoted string",

@@ -1,0 +1,515 @@
+//! Host memory: what is available (MemAvailable, cgroup v2/v1 headroom, the Slurm allocation)
+//! against what this node's store and HiCache need, and the locked-memory limit RDMA needs.
+//!
+//! [`MemoryFacts::read`] is the only reader (through the sysroot); [`budget`] is pure.
+
+use super::hicache::L2;
+use super::report::{Budget, BudgetLine, Check, Report};
+use super::system::Sysroot;
+use super::StoreSizes;
+use crate::plan::Plan;
+use crate::recipe::Recipe;
+use crate::size::Bytes;
+
+const G: &str = "memory";
+const GIB: u64 = 1 << 30;
+/// cgroup v1's "no limit" (PAGE_COUNTER_MAX × page size, rounded); anything this large is no limit.
+const V1_UNLIMITED: u64 = 0x7FFF_FFFF_FFFF_F000;
+
+/// A cgroup memory limit that applies to this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupMemory {
+    pub version: u8,
+    /// The cgroup (or ancestor) whose limit is tightest.
+    pub path: String,
+    pub limit: u64,
+    pub usage: u64,
+}
+
+impl CgroupMemory {
+    pub fn headroom(&self) -> u64 {
+        self.limit.saturating_sub(self.usage)
+    }
+}
+
+/// Hugepage pool of the default size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hugepages {
+    pub page_size: u64,
+    pub free: u64,
+    pub reserved: u64,
+}
+
+/// Everything the memory checks read from the system.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemoryFacts {
+    pub mem_total: Option<u64>,
+    pub mem_available: Option<u64>,
+    pub cgroup: Option<CgroupMemory>,
+    /// Slurm's allocation and where it came from.
+    pub slurm: Option<(u64, String)>,
+    pub hugepages: Option<Hugepages>,
+    /// RLIMIT_MEMLOCK soft limit: `None` = unlimited.
+    pub memlock: Option<Option<u64>>,
+    /// CAP_IPC_LOCK in the effective set.
+    pub cap_ipc_lock: bool,
+}
+
+impl MemoryFacts {
+    /// Read the facts through the sysroot (`proc/meminfo`, `proc/self/{cgroup,mountinfo,limits,status}`,
+    /// the cgroup files) and Slurm's variables.
+    pub fn read(root: &Sysroot, slurm_env: &[(String, String)]) -> Self {
+        let mut f = MemoryFacts::default();
+        if let Some(m) = root.procfs::<procfs::Meminfo>("/proc/meminfo") {
+            f.mem_total = Some(m.mem_total);
+            f.mem_available = m.mem_available;
+            if let (Some(size), Some(free)) = (m.hugepagesize, m.hugepages_free) {
+                if m.hugepages_total.unwrap_or(0) > 0 {
+                    f.hugepages = Some(Hugepages {
+                        page_size: size,
+                        free,
+                        reserved: m.hugepages_rsvd.unwrap_or(0),
+                    });
+                }
+            }
+        }
+        f.cgroup = read_cgroup(root);
+        f.slurm = slurm_allocation(slurm_env);
+        if let Some(l) = root.procfs::<procfs::process::Limits>("/proc/self/limits") {
+            f.memlock = Some(match l.max_locked_memory.soft_limit {
+                procfs::process::LimitValue::Unlimited => None,
+                procfs::process::LimitValue::Value(v) => Some(v),
+            });
+        }
+        if let Some(s) = root.procfs::<procfs::process::Status>("/proc/self/status") {
+            f.cap_ipc_lock = s.capeff & (1 << 14) != 0;
+        }
+        f
+    }
+}
+
+/// Slurm's allocation for this node: `SLURM_MEM_PER_NODE` (MiB), or `SLURM_MEM_PER_CPU` ×
+/// `SLURM_CPUS_ON_NODE`.
+pub fn slurm_allocation(env: &[(String, String)]) -> Option<(u64, String)> {
+    let get = |k: &str| {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+    };
+    if let Some(mb) = get("SLURM_MEM_PER_NODE").filter(|m| *m > 0) {
+        return Some((mb << 20, format!("SLURM_MEM_PER_NODE={mb} MiB")));
+    }
+    match (get("SLURM_MEM_PER_CPU"), get("SLURM_CPUS_ON_NODE")) {
+        (Some(per), Some(cpus)) if per > 0 && cpus > 0 => Some((
+            (per * cpus) << 20,
+            format!("SLURM_MEM_PER_CPU={per} MiB x SLURM_CPUS_ON_NODE={cpus}"),
+        )),
+        _ => None,
+    }
+}
+
+fn read_cgroup(root: &Sysroot) -> Option<CgroupMemory> {
+    let groups = root.procfs::<procfs::ProcessCGroups>("/proc/self/cgroup")?;
+    let mounts = root.procfs::<procfs::process::MountInfos>("/proc/self/mountinfo");
+    // cgroup v2: the `0::/path` line and the cgroup2 mount.
+    if let Some(g) = groups
+        .0
+        .iter()
+        .find(|g| g.hierarchy == 0 && g.controllers.is_empty())
+    {
+        let mount = mounts
+            .as_ref()
+            .and_then(|m| {
+                m.0.iter()
+                    .find(|mi| mi.fs_type == "cgroup2")
+                    .map(|mi| (mi.mount_point.clone(), mi.root.clone()))
+            })
+            .unwrap_or_else(|| ("/sys/fs/cgroup".into(), "/".into()));
+        let rel = g
+            .pathname
+            .strip_prefix(&mount.1)
+            .unwrap_or(&g.pathname)
+            .trim_start_matches('/')
+            .to_string();
+        let mut best: Option<CgroupMemory> = None;
+        let mut dir = std::path::PathBuf::from(&mount.0).join(&rel);
+        loop {
+            let usage = root.read_limit(dir.join("memory.current")).flatten();
+            for file in ["memory.max", "memory.high"] {
+                if let Some(Some(limit)) = root.read_limit(dir.join(file)) {
+                    let c = CgroupMemory {
+                        version: 2,
+                        path: format!("{}/{file}", dir.display()),
+                        limit,
+                        usage: usage.unwrap_or(0),
+                    };
+                    if best.as_ref().is_none_or(|b| c.headroom() < b.headroom()) {
+                        best = Some(c);
+                    }
+                }
+            }
+            if dir == std::path::Path::new(&mount.0) || !dir.pop() || !dir.starts_with(&mount.0) {
+                break;
+            }
+        }
+        if best.is_some() {
+            return best;
+        }
+    }
+    // cgroup v1: the memory controller's hierarchy.
+    let g = groups
+        .0
+        .iter()
+        .find(|g| g.controllers.iter().any(|c| c == "memory"))?;
+    let mount = mounts
+        .as_ref()
+        .and_then(|m| {
+            m.0.iter()
+                .find(|mi| mi.fs_type == "cgroup" && mi.super_options.contains_key("memory"))
+                .map(|mi| (mi.mount_point.clone(), mi.root.clone()))
+        })
+        .unwrap_or_else(|| ("/sys/fs/cgroup/memory".into(), "/".into()));
+    let rel = g
+        .pathname
+        .strip_prefix(&mount.1)
+        .unwrap_or(&g.pathname)
+        .trim_start_matches('/')
+        .to_string();
+    let dir = std::path::PathBuf::from(&mount.0).join(rel);
+    // memory.stat's hierarchical_memory_limit already is the minimum over ancestors.
+    let stat = root.read(dir.join("memory.stat")).unwrap_or_default();
+    let hier = stat.lines().find_map(|l| {
+        l.strip_prefix("hierarchical_memory_limit ")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
+    let limit = hier.or_else(|| root.read_limit(dir.join("memory.limit_in_bytes")).flatten())?;
+    if limit >= V1_UNLIMITED {
+        return None;
+    }
+    let usage = root
+        .read_limit(dir.join("memory.usage_in_bytes"))
+        .flatten()
+        .unwrap_or(0);
+    Some(CgroupMemory {
+        version: 1,
+        path: dir.join("memory.limit_in_bytes").display().to_string(),
+        limit,
+        usage,
+    })
+}
+
+/// The budget: need versus the smallest available limit. Pure.
+pub fn budget(
+    sizes: Option<&StoreSizes>,
+    hicache: &[L2],
+    headroom: u64,
+    facts: &MemoryFacts,
+) -> Budget {
+    let mut b = Budget::default();
+    if let Some(s) = sizes {
+        if s.hugepages {
+            b.need.push(BudgetLine {
+                item: "store segment".into(),
+                bytes: 0,
+                source: "in hugepages (MC_STORE_USE_HUGEPAGE), budgeted separately".into(),
+            });
+        } else {
+            b.need.push(BudgetLine {
+                item: "store segment".into(),
+                bytes: s.segment,
+                source: s.segment_source.clone(),
+            });
+        }
+        b.need.push(BudgetLine {
+            item: "store local buffer".into(),
+            bytes: s.local_buffer,
+            source: s.local_buffer_source.clone(),
+        });
+    }
+    for l in hicache {
+        if let L2::Sized {
+            role,
+            per_rank_gb,
+            ranks,
+            bytes,
+            ranks_from,
+        } = l
+        {
+            b.need.push(BudgetLine {
+                item: format!("HiCache L2 ({role})"),
+                bytes: *bytes,
+                source: format!("hicache-size {per_rank_gb} GB x {ranks} ranks ({ranks_from})"),
+            });
+        }
+    }
+    b.need.push(BudgetLine {
+        item: "headroom".into(),
+        bytes: headroom,
+        source: "mcsup.preflight.headroom_gib".into(),
+    });
+    b.need_total = b
+        .need
+        .iter()
+        .map(|l| l.bytes)
+        .fold(0u64, u64::saturating_add);
+
+    if let Some(a) = facts.mem_available {
+        b.available.push(BudgetLine {
+            item: "MemAvailable".into(),
+            bytes: a,
+            source: "/proc/meminfo (host-wide)".into(),
+        });
+    }
+    if let Some(c) = &facts.cgroup {
+        b.available.push(BudgetLine {
+            item: format!("cgroup v{} headroom", c.version),
+            bytes: c.headroom(),
+            source: format!(
+                "{} limit {} - usage {}",
+                c.path,
+                Bytes(c.limit),
+                Bytes(c.usage)
+            ),
+        });
+    }
+    if let Some((alloc, src)) = &facts.slurm {
+        let used = facts.cgroup.as_ref().map_or(0, |c| c.usage);
+        b.available.push(BudgetLine {
+            item: "Slurm allocation".into(),
+            bytes: alloc.saturating_sub(used),
+            source: if used > 0 {
+                format!("{src} - usage {}", Bytes(used))
+            } else {
+                src.clone()
+            },
+        });
+    }
+    b.available_total = b.available.iter().map(|l| l.bytes).min();
+    b
+}
+
+/// The DRAM budget check.
+pub fn check(
+    plan: &Plan,
+    recipe: &Recipe,
+    sizes: Option<&StoreSizes>,
+    hicache: &[L2],
+    facts: &MemoryFacts,
+    report: &mut Report,
+) {
+    let headroom_gib = recipe
+        .mcsup
+        .as_ref()
+        .and_then(|m| m.preflight.headroom_gib)
+        .unwrap_or(10.0);
+    let headroom = if headroom_gib.is_finite() && headroom_gib >= 0.0 {
+        (headroom_gib * GIB as f64) as u64
+    } else {
+        10 * GIB
+    };
+    for l in hicache {
+        if let L2::Ratio { role, ratio } = l {
+            report.push(Check::warn(
+                G,
+                &format!("hicache {role}"),
+                format!("{role} enables HiCache with hicache-ratio {ratio}: its host pool is sized from the GPU's KV pool, unknown before the GPU starts, so it is NOT in the budget"),
+                format!("set an explicit `hicache-size` (GB per rank) in backend.sglang_config.{role}"),
+            ));
+        }
+    }
+    if sizes.is_none() && hicache.iter().all(|l| matches!(l, L2::None)) {
+        report.push(Check::skip(
+            G,
+            "budget",
+            "no store and no HiCache on this node",
+        ));
+        return;
+    }
+    let b = budget(sizes, hicache, headroom, facts);
+    match b.available_total {
+        None => report.push(Check::warn(
+            G,
+            "budget",
+            "cannot tell how much memory is available (no /proc/meminfo)",
+            "run the preflight on the node itself",
+        )),
+        Some(avail) if b.need_total <= avail => report.push(Check::ok(
+            G,
+            "budget",
+            format!(
+                "need {} of {} available ({} spare)",
+                Bytes(b.need_total),
+                Bytes(avail),
+                Bytes(avail - b.need_total)
+            ),
+        )),
+        Some(avail) => {
+            let short = b.need_total - avail;
+            let fix = match sizes {
+                Some(s) if s.segment > short => format!(
+                    "lower this role's MOONCAKE_GLOBAL_SEGMENT_SIZE by at least {} (to at most {}), or reduce HiCache / headroom",
+                    Bytes(short),
+                    Bytes(s.segment - short)
+                ),
+                _ => "reduce the store segment, HiCache (hicache-size) or the headroom, or request more memory (--mem)".to_string(),
+            };
+            report.push(Check::fail(
+                G,
+                "budget",
+                format!(
+                    "need {} but only {} is available: short by {}",
+                    Bytes(b.need_total),
+                    Bytes(avail),
+                    Bytes(short)
+                ),
+                fix,
+            ));
+        }
+    }
+    if let (Some(s), true) = (sizes, sizes.is_some_and(|s| s.hugepages)) {
+        match &facts.hugepages {
+            Some(h) => {
+                let free = h
+                    .free
+                    .saturating_sub(h.reserved)
+                    .saturating_mul(h.page_size);
+                if free >= s.segment {
+                    report.push(Check::ok(
+                        G,
+                        "hugepages",
+                        format!(
+                            "{} free in {} pages for a {} segment",
+                            Bytes(free),
+                            Bytes(h.page_size),
+                            Bytes(s.segment)
+                        ),
+                    ));
+                } else {
+                    report.push(Check::fail(
+                        G,
+                        "hugepages",
+                        format!("MC_STORE_USE_HUGEPAGE is set but only {} of hugepages are free (free - reserved) for a {} segment", Bytes(free), Bytes(s.segment)),
+                        "reserve more hugepages (vm.nr_hugepages) or unset MC_STORE_USE_HUGEPAGE",
+                    ));
+                }
+            }
+            None => report.push(Check::fail(
+                G,
+                "hugepages",
+                "MC_STORE_USE_HUGEPAGE is set but the node has no hugepages",
+                "reserve hugepages (vm.nr_hugepages) or unset MC_STORE_USE_HUGEPAGE",
+            )),
+        }
+    }
+    let _ = plan;
+    report.budget = Some(b);
+}
+
+/// RLIMIT_MEMLOCK: RDMA registers the segment and local buffer on every NIC.
+pub fn check_memlock(
+    sizes: Option<&StoreSizes>,
+    protocol: &str,
+    nics: usize,
+    facts: &MemoryFacts,
+    report: &mut Report,
+) {
+    const L: &str = "limits";
+    let text = match facts.memlock {
+        None => "unknown".to_string(),
+        Some(None) => "unlimited".to_string(),
+        Some(Some(v)) => Bytes(v).to_string(),
+    };
+    report.facts.insert("memlock".into(), text.clone());
+    if protocol != "rdma" {
+        report.push(Check::skip(
+            L,
+            "memlock",
+            format!("RLIMIT_MEMLOCK {text}; only RDMA pins memory"),
+        ));
+        return;
+    }
+    let Some(s) = sizes else {
+        report.push(Check::skip(
+            L,
+            "memlock",
+            format!("RLIMIT_MEMLOCK {text}; no store on this node"),
+        ));
+        return;
+    };
+    let need = s
+        .segment
+        .saturating_add(s.local_buffer)
+        .saturating_mul(nics.max(1) as u64);
+    match facts.memlock {
+        Some(None) => report.push(Check::ok(L, "memlock", "RLIMIT_MEMLOCK is unlimited")),
+        _ if facts.cap_ipc_lock => report.push(Check::ok(L, "memlock", format!("RLIMIT_MEMLOCK {text}, but CAP_IPC_LOCK is effective"))),
+        Some(Some(v)) if v >= need => report.push(Check::ok(L, "memlock", format!("RLIMIT_MEMLOCK {text} >= {} needed", Bytes(need)))),
+        Some(Some(_)) => report.push(Check::fail(
+            L,
+            "memlock",
+            format!(
+                "RLIMIT_MEMLOCK is {text}, but RDMA must pin {} ((segment + local buffer) x {} NIC{}): registration will fail",
+                Bytes(need),
+                nics.max(1),
+                if nics == 1 { "" } else { "s" }
+            ),
+            "raise it for jobs: PropagateResourceLimitsExcept=MEMLOCK in slurm.conf (Slurm copies the login node's 8 MiB otherwise), LimitMEMLOCK=infinity for slurmd, or `ulimit -l unlimited` in standalone.preamble",
+        )),
+        None => report.push(Check::warn(L, "memlock", "cannot read RLIMIT_MEMLOCK (/proc/self/limits)", "run the preflight inside the job step")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_allocation_forms() {
+        let env = |v: &[(&str, &str)]| {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            slurm_allocation(&env(&[("SLURM_MEM_PER_NODE", "1024")]))
+                .unwrap()
+                .0,
+            1 << 30
+        );
+        assert_eq!(
+            slurm_allocation(&env(&[
+                ("SLURM_MEM_PER_CPU", "500"),
+                ("SLURM_CPUS_ON_NODE", "4")
+            ]))
+            .unwrap()
+            .0,
+            2000 << 20
+        );
+        assert!(slurm_allocation(&env(&[("SLURM_MEM_PER_CPU", "500")])).is_none());
+    }
+
+    #[test]
+    fn budget_takes_the_smallest_limit() {
+        let facts = MemoryFacts {
+            mem_available: Some(500 * GIB),
+            cgroup: Some(CgroupMemory {
+                version: 2,
+                path: "x".into(),
+                limit: 300 * GIB,
+                usage: 20 * GIB,
+            }),
+            slurm: Some((400 * GIB, "s".into())),
+            ..Default::default()
+        };
+        let sizes = StoreSizes {
+            segment: 100 * GIB,
+            segment_source: String::new(),
+            local_buffer: 0,
+            local_buffer_source: String::new(),
+            hugepages: false,
+        };
+        let b = budget(Some(&sizes), &[], 10 * GIB, &facts);
+        assert_eq!(b.need_total, 110 * GIB);
+        assert_eq!(b.available_total, Some(280 * GIB));
+    }
+}

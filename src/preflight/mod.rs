@@ -1,0 +1,131 @@
+//! The preflight: checks this node before anything starts, and says what is wrong and how to fix it.
+//!
+//! Checks read the system only through [`system::Sysroot`] (a root directory: `/` live, or a
+//! fixture tree) and a few live probes (port binds, executables) that the caller can switch off.
+//! [`run`] returns a [`Report`] value; the caller decides what a failure means (the CLI maps it to
+//! exit code 1, `run` refuses to start). Human and JSON output both come from the report.
+
+pub mod fixture;
+pub mod hicache;
+pub mod memory;
+pub mod rdma;
+pub mod report;
+pub mod system;
+pub mod tools;
+
+pub use report::{Budget, BudgetLine, Check, Report, Status};
+
+use crate::plan::{Plan, ProcessKind};
+use crate::recipe::Recipe;
+use crate::size;
+
+/// Inputs that are not in the plan.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where `/sys`, `/proc` and `/dev` are read from.
+    pub sysroot: std::path::PathBuf,
+    /// Run checks that touch this machine directly (port binds, executables, `--help` of the
+    /// installed master). Off when reading a captured node through `--sysroot`.
+    pub live: bool,
+    /// Slurm's memory variables (`SLURM_MEM_PER_NODE`, `SLURM_MEM_PER_CPU`, `SLURM_CPUS_ON_NODE`).
+    pub slurm_env: Vec<(String, String)>,
+    /// `PATH` used to find executables.
+    pub path_var: Option<String>,
+    /// mcsup's inherited variables the RDMA checks consult (`NCCL_IB_GID_INDEX`, `MC_*`,
+    /// `MOONCAKE_DEVICE`) when the recipe does not set them.
+    pub inherited_env: Vec<(String, String)>,
+}
+
+/// What the store on this node will hold, from its resolved environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSizes {
+    pub segment: u64,
+    pub segment_source: String,
+    pub local_buffer: u64,
+    pub local_buffer_source: String,
+    pub hugepages: bool,
+}
+
+/// The store's sizes as Mooncake's store service will read them (its defaults when unset).
+pub fn store_sizes(plan: &Plan) -> Option<StoreSizes> {
+    let store = plan
+        .processes
+        .iter()
+        .find(|p| p.kind == ProcessKind::Store)?;
+    let read = |name: &str, default: u64| -> (u64, String) {
+        match store.env.iter().find(|v| v.name == name) {
+            Some(v) => match size::parse_mooncake_size(&v.value) {
+                Ok(n) => (n, format!("{name}={} ({})", v.value, v.source)),
+                Err(_) => (default, format!("{name}={} (unparsable)", v.value)),
+            },
+            None => (default, format!("{name} unset: Mooncake default")),
+        }
+    };
+    let (segment, segment_source) = read(
+        "MOONCAKE_GLOBAL_SEGMENT_SIZE",
+        crate::plan::MOONCAKE_DEFAULT_SEGMENT,
+    );
+    let (local_buffer, local_buffer_source) = read("MOONCAKE_LOCAL_BUFFER_SIZE", 1 << 30);
+    let hugepages = store.env_value("MC_STORE_USE_HUGEPAGE").is_some_and(|v| {
+        !matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "" | "0" | "false" | "no" | "off"
+        )
+    });
+    Some(StoreSizes {
+        segment,
+        segment_source,
+        local_buffer,
+        local_buffer_source,
+        hugepages,
+    })
+}
+
+/// The transfer protocol the node's Mooncake processes will use (store first, then workers).
+pub fn protocol(plan: &Plan) -> String {
+    let from = |kind: ProcessKind| {
+        plan.processes
+            .iter()
+            .filter(|p| p.kind == kind)
+            .find_map(|p| {
+                p.env_value("MOONCAKE_PROTOCOL")
+                    .map(|v| v.trim().to_ascii_lowercase())
+            })
+    };
+    from(ProcessKind::Store)
+        .or_else(|| from(ProcessKind::Worker))
+        .unwrap_or_else(|| "tcp".into())
+}
+
+/// Run every check for this node.
+pub fn run(plan: &Plan, recipe: &Recipe, opts: &Options) -> Report {
+    let root = system::Sysroot::new(&opts.sysroot);
+    let mut report = Report::default();
+    let sizes = store_sizes(plan);
+    let proto = protocol(plan);
+
+    // RDMA first: it decides how many NICs the memlock check multiplies by.
+    report.node = plan.node.name.clone();
+    let nics = if proto == "rdma" {
+        rdma::check(plan, &root, &opts.inherited_env, opts.live, &mut report)
+    } else {
+        report.push(Check::skip(
+            "rdma",
+            "protocol",
+            format!("MOONCAKE_PROTOCOL is {proto}: RDMA checks skipped"),
+        ));
+        0
+    };
+
+    let facts = memory::MemoryFacts::read(&root, &opts.slurm_env);
+    let hicache = hicache::l2_for_node(recipe, &plan.roles);
+    memory::check(plan, recipe, sizes.as_ref(), &hicache, &facts, &mut report);
+    memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
+
+    if opts.live {
+        tools::check_ports(plan, &mut report);
+        tools::check_executables(plan, opts.path_var.as_deref(), &mut report);
+        tools::check_master_flags(plan, opts.path_var.as_deref(), &mut report);
+    }
+    report
+}

@@ -1,0 +1,560 @@
+//! The preflight against fixture nodes: RDMA sysfs trees (tests/fixtures/sysroot) combined with
+//! /proc files written here in the kernel's formats (meminfo, limits, status, cgroup v1/v2), run
+//! through the real `mcsup preflight --sysroot` binary. Each check has passing and failing cases.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysroot")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+use mcsup::preflight::fixture::{write_proc, Cgroup, Proc};
+
+fn node(rdma_tree: &str, proc_: &Proc) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&fixtures().join(rdma_tree), dir.path());
+    write_proc(dir.path(), proc_).unwrap();
+    dir
+}
+
+fn seed_recipe() -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/sglang-disagg-mooncake.yaml"),
+    )
+    .unwrap()
+}
+
+struct Outcome {
+    code: i32,
+    json: serde_json::Value,
+}
+
+impl Outcome {
+    fn check(&self, name: &str) -> &serde_json::Value {
+        self.json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no check `{name}` in {}",
+                    serde_json::to_string_pretty(&self.json).unwrap()
+                )
+            })
+    }
+    fn status(&self, name: &str) -> String {
+        self.check(name)["status"].as_str().unwrap().to_string()
+    }
+    fn text(&self, name: &str) -> String {
+        let c = self.check(name);
+        format!(
+            "{} fix: {}",
+            c["message"].as_str().unwrap_or(""),
+            c["fix"].as_str().unwrap_or("")
+        )
+    }
+}
+
+fn preflight(root: &Path, recipe: &str, role: &str, extra: &[&str]) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let rp = dir.path().join("job.yaml");
+    std::fs::write(&rp, recipe).unwrap();
+    let node = if role == "prefill" {
+        "gpu-01"
+    } else {
+        "gpu-02"
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .args([
+            "preflight",
+            "--json",
+            "--role",
+            role,
+            "--node",
+            node,
+            "--nodelist",
+            "gpu-[01-02]",
+            "--master-addr",
+            "10.0.0.1",
+            "--node-ip",
+            "10.0.0.2",
+            "--recipe",
+        ])
+        .arg(&rp)
+        .arg("--sysroot")
+        .arg(root)
+        .args(extra)
+        .env_remove("NCCL_IB_GID_INDEX")
+        .env_remove("MC_GID_INDEX")
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        json,
+    }
+}
+
+#[test]
+fn seed_recipe_passes_on_a_healthy_roce_node_with_index_3() {
+    let n = node("two-nics", &Proc::default());
+    let o = preflight(n.path(), &seed_recipe(), "decode", &[]);
+    assert_eq!(
+        o.code,
+        0,
+        "{}",
+        serde_json::to_string_pretty(&o.json).unwrap()
+    );
+    assert_eq!(o.json["passed"], true);
+    for dev in ["mlx5_0", "mlx5_1"] {
+        assert_eq!(o.status(&format!("gid index {dev}")), "ok");
+        assert!(o
+            .text(&format!("gid index {dev}"))
+            .contains("MC_GID_INDEX (recipe)=3"));
+        assert_eq!(o.status(&format!("port {dev}/1")), "ok");
+        assert_eq!(o.status(&format!("uverbs {dev}")), "ok");
+    }
+    assert_eq!(o.status("memlock"), "ok");
+    assert_eq!(o.status("budget"), "ok");
+    assert_eq!(o.json["facts"]["rdma.gid_index"], "mlx5_0=3,mlx5_1=3");
+}
+
+#[test]
+fn gid_index_1_2_5_and_unset() {
+    let n = node("two-nics", &Proc::default());
+    let with = |idx: &str| {
+        seed_recipe().replace("MC_GID_INDEX: \"3\"", &format!("MC_GID_INDEX: \"{idx}\""))
+    };
+    let o = preflight(n.path(), &with("1"), "decode", &[]);
+    assert_eq!(o.status("gid index mlx5_0"), "warn");
+    assert!(
+        o.text("gid index mlx5_0").contains("link-local"),
+        "{}",
+        o.text("gid index mlx5_0")
+    );
+    assert!(o.text("gid index mlx5_0").contains("MC_GID_INDEX=3"));
+    assert_eq!(o.code, 0, "a warning passes");
+    let strict = preflight(n.path(), &with("1"), "decode", &["--strict"]);
+    assert_eq!(strict.code, 1, "--strict fails on warnings");
+
+    let o = preflight(n.path(), &with("2"), "decode", &[]);
+    assert_eq!(o.status("gid index mlx5_0"), "fail");
+    assert!(o.text("gid index mlx5_0").contains("RoCE v1"));
+    assert!(o
+        .text("gid index mlx5_0")
+        .contains("retry counter exceeded"));
+    assert_eq!(o.code, 1);
+
+    let o = preflight(n.path(), &with("5"), "decode", &[]);
+    assert_eq!(o.status("gid index mlx5_0"), "fail");
+    assert!(o.text("gid index mlx5_0").contains("empty GID slot"));
+    assert!(o.text("gid index mlx5_0").contains("use MC_GID_INDEX=3"));
+
+    let o = preflight(n.path(), &with("99"), "decode", &[]);
+    assert!(o.text("gid index mlx5_0").contains("beyond the GID table"));
+
+    // Unset: report the index Mooncake's auto-selection picks on each device.
+    let unset = seed_recipe().replace("        MC_GID_INDEX: \"3\"\n", "");
+    let o = preflight(n.path(), &unset, "decode", &[]);
+    assert_eq!(o.status("gid index mlx5_0"), "ok");
+    assert!(
+        o.text("gid index mlx5_0").contains("Mooncake will pick 3"),
+        "{}",
+        o.text("gid index mlx5_0")
+    );
+}
+
+#[test]
+fn nccl_gid_index_is_inherited_silently_warns() {
+    let n = node("two-nics", &Proc::default());
+    let unset = seed_recipe().replace("        MC_GID_INDEX: \"3\"\n", "");
+    let dir = tempfile::tempdir().unwrap();
+    let rp = dir.path().join("job.yaml");
+    std::fs::write(&rp, unset).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .args([
+            "preflight",
+            "--json",
+            "--role",
+            "decode",
+            "--node",
+            "gpu-02",
+            "--nodelist",
+            "gpu-[01-02]",
+            "--recipe",
+        ])
+        .arg(&rp)
+        .arg("--sysroot")
+        .arg(n.path())
+        .env("NCCL_IB_GID_INDEX", "2")
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = json["checks"].as_array().unwrap();
+    let src = checks
+        .iter()
+        .find(|c| c["name"] == "gid index source")
+        .expect("source warning");
+    assert_eq!(src["status"], "warn");
+    assert!(src["message"]
+        .as_str()
+        .unwrap()
+        .contains("NCCL_IB_GID_INDEX=2"));
+    let g = checks
+        .iter()
+        .find(|c| c["name"] == "gid index mlx5_0")
+        .unwrap();
+    assert_eq!(g["status"], "fail", "index 2 is RoCE v1");
+}
+
+#[test]
+fn misspelt_device_names_the_closest() {
+    let n = node("two-nics", &Proc::default());
+    let r = seed_recipe().replace(
+        "MOONCAKE_DEVICE: \"mlx5_0,mlx5_1\"\n        MC_GID",
+        "MOONCAKE_DEVICE: \"mlx5_0,mlx_51\"\n        MC_GID",
+    );
+    let o = preflight(n.path(), &r, "decode", &[]);
+    assert_eq!(o.code, 1);
+    assert_eq!(o.status("device mlx_51"), "fail");
+    let t = o.text("device mlx_51");
+    assert!(
+        t.contains("silently drop") && t.contains("did you mean `mlx5_1`?"),
+        "{t}"
+    );
+}
+
+#[test]
+fn memlock_8mib_fails_unlimited_or_cap_passes() {
+    let eight = Proc {
+        memlock_bytes: Some(8 << 20),
+        ..Proc::default()
+    };
+    let o = preflight(
+        node("two-nics", &eight).path(),
+        &seed_recipe(),
+        "decode",
+        &[],
+    );
+    assert_eq!(o.status("memlock"), "fail");
+    let t = o.text("memlock");
+    assert!(
+        t.contains("8 MiB")
+            && t.contains("800 GiB")
+            && t.contains("PropagateResourceLimitsExcept=MEMLOCK"),
+        "{t}"
+    );
+    assert_eq!(o.code, 1);
+    let cap = Proc {
+        memlock_bytes: Some(8 << 20),
+        cap_ipc_lock: true,
+        ..Proc::default()
+    };
+    let o = preflight(node("two-nics", &cap).path(), &seed_recipe(), "decode", &[]);
+    assert_eq!(o.status("memlock"), "ok");
+    assert!(o.text("memlock").contains("CAP_IPC_LOCK"));
+}
+
+#[test]
+fn store_must_fit_beside_hicache() {
+    // Prefill: 100gb store + HiCache 60 GB x 8 ranks (480 GB = 447 GiB) + 10 GiB headroom = 557 GiB.
+    let small = Proc {
+        mem_available_gib: 500,
+        ..Proc::default()
+    };
+    let o = preflight(
+        node("two-nics", &small).path(),
+        &seed_recipe(),
+        "prefill",
+        &[],
+    );
+    assert_eq!(o.status("budget"), "fail", "{}", o.text("budget"));
+    let t = o.text("budget");
+    assert!(
+        t.contains("short by") && t.contains("MOONCAKE_GLOBAL_SEGMENT_SIZE"),
+        "{t}"
+    );
+    let need: Vec<_> = o.json["budget"]["need"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["item"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        need.contains(&"HiCache L2 (prefill)".to_string()),
+        "{need:?}"
+    );
+    let big = Proc {
+        mem_available_gib: 600,
+        ..Proc::default()
+    };
+    let o = preflight(
+        node("two-nics", &big).path(),
+        &seed_recipe(),
+        "prefill",
+        &[],
+    );
+    assert_eq!(o.status("budget"), "ok", "{}", o.text("budget"));
+}
+
+#[test]
+fn cgroup_v2_and_v1_limits_bound_the_budget() {
+    // Plenty of host memory, but the Slurm job's cgroup allows 300 GiB with 20 used: 400gb fails.
+    let v2 = Proc {
+        cgroup: Cgroup::V2 {
+            max_gib: 300,
+            usage_gib: 20,
+        },
+        ..Proc::default()
+    };
+    let o = preflight(node("two-nics", &v2).path(), &seed_recipe(), "decode", &[]);
+    assert_eq!(o.status("budget"), "fail");
+    assert_eq!(o.json["budget"]["available_total"], 280u64 << 30);
+    let v1 = Proc {
+        cgroup: Cgroup::V1 {
+            limit_gib: 1024,
+            usage_gib: 4,
+        },
+        ..Proc::default()
+    };
+    let o = preflight(node("two-nics", &v1).path(), &seed_recipe(), "decode", &[]);
+    assert_eq!(o.status("budget"), "ok");
+    assert_eq!(o.json["budget"]["available_total"], 1020u64 << 30);
+}
+
+#[test]
+fn port_states_and_missing_hardware() {
+    let one_dev = seed_recipe().replace(
+        "MOONCAKE_DEVICE: \"mlx5_0,mlx5_1\"\n        MC_GID",
+        "MOONCAKE_DEVICE: \"mlx5_0\"\n        MC_GID",
+    );
+    let o = preflight(
+        node("port-down", &Proc::default()).path(),
+        &one_dev,
+        "decode",
+        &[],
+    );
+    assert_eq!(o.status("port mlx5_0/1"), "fail");
+    assert!(o.text("port mlx5_0/1").contains("DOWN"));
+
+    let ib = one_dev.replace("MC_GID_INDEX: \"3\"", "MC_GID_INDEX: \"0\"");
+    let o = preflight(
+        node("ib-port-init", &Proc::default()).path(),
+        &ib,
+        "decode",
+        &[],
+    );
+    let port = o.json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"].as_str().unwrap().starts_with("port "))
+        .unwrap()
+        .clone();
+    assert_eq!(port["status"], "fail");
+    assert!(port["message"]
+        .as_str()
+        .unwrap()
+        .contains("no subnet manager"));
+
+    for (tree, words) in [
+        ("no-hca", "module is loaded but no HCA"),
+        ("no-rdma", "RDMA subsystem is absent"),
+    ] {
+        let o = preflight(
+            node(tree, &Proc::default()).path(),
+            &seed_recipe(),
+            "decode",
+            &[],
+        );
+        assert_eq!(o.status("devices"), "fail");
+        assert!(o.text("devices").contains("no RDMA devices") && o.text("devices").contains(words));
+        assert_eq!(o.code, 1);
+    }
+}
+
+#[test]
+fn tcp_recipe_skips_rdma_and_budget_counts_small_store() {
+    let local =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/local.yaml"))
+            .unwrap();
+    let o = preflight(
+        node("no-rdma", &Proc::default()).path(),
+        &local,
+        "decode",
+        &[],
+    );
+    assert_eq!(
+        o.code,
+        0,
+        "{}",
+        serde_json::to_string_pretty(&o.json).unwrap()
+    );
+    assert_eq!(o.status("protocol"), "skip");
+    assert_eq!(
+        o.json["budget"]["need_total"],
+        (512u64 << 20) + (16 << 20) + (10 << 30)
+    );
+}
+
+/// The seed recipe with every MOONCAKE_DEVICE (store and workers) set to `dev`.
+fn with_device(dev: &str) -> String {
+    seed_recipe().replace(
+        "MOONCAKE_DEVICE: \"mlx5_0,mlx5_1\"",
+        &format!("MOONCAKE_DEVICE: \"{dev}\""),
+    )
+}
+
+#[test]
+fn renamed_bond_v1_only_and_ib() {
+    // udev renamed mlx5_0 to rocep153s0: the recipe's name is gone, the message lists what exists.
+    let o = preflight(
+        node("renamed", &Proc::default()).path(),
+        &with_device("mlx5_0"),
+        "decode",
+        &[],
+    );
+    assert_eq!(o.status("device mlx5_0"), "fail");
+    assert!(
+        o.text("device mlx5_0").contains("rocep153s0"),
+        "{}",
+        o.text("device mlx5_0")
+    );
+    let o = preflight(
+        node("renamed", &Proc::default()).path(),
+        &with_device("rocep153s0"),
+        "decode",
+        &[],
+    );
+    assert_eq!(
+        o.status("gid index rocep153s0"),
+        "ok",
+        "{}",
+        o.text("gid index rocep153s0")
+    );
+
+    // A RoCE LAG: the bond device with GIDs on bond0.
+    let o = preflight(
+        node("bond", &Proc::default()).path(),
+        &with_device("mlx5_bond_0"),
+        "decode",
+        &[],
+    );
+    assert_eq!(
+        o.code,
+        0,
+        "{}",
+        serde_json::to_string_pretty(&o.json).unwrap()
+    );
+    assert!(o.text("gid index mlx5_bond_0").contains("bond0"));
+
+    // Only RoCE v1 GIDs: nothing for auto-selection.
+    let unset = with_device("mlx5_0").replace("        MC_GID_INDEX: \"3\"\n", "");
+    let o = preflight(
+        node("roce-v1-only", &Proc::default()).path(),
+        &unset,
+        "decode",
+        &[],
+    );
+    assert_eq!(o.status("gid index mlx5_0"), "fail");
+    assert!(o.text("gid index mlx5_0").contains("cannot pick one"));
+
+    // InfiniBand HDR: index 0 is the native GID.
+    let ib = with_device("mlx5_0").replace("MC_GID_INDEX: \"3\"", "MC_GID_INDEX: \"0\"");
+    let o = preflight(node("ib-hdr", &Proc::default()).path(), &ib, "decode", &[]);
+    assert_eq!(
+        o.status("gid index mlx5_0"),
+        "ok",
+        "{}",
+        o.text("gid index mlx5_0")
+    );
+    assert_eq!(o.status("port mlx5_0/1"), "ok");
+}
+
+#[test]
+fn auto_discovery_needs_an_active_hca() {
+    let auto = with_device("auto-discovery");
+    let o = preflight(
+        node("port-down", &Proc::default()).path(),
+        &auto,
+        "decode",
+        &[],
+    );
+    assert_eq!(o.status("devices"), "fail");
+    assert!(
+        o.text("devices").contains("fall back to TCP")
+            && o.text("devices").contains("MC_FORCE_HCA")
+    );
+    let o = preflight(
+        node("two-nics", &Proc::default()).path(),
+        &auto,
+        "decode",
+        &[],
+    );
+    assert_eq!(o.status("devices"), "ok");
+}
+
+#[test]
+fn human_output_groups_checks_and_prints_the_budget_with_units() {
+    let n = node(
+        "two-nics",
+        &Proc {
+            memlock_bytes: Some(8 << 20),
+            ..Proc::default()
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let rp = dir.path().join("job.yaml");
+    std::fs::write(&rp, seed_recipe()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .args([
+            "preflight",
+            "--role",
+            "decode",
+            "--node",
+            "gpu-02",
+            "--nodelist",
+            "gpu-[01-02]",
+            "--recipe",
+        ])
+        .arg(&rp)
+        .arg("--sysroot")
+        .arg(n.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "[rdma]",
+        "[limits]",
+        "[memory budget]",
+        "FAIL  memlock",
+        "fix: raise it",
+        "400 GiB",
+        "429.50 GB",
+        "FAIL: 1 failed",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+}
