@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# mcsup development/CI setup. Idempotent: safe to run again; a second run is a fast no-op.
+#
+# Installs what is missing on a Debian/Ubuntu machine:
+#   1. Debian packages (RDMA/verbs headers+runtime, libclang for bindgen, pkg-config, python3-venv)
+#   2. <repo>/.venv (Python 3.11) with a pinned mooncake-transfer-engine-non-cuda wheel
+#   3. cargo-nextest (only if `cargo nextest --version` fails)
+# and finally verifies that the real Mooncake binaries run.
+#
+# Environment knobs:
+#   MCSUP_SKIP_APT=1        do not touch apt (non-root developer machines); missing packages are
+#                           reported as warnings instead of being installed
+#   MCSUP_SKIP_NEXTEST=1    do not install cargo-nextest even if it is missing
+#   MCSUP_PYTHON=/path      Python 3.11 interpreter to build the venv from (default: auto-detect)
+#   MCSUP_VENV=/path        venv location (default: <repo>/.venv)
+#   MOONCAKE_WHEEL_VERSION  override the pinned wheel version (default below)
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib/common.sh
+. "$REPO_ROOT/scripts/lib/common.sh"
+
+MOONCAKE_PKG="mooncake-transfer-engine-non-cuda"
+MOONCAKE_WHEEL_VERSION="${MOONCAKE_WHEEL_VERSION:-0.3.13.post1}"
+VENV="${MCSUP_VENV:-$REPO_ROOT/.venv}"
+REQUIRED_PY="3.11"   # the wheel is cp311 only
+
+# Build-time: libibverbs-dev/librdmacm-dev/libclang-dev/pkg-config (rdma crate, bindgen).
+# ibverbs-providers (verbs provider plugins), python3-venv (venv + ensurepip for Debian's python).
+APT_PACKAGES=(
+  libibverbs-dev librdmacm-dev libclang-dev ibverbs-providers pkg-config python3-venv
+  ca-certificates
+)
+# Run-time libraries that the wheel's native code (mooncake_master, store.so, engine.so) links
+# from the system (found with ldd; everything else is bundled in the wheel). Checked by soname
+# with ldconfig, because package names differ between releases (e.g. Ubuntu 24.04's libcurl4t64).
+# Format: soname:debian-package
+RUNTIME_LIBS=(
+  libibverbs.so.1:libibverbs1
+  librdmacm.so.1:librdmacm1
+  libnuma.so.1:libnuma1
+  libcurl.so.4:libcurl4
+)
+
+SECONDS=0
+
+# --------------------------------------------------------------------------------------------
+# 0. cargo (assumed present; we only check)
+# --------------------------------------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+  export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  die "cargo not found on PATH (nor in ~/.cargo/bin). Install a Rust toolchain with rustup first."
+fi
+log "cargo: $(cargo --version)"
+
+# --------------------------------------------------------------------------------------------
+# 1. Debian packages
+# --------------------------------------------------------------------------------------------
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  if ! dpkg_installed "$p"; then missing+=("$p"); fi
+done
+for entry in "${RUNTIME_LIBS[@]}"; do
+  if ! have_shared_lib "${entry%%:*}"; then missing+=("${entry#*:}"); fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  log "apt: all ${#APT_PACKAGES[@]} packages and ${#RUNTIME_LIBS[@]} runtime libraries present, skipping apt"
+elif [ "${MCSUP_SKIP_APT:-0}" = "1" ]; then
+  warn "apt: MCSUP_SKIP_APT=1 and these packages are missing: ${missing[*]}"
+  warn "apt: the Rust build or the Mooncake wheel may fail without them"
+else
+  command -v apt-get >/dev/null 2>&1 \
+    || die "apt: missing packages (${missing[*]}) and apt-get not found; install them by hand or set MCSUP_SKIP_APT=1"
+  SUDO=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 \
+      || die "apt: missing packages (${missing[*]}); not root and no sudo. Run as root or set MCSUP_SKIP_APT=1"
+    SUDO=(sudo)
+  fi
+  log "apt: missing: ${missing[*]}"
+  log "apt: running apt-get update"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  log "apt: installing: ${missing[*]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# --------------------------------------------------------------------------------------------
+# 2. Python 3.11 interpreter for the venv
+# --------------------------------------------------------------------------------------------
+# Prints the interpreter's X.Y, or nothing if it does not run.
+py_version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true; }
+# True if the interpreter can create a venv with pip (Debian needs python3-venv for ensurepip).
+py_can_venv() { "$1" -c 'import venv, ensurepip' >/dev/null 2>&1; }
+
+pick_python() {
+  local cands=() c path
+  if [ -n "${MCSUP_PYTHON:-}" ]; then
+    cands=("$MCSUP_PYTHON")
+  else
+    cands=(python3.11 python3 /usr/bin/python3.11 /usr/bin/python3)
+  fi
+  for c in "${cands[@]}"; do
+    path="$(command -v "$c" 2>/dev/null || true)"
+    [ -n "$path" ] || continue
+    if [ "$(py_version "$path")" = "$REQUIRED_PY" ] && py_can_venv "$path"; then
+      echo "$path"
+      return 0
+    fi
+  done
+  return 1
+}
+
+venv_ok=0
+if [ -x "$VENV/bin/python" ] && [ "$(py_version "$VENV/bin/python")" = "$REQUIRED_PY" ]; then
+  venv_ok=1
+  log "venv: $VENV exists (python $(py_version "$VENV/bin/python"))"
+fi
+
+if [ "$venv_ok" -eq 0 ]; then
+  PY="$(pick_python)" || die "no usable Python $REQUIRED_PY found (tried: ${MCSUP_PYTHON:-python3.11 python3 /usr/bin/python3.11 /usr/bin/python3}).
+The Mooncake wheel ($MOONCAKE_PKG==$MOONCAKE_WHEEL_VERSION) is cp311-only. Install Python 3.11
+with the venv module (Debian 12: apt-get install python3-venv) or point MCSUP_PYTHON at one."
+  if [ -e "$VENV" ]; then
+    warn "venv: $VENV exists but its python is not a working $REQUIRED_PY; recreating it"
+    rm -rf -- "$VENV"
+  fi
+  log "venv: creating $VENV with $PY ($("$PY" --version 2>&1))"
+  "$PY" -m venv "$VENV"
+fi
+
+# --------------------------------------------------------------------------------------------
+# 3. Pinned Mooncake wheel
+# --------------------------------------------------------------------------------------------
+installed_ver="$("$VENV/bin/python" -c "
+import importlib.metadata as m
+try:
+    print(m.version('$MOONCAKE_PKG'))
+except m.PackageNotFoundError:
+    pass
+" 2>/dev/null || true)"
+
+if [ "$installed_ver" = "$MOONCAKE_WHEEL_VERSION" ]; then
+  log "pip: $MOONCAKE_PKG==$installed_ver already installed, skipping pip"
+else
+  if [ -n "$installed_ver" ]; then
+    log "pip: $MOONCAKE_PKG $installed_ver installed, want $MOONCAKE_WHEEL_VERSION"
+  fi
+  log "pip: installing $MOONCAKE_PKG==$MOONCAKE_WHEEL_VERSION into $VENV"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+    "$MOONCAKE_PKG==$MOONCAKE_WHEEL_VERSION"
+fi
+
+# --------------------------------------------------------------------------------------------
+# 4. cargo-nextest
+# --------------------------------------------------------------------------------------------
+if cargo nextest --version >/dev/null 2>&1; then
+  log "nextest: $(cargo nextest --version 2>/dev/null | head -n1)"
+elif [ "${MCSUP_SKIP_NEXTEST:-0}" = "1" ]; then
+  warn "nextest: cargo-nextest missing and MCSUP_SKIP_NEXTEST=1; not installing"
+else
+  log "nextest: not found; running 'cargo install cargo-nextest --locked' (builds from source, slow)"
+  cargo install cargo-nextest --locked
+  log "nextest: $(cargo nextest --version 2>/dev/null | head -n1)"
+fi
+
+# --------------------------------------------------------------------------------------------
+# 5. Verify
+# --------------------------------------------------------------------------------------------
+MC_PKG_DIR="$("$VENV/bin/python" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("mooncake").origin))')"
+log "verify: native binary $MC_PKG_DIR/mooncake_master"
+if command -v ldd >/dev/null 2>&1; then
+  unresolved="$(ldd "$MC_PKG_DIR/mooncake_master" "$MC_PKG_DIR/store.so" 2>&1 | grep 'not found' | sort -u || true)"
+  [ -z "$unresolved" ] || die "verify: unresolved shared libraries:
+$unresolved"
+fi
+log "verify: $VENV/bin/mooncake_master --help"
+# gflags' --help exits non-zero by design, so judge by the output, not the exit code.
+help_out="$("$VENV/bin/mooncake_master" --help 2>&1 || true)"
+if ! grep -q -- "rpc_port" <<<"$help_out"; then
+  printf '%s\n' "$help_out" | tail -n 20 >&2
+  die "verify: mooncake_master --help did not list --rpc_port (output above)"
+fi
+log "verify: mooncake_master OK ($(grep -cE '^    -[a-z_0-9]+ ' <<<"$help_out" || true) flags listed)"
+
+log "verify: $VENV/bin/python -c 'import mooncake.store'"
+if ! "$VENV/bin/python" -c 'import mooncake.store' ; then
+  die "verify: 'import mooncake.store' failed (is libibverbs1 installed? see above)"
+fi
+log "verify: import mooncake.store OK"
+
+log "done in ${SECONDS}s: venv=$VENV $MOONCAKE_PKG==$MOONCAKE_WHEEL_VERSION"
