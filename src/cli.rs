@@ -115,6 +115,10 @@ pub struct PreflightArgs {
     /// only make sense on the live machine (port binds, executables).
     #[arg(long, value_name = "DIR")]
     pub sysroot: Option<PathBuf>,
+    /// Compare several nodes' `preflight --json` reports (files, or `-` for stdin; concatenated
+    /// documents are fine) for cross-node differences that break Mooncake.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["role", "recipe", "sysroot"])]
+    pub aggregate: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -241,7 +245,45 @@ fn preflight_options(sysroot: Option<&Path>) -> crate::preflight::Options {
     }
 }
 
+fn aggregate(args: &PreflightArgs) -> Result<i32, CliError> {
+    use std::io::Read as _;
+    let mut reports = Vec::new();
+    for f in &args.aggregate {
+        let mut text = String::new();
+        let read = if f.as_os_str() == "-" {
+            std::io::stdin().read_to_string(&mut text).map(|_| ())
+        } else {
+            std::fs::read_to_string(f).map(|t| text = t)
+        };
+        read.map_err(|e| CliError::usage(format!("{}: cannot read: {e}", f.display())))?;
+        let mut docs = crate::preflight::aggregate::parse_reports(&text).map_err(|e| {
+            CliError::usage(format!("{}: not a `mcsup preflight --json` report: {e}\n  fix: collect reports with `srun mcsup preflight --json ... > reports.json`", f.display()))
+        })?;
+        reports.append(&mut docs);
+    }
+    if reports.is_empty() {
+        return Err(CliError::usage(
+            "no reports to aggregate\n  fix: pass files written by `mcsup preflight --json`",
+        ));
+    }
+    let report = crate::preflight::aggregate::aggregate(&reports);
+    let text = if args.json {
+        report.to_json(args.strict) + "\n"
+    } else {
+        report.to_human(args.strict)
+    };
+    print(&text)?;
+    Ok(if report.passed(args.strict) {
+        EXIT_OK
+    } else {
+        EXIT_PREFLIGHT
+    })
+}
+
 fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
+    if !args.aggregate.is_empty() {
+        return aggregate(&args);
+    }
     let plan = load_plan(&args.target)?;
     let recipe = load_recipe_for(&args.target)?;
     let report = crate::preflight::run(&plan, &recipe, &preflight_options(args.sysroot.as_deref()));

@@ -5,6 +5,7 @@
 //! [`run`] returns a [`Report`] value; the caller decides what a failure means (the CLI maps it to
 //! exit code 1, `run` refuses to start). Human and JSON output both come from the report.
 
+pub mod aggregate;
 pub mod fixture;
 pub mod hicache;
 pub mod memory;
