@@ -1,17 +1,161 @@
-//! Stub (lead's build copy).
+//! The supervisor: runs a [`crate::plan::Plan`]'s processes in dependency order, gates each on
+//! readiness, restarts per policy, and tears the node down in order.
+//!
+//! Layout (decisions apart from effects):
+//! - [`machine`]: the pure state machine (`handle(event, now) -> actions`); no I/O at all.
+//! - `runtime`: the one loop on a current-thread tokio runtime that turns child exits, probe
+//!   results, output lines, timers and signals into events and carries out the actions.
+//! - `spawn`: fork/exec of children (process group, signal dispositions, PDEATHSIG, fds).
+//! - `probes`: tcp/http/file probe attempts (exec probes are spawned through `spawn`).
+//! - `logs`: per-process log files with rotation, line splitting, the console mux.
+//! - `signals`: signal streams and the async-signal-safe SIGKILL backstop.
+//! - `status`: the events file (`<node>.events.jsonl`), the status file (`<node>.status.json`)
+//!   and [`print_status`].
+//!
+//! This module only holds the public surface; it must not grow logic of its own.
+
+pub mod machine;
+
+mod logs;
+mod probes;
+mod runtime;
+mod signals;
+mod spawn;
+mod status;
+
+use std::path::{Path, PathBuf};
+
 use crate::plan::Plan;
+
+pub use machine::ExitStatus;
+pub use status::{events_path, print_status, status_path, StatusFile, StatusProcess};
+
+/// Exit codes of `mcsup run`, also documented on [`RunOutcome`].
+pub mod exit_codes {
+    /// A requested shutdown (signal, drain, workers finished) with everything stopped cleanly.
+    pub const OK: i32 = 0;
+    /// The supervisor could not set up (log directory, plan it cannot run, runtime).
+    pub const SETUP_FAILED: i32 = 3;
+    /// A long-running critical process exited with a success code nobody asked for.
+    pub const CRITICAL_EXITED_ZERO: i32 = 4;
+    /// A critical process (or a gate/dependency it needs) never became ready.
+    pub const READINESS_FAILED: i32 = 5;
+    /// A critical process kept failing its liveness probe until the restart limit.
+    pub const LIVENESS_FAILED: i32 = 6;
+    /// A critical process could not be spawned (fork/exec error, e.g. no such program).
+    pub const SPAWN_FAILED: i32 = 7;
+    /// The node finished on its own (workers done / nothing left) but some process had failed.
+    pub const FINISHED_WITH_FAILURES: i32 = 8;
+    /// Shutdown was requested, but the teardown needed SIGKILL (grace or deadline expired, or a
+    /// second SIGINT/SIGTERM forced it).
+    pub const TEARDOWN_NEEDED_SIGKILL: i32 = 124;
+}
+
+/// Exit code for a [`SupervisorError`] (supervisor setup error); same as
+/// [`exit_codes::SETUP_FAILED`].
+pub const EXIT_SETUP: i32 = exit_codes::SETUP_FAILED;
+
+/// How the supervisor reports its own events on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum LogFormat { #[default] Human, Json }
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options that are not part of the plan.
 #[derive(Debug, Clone, Default)]
-pub struct RunOptions { pub log_format: LogFormat, pub console: bool }
+pub struct RunOptions {
+    /// Format of mcsup's own event log on stderr (used only if the caller has not installed a
+    /// tracing subscriber already).
+    pub log_format: LogFormat,
+    /// Mirror children's output (prefixed with the process name) on mcsup's stdout.
+    pub console: bool,
+}
+
+/// What happened, and the exit code mcsup should return.
+///
+/// | code | meaning |
+/// |---|---|
+/// | 0 | shutdown was requested (SIGTERM/SIGINT/SIGHUP, the drain signal, all workers finished) and everything stopped cleanly |
+/// | 1, 2 | (not used by the supervisor: preflight failure and usage/recipe error, from the CLI) |
+/// | 3 | supervisor setup error (returned as [`SupervisorError`]; see [`SupervisorError::exit_code`]) |
+/// | 4 | a critical long-running process exited with a success code nobody asked for |
+/// | 5 | a critical process never became ready (readiness timeout, or a gate/dependency it needs failed) |
+/// | 6 | a critical process failed its liveness probe until the restart limit |
+/// | 7 | a critical process could not be spawned (e.g. program not found) |
+/// | 8 | the node finished on its own (workers done) but some (non-critical) process had failed |
+/// | N | a critical process failed (restart policy exhausted) with exit code N, or 128+S when killed by signal S |
+/// | 124 | shutdown was requested but the teardown needed SIGKILL (grace/deadline expired, or a second SIGINT/SIGTERM) |
+///
+/// A failure code wins over 124 (it is the root cause). A child's own exit code can collide with
+/// the codes above (a critical process exiting 4 reports 4): the events file tells them apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunOutcome { pub exit_code: i32 }
+pub struct RunOutcome {
+    /// The process exit code (table above).
+    pub exit_code: i32,
+    /// Why the node was torn down, in words.
+    pub reason: String,
+    /// Whether any group had to be SIGKILLed during the teardown.
+    pub sigkill_needed: bool,
+    /// Console lines dropped because mcsup's stdout was too slow (the log files have them all).
+    pub console_dropped_lines: u64,
+}
+
+/// Errors that stop the supervisor before or outside normal supervision.
 #[derive(Debug, thiserror::Error)]
-pub enum SupervisorError { #[error("{0}")] Setup(String) }
-pub fn run_blocking(_plan: Plan, _opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
-    Err(SupervisorError::Setup("the supervisor is not built yet".into()))
+pub enum SupervisorError {
+    /// Anything that prevents supervision from starting.
+    #[error("{0}")]
+    Setup(String),
+    /// The plan cannot be run (cycle, unknown dependency, duplicate name...).
+    #[error("plan cannot be run: {0}")]
+    Plan(#[from] machine::PlanError),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The status file is not what mcsup writes.
+    #[error("{path}: not a mcsup status file: {source}")]
+    BadStatus {
+        /// The file.
+        path: PathBuf,
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
 }
-pub fn print_status(_log_dir: &std::path::Path, _node: Option<&str>, _json: bool) -> Result<String, SupervisorError> {
-    Err(SupervisorError::Setup("no status".into()))
+
+impl SupervisorError {
+    /// The exit code for this error (3: supervisor setup error).
+    pub fn exit_code(&self) -> i32 {
+        exit_codes::SETUP_FAILED
+    }
+
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        SupervisorError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
 }
-pub const EXIT_SETUP: i32 = 3;
+
+/// Run the plan to completion on a current-thread runtime (so every child is forked from this one
+/// long-lived thread: PR_SET_PDEATHSIG follows the forking thread, not the process).
+///
+/// Returns once every child (and every reparented descendant) is gone.
+pub fn run_blocking(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
+    runtime::init_tracing(opts.log_format);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SupervisorError::Setup(format!("cannot build the tokio runtime: {e}")))?;
+    rt.block_on(runtime::run(plan, opts))
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Benchmark mcsup's supervisor against supervisord and the floors (processes started, stopped
+# and piped by the harness itself). Not a test: prints figures and ratios measured in one run.
+#
+#   scripts/bench-supervisor.sh            # full run (~1-2 min: includes 30 s of idle)
+#   BENCH_REPS=3 IDLE_SECONDS=5 BENCH_LINES=200000 scripts/bench-supervisor.sh   # quick look
+#
+# Needs python3; supervisord (Debian package `supervisor`) is installed when missing and we are
+# root, otherwise its columns are skipped. Builds release binaries into $CARGO_TARGET_DIR
+# (default <repo>/target).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+
+if ! command -v supervisord >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing supervisord (Debian package supervisor) for the comparison..." >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends supervisor >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends supervisor >/dev/null 2>&1; } \
+      || echo "could not install supervisord: its columns are skipped" >&2
+  else
+    echo "supervisord not found: its columns are skipped" >&2
+  fi
+fi
+
+(cd "$REPO_ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --bin mcsup --bin mcsup-testchild)
+
+MCSUP_BIN="$TARGET/release/mcsup" TESTCHILD_BIN="$TARGET/release/mcsup-testchild" \
+  exec python3 "$REPO_ROOT/scripts/bench/supervisor_bench.py"

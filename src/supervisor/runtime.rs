@@ -1,0 +1,596 @@
+//! The one runtime loop: turns the world into [`Event`]s and carries out [`Action`]s.
+//!
+//! Sources of events, all awaited in a single `select!` on the current thread (every child is
+//! forked from this thread, which lives as long as mcsup: PR_SET_PDEATHSIG follows the forking
+//! thread): SIGCHLD (the reaper), SIGTERM/SIGINT/SIGHUP/drain, probe results and log-line matches
+//! (from tasks, over one channel), and the machine's next deadline.
+//!
+//! One owner of `wait()`: this loop reaps with `waitpid(-1, WNOHANG)` until nothing is left
+//! (several exits coalesce into one SIGCHLD) and routes each status to the process, exec probe or
+//! orphan it belongs to. Nothing else may wait (tokio::process is deliberately not used).
+//!
+//! This module decides nothing: every policy is in `machine.rs`.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use regex::bytes::Regex;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
+
+use crate::plan::{Plan, ProbeSpec};
+
+use super::logs::{self, Console, PumpConfig};
+use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
+use super::status::{self, Clock, EventsWriter, StatusFile};
+use super::{probes, signals, spawn, LogFormat, RunOptions, RunOutcome, SupervisorError};
+
+/// How long the final sweep may take to kill reparented orphans.
+const ORPHAN_SWEEP: Duration = Duration::from_secs(3);
+/// How long log readers get to drain after the last process is gone.
+const READER_DRAIN: Duration = Duration::from_secs(1);
+/// Backstop re-check of watched groups when a member's death may not reach us as SIGCHLD (its
+/// parent is alive outside the group). Only runs while a group is being stopped.
+const GROUP_RECHECK: Duration = Duration::from_millis(100);
+/// A child killed by SIGTERM/SIGINT/SIGHUP while nobody asked it to stop is reported this much
+/// later: under Slurm's proctrack/linuxproc (or a terminal's Ctrl-C to a whole group) the same
+/// signal is on its way to mcsup, and the machine must hear it first, or it would take the death
+/// for a crash (restart, or a critical failure with 143 instead of a clean shutdown). The child is
+/// dead either way; only the decision waits.
+const SIGNAL_DEATH_SETTLE: Duration = Duration::from_millis(25);
+
+/// Install a tracing subscriber on stderr unless the caller already has one.
+pub fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    if tracing::dispatcher::has_been_set() {
+        return;
+    }
+    let filter = EnvFilter::try_from_env("MCSUP_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Human => b.try_init(),
+        LogFormat::Json => b.json().try_init(),
+    };
+}
+
+/// Messages from helper tasks to the loop.
+enum Msg {
+    Probe {
+        attempt: u64,
+        result: Result<(), String>,
+    },
+    LogMatched {
+        proc: usize,
+        generation: u64,
+        probe: usize,
+    },
+    ExecTimeout {
+        attempt: u64,
+        pid: Pid,
+    },
+    DeferredExit {
+        pid: Pid,
+        status: ExitStatus,
+    },
+}
+
+struct Runtime {
+    machine: Machine,
+    plan: Plan,
+    drain: Signal,
+    clock: Clock,
+    events: EventsWriter,
+    status_path: PathBuf,
+    status_version: Option<u64>,
+    tx: UnboundedSender<Msg>,
+    console: Console,
+    /// Log-line readiness probes per process: (probe index, regex).
+    matchers: Vec<Vec<(usize, Regex)>>,
+    /// Group leaders we spawned and have not reaped.
+    leaders: HashSet<Pid>,
+    /// Exec probes in flight: pid -> attempt.
+    exec_probes: HashMap<Pid, u64>,
+    /// Groups to report empty.
+    watched: HashSet<Pid>,
+    /// Leaders reaped whose exit is held back by [`SIGNAL_DEATH_SETTLE`].
+    deferred: HashSet<Pid>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+/// Run a plan to completion (see [`super::run_blocking`]).
+pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
+    let clock = Clock::new();
+    let machine = Machine::new(&plan, Instant::now())?;
+    let matchers = compile_matchers(&plan)?;
+    let drain = plan.shutdown.drain_signal.0;
+    let log_dir = plan.log_dir.clone();
+    let node = plan.node.name.clone();
+    std::fs::create_dir_all(&log_dir).map_err(|e| SupervisorError::io(&log_dir, e))?;
+    for f in &plan.files {
+        if let Some(parent) = f.path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| SupervisorError::io(parent, e))?;
+        }
+        std::fs::write(&f.path, &f.contents).map_err(|e| SupervisorError::io(&f.path, e))?;
+    }
+    let ev_path = status::events_path(&log_dir, &node);
+    logs::rotate(&ev_path, logs::KEEP_ROTATED).map_err(|e| SupervisorError::io(&ev_path, e))?;
+    let events = EventsWriter::open(ev_path, &node)?;
+    if let Err(e) = spawn::become_subreaper() {
+        tracing::warn!(error = %e, "cannot become a child subreaper: orphaned grandchildren will escape to PID 1");
+    }
+    signals::install_backstop(drain)
+        .map_err(|e| SupervisorError::Setup(format!("cannot install signal handlers: {e}")))?;
+    // Listen before the first spawn so no exit or signal can be missed.
+    let mut sigchld = signal(SignalKind::child())
+        .map_err(|e| SupervisorError::Setup(format!("cannot listen for SIGCHLD: {e}")))?;
+    let mut sigs = signals::SignalEvents::new(drain)
+        .map_err(|e| SupervisorError::Setup(format!("cannot listen for signals: {e}")))?;
+    let console = Console::start(opts.console)
+        .map_err(|e| SupervisorError::Setup(format!("cannot start the console thread: {e}")))?;
+    let (tx, mut rx) = unbounded_channel::<Msg>();
+    let status_path = status::status_path(&log_dir, &node);
+    let mut rt = Runtime {
+        machine,
+        plan,
+        drain,
+        clock,
+        events,
+        status_path,
+        status_version: None,
+        tx,
+        console,
+        matchers,
+        leaders: HashSet::new(),
+        exec_probes: HashMap::new(),
+        watched: HashSet::new(),
+        deferred: HashSet::new(),
+        readers: Vec::new(),
+    };
+    tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
+    rt.reap(); // anything inherited that already exited
+    rt.feed(Event::Start);
+    rt.write_status(None);
+    while rt.machine.phase() != Phase::Done {
+        let deadline = rt.machine.next_deadline();
+        let recheck = !rt.watched.is_empty();
+        tokio::select! {
+            // Signals before SIGCHLD: when the backstop's SIGKILL (run inside the second
+            // SIGINT's handler) and the resulting exits wake the loop together, the machine must
+            // hear the signal first, or it sees the deaths as ordinary exits during teardown.
+            biased;
+            sig = sigs.recv() => rt.feed(Event::Signal(sig)),
+            _ = sigchld.recv() => rt.reap(),
+            Some(msg) = rx.recv() => rt.on_msg(msg),
+            _ = sleep_until_opt(deadline) => rt.feed(Event::Tick),
+            _ = tokio::time::sleep(GROUP_RECHECK), if recheck => rt.check_groups(),
+        }
+        // Once per wake-up, not per event: a teardown of 16 children is dozens of events, and
+        // each status write is a file write + rename.
+        rt.write_status(None);
+    }
+    rt.finish(&mut sigchld, &mut rx).await
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn compile_matchers(plan: &Plan) -> Result<Vec<Vec<(usize, Regex)>>, SupervisorError> {
+    plan.processes
+        .iter()
+        .map(|p| {
+            let Some(r) = &p.readiness else { return Ok(Vec::new()) };
+            r.probes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, probe)| match probe {
+                    ProbeSpec::LogLine { pattern } => Some(Regex::new(pattern).map(|re| (i, re)).map_err(|e| {
+                        SupervisorError::Setup(format!(
+                            "process `{}`: log-line probe pattern {pattern:?} is not a valid regex: {e}",
+                            p.name
+                        ))
+                    })),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+impl Runtime {
+    /// Hand an event to the machine and carry out what it decides (which may produce further
+    /// events at once, e.g. `Spawned`).
+    fn feed(&mut self, event: Event) {
+        let mut queue = VecDeque::from([event]);
+        while let Some(ev) = queue.pop_front() {
+            let now = Instant::now();
+            for action in self.machine.handle(ev, now) {
+                self.execute(action, now, &mut queue);
+            }
+        }
+    }
+
+    fn execute(&mut self, action: Action, now: Instant, queue: &mut VecDeque<Event>) {
+        match action {
+            Action::Spawn { proc, generation } => queue.push_back(self.spawn(proc, generation)),
+            Action::Signal { pgid, signal } => {
+                if let Err(e) = spawn::signal_group(pgid, Some(signal)) {
+                    tracing::warn!(pgid, signal = signal.as_str(), error = %e, "kill failed");
+                }
+            }
+            Action::WatchGroup { pgid } => {
+                self.watched.insert(pgid);
+                if !spawn::signal_group(pgid, None).unwrap_or(false) {
+                    self.watched.remove(&pgid);
+                    signals::unregister_group(pgid);
+                    queue.push_back(Event::GroupEmpty { pgid });
+                }
+            }
+            Action::Probe {
+                attempt,
+                unit,
+                probe,
+                timeout,
+            } => {
+                if let Some(ev) = self.probe(attempt, unit, probe, timeout) {
+                    queue.push_back(ev);
+                }
+            }
+            Action::Record(r) => {
+                self.events.write(&r, now, &self.clock);
+                let code = r.status.map(|s| s.code());
+                match r.kind {
+                    RecordKind::Failed | RecordKind::Killing => {
+                        tracing::warn!(process = %r.unit, pid = r.pid, exit_code = code, detail = r.detail.as_deref(), "{}", r.kind.as_str())
+                    }
+                    _ => {
+                        tracing::info!(process = %r.unit, pid = r.pid, exit_code = code, detail = r.detail.as_deref(), "{}", r.kind.as_str())
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn(&mut self, proc: usize, generation: u64) -> Event {
+        let spec = &self.plan.processes[proc];
+        let path = logs::log_path(&self.plan.log_dir, &self.plan.node.name, &spec.name);
+        let file = match logs::open_log(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                return Event::SpawnFailed {
+                    proc,
+                    error: format!("log file {}: {e}", path.display()),
+                }
+            }
+        };
+        let spawned = match spawn::spawn_process(spec, self.drain) {
+            Ok(s) => s,
+            Err(e) => {
+                let argv0 = spawn::effective_argv(spec)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                return Event::SpawnFailed {
+                    proc,
+                    error: format!("{argv0}: {e}"),
+                };
+            }
+        };
+        let pid = spawned.pid;
+        signals::register_group(pid);
+        self.leaders.insert(pid);
+        match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.output) {
+            Ok(rx) => {
+                let tx = self.tx.clone();
+                let cfg = PumpConfig {
+                    prefix: format!("{} | ", spec.name),
+                    console: self.console.handle(),
+                    matchers: self.matchers[proc].clone(),
+                    on_match: Box::new(move |probe| {
+                        let _ = tx.send(Msg::LogMatched {
+                            proc,
+                            generation,
+                            probe,
+                        });
+                    }),
+                };
+                self.readers.push(tokio::spawn(logs::pump(rx, file, cfg)));
+            }
+            // The pipe is dropped: the child gets EPIPE/SIGPIPE on output; it is still supervised.
+            Err(e) => {
+                tracing::warn!(process = %spec.name, error = %e, "cannot read the output pipe")
+            }
+        }
+        self.readers.retain(|h| !h.is_finished());
+        Event::Spawned { proc, pid }
+    }
+
+    fn probe(
+        &mut self,
+        attempt: u64,
+        _unit: UnitRef,
+        probe: ProbeSpec,
+        timeout: Duration,
+    ) -> Option<Event> {
+        let tx = self.tx.clone();
+        let send = move |result| {
+            let _ = tx.send(Msg::Probe { attempt, result });
+        };
+        match probe {
+            ProbeSpec::Tcp { host, port } => {
+                tokio::spawn(async move { send(probes::tcp(host, port, timeout).await) });
+            }
+            ProbeSpec::Http {
+                host,
+                port,
+                path,
+                status,
+                body_contains,
+            } => {
+                tokio::spawn(async move {
+                    send(probes::http(host, port, path, status, body_contains, timeout).await)
+                });
+            }
+            ProbeSpec::File { path } => {
+                tokio::spawn(async move { send(probes::file(path, timeout).await) });
+            }
+            ProbeSpec::Exec { argv } => match spawn::spawn_probe(&argv, self.drain) {
+                Ok(pid) => {
+                    signals::register_group(pid);
+                    self.exec_probes.insert(pid, attempt);
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(timeout).await;
+                        let _ = tx.send(Msg::ExecTimeout { attempt, pid });
+                    });
+                }
+                Err(e) => {
+                    let detail = format!(
+                        "exec {}: {e}",
+                        argv.first().map(String::as_str).unwrap_or("")
+                    );
+                    return Some(Event::ProbeDone {
+                        attempt,
+                        ok: false,
+                        detail,
+                    });
+                }
+            },
+            ProbeSpec::LogLine { .. } => {} // matched by the log reader, never polled
+        }
+        None
+    }
+
+    fn on_msg(&mut self, msg: Msg) {
+        match msg {
+            Msg::Probe { attempt, result } => {
+                let ok = result.is_ok();
+                self.feed(Event::ProbeDone {
+                    attempt,
+                    ok,
+                    detail: result.err().unwrap_or_default(),
+                });
+            }
+            Msg::LogMatched {
+                proc,
+                generation,
+                probe,
+            } => self.feed(Event::LogMatched {
+                proc,
+                generation,
+                probe,
+            }),
+            Msg::DeferredExit { pid, status } => {
+                self.deferred.remove(&pid);
+                self.feed(Event::Exited { pid, status });
+                self.check_groups();
+            }
+            Msg::ExecTimeout { attempt, pid } => {
+                if self.exec_probes.get(&pid) == Some(&attempt) {
+                    self.exec_probes.remove(&pid);
+                    // Still our unreaped child: its pid (= pgid) cannot have been reused.
+                    let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
+                    signals::unregister_group(pid);
+                    self.feed(Event::ProbeDone {
+                        attempt,
+                        ok: false,
+                        detail: "exec probe timed out".into(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Reap every exited child (several exits coalesce into one SIGCHLD) and route each status.
+    fn reap(&mut self) {
+        let mut evs = Vec::new();
+        loop {
+            let (pid, status) =
+                match waitpid(nix::unistd::Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(pid, code)) => (pid.as_raw(), ExitStatus::Code(code)),
+                    Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                        (pid.as_raw(), ExitStatus::Signal(sig as i32))
+                    }
+                    Ok(WaitStatus::StillAlive) => break,
+                    Ok(_) => continue,
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break, // ECHILD: no children at all
+                };
+            if let Some(attempt) = self.exec_probes.remove(&pid) {
+                signals::unregister_group(pid);
+                let ok = status == ExitStatus::Code(0);
+                let detail = if ok {
+                    String::new()
+                } else {
+                    format!("exec probe: {status}")
+                };
+                evs.push(Event::ProbeDone {
+                    attempt,
+                    ok,
+                    detail,
+                });
+            } else if self.leaders.remove(&pid) {
+                // Watch the group even if the machine does not: the backstop's table must drop
+                // the pgid once the group is gone (its number may be reused after that).
+                self.watched.insert(pid);
+                let stop_like = matches!(status, ExitStatus::Signal(s)
+                    if s == libc::SIGTERM || s == libc::SIGINT || s == libc::SIGHUP);
+                if stop_like && self.machine.phase() != Phase::Stopping {
+                    self.deferred.insert(pid);
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(SIGNAL_DEATH_SETTLE).await;
+                        let _ = tx.send(Msg::DeferredExit { pid, status });
+                    });
+                } else {
+                    evs.push(Event::Exited { pid, status });
+                }
+            } else {
+                tracing::debug!(pid, %status, "reaped an orphaned descendant");
+            }
+        }
+        for ev in evs {
+            self.feed(ev);
+        }
+        self.check_groups();
+    }
+
+    fn check_groups(&mut self) {
+        let gone: Vec<Pid> = self
+            .watched
+            .iter()
+            .copied()
+            .filter(|&g| {
+                !self.leaders.contains(&g)
+                    && !self.deferred.contains(&g)
+                    && !spawn::signal_group(g, None).unwrap_or(false)
+            })
+            .collect();
+        for g in gone {
+            self.watched.remove(&g);
+            signals::unregister_group(g);
+            self.feed(Event::GroupEmpty { pgid: g });
+        }
+    }
+
+    fn write_status(&mut self, final_code: Option<i32>) {
+        let v = self.machine.version();
+        if final_code.is_none() && self.status_version == Some(v) {
+            return;
+        }
+        self.status_version = Some(v);
+        let now = Instant::now();
+        let status = StatusFile {
+            node: self.plan.node.name.clone(),
+            mcsup_pid: std::process::id(),
+            phase: self.machine.phase().as_str().to_string(),
+            started_ts_ms: self.clock.wall_ms(self.clock.start()),
+            updated_ts_ms: self.clock.wall_ms(now),
+            reason: self.machine.reason().map(|r| r.to_string()),
+            exit_code: final_code,
+            console_dropped_lines: self.console.dropped(),
+            units: self
+                .machine
+                .snapshot()
+                .iter()
+                .map(|u| status::unit_to_status(u, &self.clock))
+                .collect(),
+        };
+        if let Err(e) = status::write_status(&self.status_path, &status) {
+            tracing::warn!(error = %e, "cannot write the status file");
+        }
+    }
+
+    /// After the machine is done: kill reparented orphans, let the log readers drain, report.
+    async fn finish(
+        mut self,
+        sigchld: &mut tokio::signal::unix::Signal,
+        rx: &mut UnboundedReceiver<Msg>,
+    ) -> Result<RunOutcome, SupervisorError> {
+        for (&pid, _) in self.exec_probes.iter() {
+            let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
+        }
+        self.sweep_orphans(sigchld).await;
+        let end = tokio::time::Instant::now() + READER_DRAIN;
+        for h in std::mem::take(&mut self.readers) {
+            let abort = h.abort_handle();
+            if tokio::time::timeout_at(end, h).await.is_err() {
+                abort.abort();
+            }
+        }
+        while rx.try_recv().is_ok() {}
+        let mut code = self.machine.exit_code();
+        if code == super::exit_codes::OK && signals::backstop_fired() {
+            // The backstop killed the groups before the loop heard the second signal.
+            code = super::exit_codes::TEARDOWN_NEEDED_SIGKILL;
+        }
+        let reason = self
+            .machine
+            .reason()
+            .map(|r| r.to_string())
+            .unwrap_or_default();
+        self.write_status(Some(code));
+        let sigkill_needed = self.machine.sigkill_needed() || signals::backstop_fired();
+        let Runtime { console, .. } = self;
+        let dropped = console.finish(Duration::from_millis(500));
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "console was too slow: lines dropped from stdout (the log files have them)"
+            );
+        }
+        tracing::info!(exit_code = code, reason = %reason, "mcsup finished");
+        Ok(RunOutcome {
+            exit_code: code,
+            reason,
+            sigkill_needed,
+            console_dropped_lines: dropped,
+        })
+    }
+
+    /// SIGKILL whatever is left among our children (reparented orphans: setsid'd or double-forked
+    /// grandchildren) until none is left, bounded by [`ORPHAN_SWEEP`].
+    async fn sweep_orphans(&mut self, sigchld: &mut tokio::signal::unix::Signal) {
+        let end = Instant::now() + ORPHAN_SWEEP;
+        loop {
+            self.reap();
+            let kids = spawn::list_children();
+            if kids.is_empty() {
+                return;
+            }
+            if Instant::now() >= end {
+                tracing::warn!(pids = ?kids, "children still present after the orphan sweep");
+                return;
+            }
+            for &k in &kids {
+                // An unreaped child: its pid cannot be reused. If it leads a group, the rest of
+                // that group (its own descendants) goes too.
+                if nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(k))).map(|g| g.as_raw())
+                    == Ok(k)
+                {
+                    let _ = spawn::signal_group(k, Some(Signal::SIGKILL));
+                }
+                spawn::kill_child(k);
+                let r = Record {
+                    unit: "mcsup".into(),
+                    kind: RecordKind::OrphanKilled,
+                    pid: Some(k),
+                    status: None,
+                    detail: Some("reparented descendant killed at teardown".into()),
+                };
+                self.events.write(&r, Instant::now(), &self.clock);
+                tracing::info!(pid = k, "killed an orphaned descendant");
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), sigchld.recv()).await;
+        }
+    }
+}

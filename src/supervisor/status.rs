@@ -1,0 +1,456 @@
+//! Machine-readable reporting: the events file, the status file, and `mcsup status`.
+//!
+//! - `<log_dir>/<node>.events.jsonl`: one JSON object per line per [`Record`], appended as it
+//!   happens (tests and Slurm tests assert teardown order and timing from it).
+//! - `<log_dir>/<node>.status.json`: every unit's state, replaced atomically (temp + rename) on
+//!   each change, mode 0600 (status must not be readable by other users, unlike a TCP port).
+//!
+//! This module writes and reads those files; it decides nothing.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::machine::{ExitStatus, Record, UnitStatus};
+use super::SupervisorError;
+
+/// `<log_dir>/<node>.events.jsonl`
+pub fn events_path(log_dir: &Path, node: &str) -> PathBuf {
+    log_dir.join(format!("{node}.events.jsonl"))
+}
+
+/// `<log_dir>/<node>.status.json`
+pub fn status_path(log_dir: &Path, node: &str) -> PathBuf {
+    log_dir.join(format!("{node}.status.json"))
+}
+
+/// Converts the machine's monotonic instants to wall-clock milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+    start_ms: u64,
+}
+
+impl Clock {
+    /// Start the clock now.
+    pub fn new() -> Self {
+        let start_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Clock {
+            start: Instant::now(),
+            start_ms,
+        }
+    }
+    /// When mcsup started.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+    /// Milliseconds since the epoch at `t`.
+    pub fn wall_ms(&self, t: Instant) -> u64 {
+        self.start_ms + t.saturating_duration_since(self.start).as_millis() as u64
+    }
+    /// Milliseconds since the clock started.
+    pub fn since_start_ms(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.start).as_secs_f64() * 1000.0
+    }
+}
+
+/// How a process last ended, in the status file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusExit {
+    /// Exit code, or 128 + signal.
+    pub code: i32,
+    /// Signal name when killed by a signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+}
+
+impl From<ExitStatus> for StatusExit {
+    fn from(s: ExitStatus) -> Self {
+        StatusExit {
+            code: s.code(),
+            signal: s.signal_name().map(str::to_string),
+        }
+    }
+}
+
+/// One unit (process or gate) in the status file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusProcess {
+    pub name: String,
+    /// `master`, `store`, `worker`, or `gate`.
+    pub kind: String,
+    pub critical: bool,
+    /// waiting, spawning, starting, ready, backing-off, stopping, exited, failed (gates: probing,
+    /// ready, failed, cancelled).
+    pub state: String,
+    pub pid: Option<i32>,
+    pub restarts: u32,
+    pub last_exit: Option<StatusExit>,
+    pub spawned_ts_ms: Option<u64>,
+    pub state_since_ts_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The whole status file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusFile {
+    pub node: String,
+    pub mcsup_pid: u32,
+    /// idle, starting, running, stopping, stopped.
+    pub phase: String,
+    pub started_ts_ms: u64,
+    pub updated_ts_ms: u64,
+    /// Why the teardown started, once it has.
+    pub reason: Option<String>,
+    /// Set when mcsup has finished.
+    pub exit_code: Option<i32>,
+    pub console_dropped_lines: u64,
+    /// Gates first, then processes, in plan order.
+    pub units: Vec<StatusProcess>,
+}
+
+/// One unit of a machine snapshot, as written to the status file.
+pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
+    StatusProcess {
+        name: u.name.clone(),
+        kind: u
+            .kind
+            .map(|k| k.as_str().to_string())
+            .unwrap_or_else(|| "gate".into()),
+        critical: u.critical,
+        state: u.state.to_string(),
+        pid: u.pid,
+        restarts: u.restarts,
+        last_exit: u.last_exit.map(StatusExit::from),
+        spawned_ts_ms: u.spawned_at.map(|t| clock.wall_ms(t)),
+        state_since_ts_ms: clock.wall_ms(u.since),
+        detail: u.detail.clone(),
+    }
+}
+
+/// Replace the status file atomically: write a temp file (0600) and rename it over.
+pub fn write_status(path: &Path, status: &StatusFile) -> Result<(), SupervisorError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let json =
+        serde_json::to_vec_pretty(status).map_err(|e| SupervisorError::Setup(e.to_string()))?;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| SupervisorError::io(&tmp, e))?;
+    f.write_all(&json)
+        .and_then(|_| f.write_all(b"\n"))
+        .map_err(|e| SupervisorError::io(&tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| SupervisorError::io(path, e))
+}
+
+/// Appends records to the events file.
+pub struct EventsWriter {
+    file: File,
+    path: PathBuf,
+    node: String,
+}
+
+#[derive(Serialize)]
+struct EventLine<'a> {
+    ts_ms: u64,
+    /// Milliseconds since mcsup started (monotonic).
+    t_ms: f64,
+    node: &'a str,
+    process: &'a str,
+    event: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+}
+
+impl EventsWriter {
+    /// Open (append, 0600) the events file.
+    pub fn open(path: PathBuf, node: &str) -> Result<Self, SupervisorError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| SupervisorError::io(&path, e))?;
+        Ok(EventsWriter {
+            file,
+            path,
+            node: node.to_string(),
+        })
+    }
+
+    /// One line per record; written unbuffered so readers see it at once.
+    pub fn write(&mut self, r: &Record, now: Instant, clock: &Clock) {
+        let line = EventLine {
+            ts_ms: clock.wall_ms(now),
+            t_ms: (clock.since_start_ms(now) * 1000.0).round() / 1000.0,
+            node: &self.node,
+            process: &r.unit,
+            event: r.kind.as_str(),
+            pid: r.pid,
+            exit_code: r.status.map(|s| s.code()),
+            signal: r.status.and_then(|s| s.signal_name()),
+            detail: r.detail.as_deref(),
+        };
+        if let Ok(mut v) = serde_json::to_vec(&line) {
+            v.push(b'\n');
+            if let Err(e) = self.file.write_all(&v) {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot append to the events file");
+            }
+        }
+    }
+}
+
+/// Render `mcsup status`: the status file of `node` in `log_dir` (or the only one there), as a
+/// human table or as the JSON itself.
+pub fn print_status(
+    log_dir: &Path,
+    node: Option<&str>,
+    json: bool,
+) -> Result<String, SupervisorError> {
+    let path = match node {
+        Some(n) => status_path(log_dir, n),
+        None => {
+            let entries =
+                std::fs::read_dir(log_dir).map_err(|e| SupervisorError::io(log_dir, e))?;
+            let mut found: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with(".status.json"))
+                .collect();
+            found.sort();
+            match found.len() {
+                0 => {
+                    return Err(SupervisorError::Setup(format!(
+                        "no status file (*.status.json) in {}: is mcsup running with this log directory?",
+                        log_dir.display()
+                    )))
+                }
+                1 => found.remove(0),
+                _ => {
+                    let names: Vec<String> = found
+                        .iter()
+                        .filter_map(|p| p.file_name())
+                        .map(|n| n.to_string_lossy().trim_end_matches(".status.json").to_string())
+                        .collect();
+                    return Err(SupervisorError::Setup(format!(
+                        "{} holds status files of several nodes ({}): name one with --node",
+                        log_dir.display(),
+                        names.join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| SupervisorError::io(&path, e))?;
+    let status: StatusFile =
+        serde_json::from_str(&text).map_err(|e| SupervisorError::BadStatus {
+            path: path.clone(),
+            source: e,
+        })?;
+    if json {
+        return Ok(text);
+    }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    Ok(render_human(&status, now_ms))
+}
+
+fn ago(now_ms: u64, t: u64) -> String {
+    let s = now_ms.saturating_sub(t) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn render_human(s: &StatusFile, now_ms: u64) -> String {
+    let alive =
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(s.mcsup_pid as i32), None).is_ok();
+    let mut out = format!(
+        "node {}  mcsup pid {}  phase {}",
+        s.node, s.mcsup_pid, s.phase
+    );
+    if s.phase != "stopped" && !alive {
+        out.push_str("  (mcsup is not running: this status is stale)");
+    }
+    if let Some(r) = &s.reason {
+        out.push_str(&format!("  reason: {r}"));
+    }
+    if let Some(c) = s.exit_code {
+        out.push_str(&format!("  exit code {c}"));
+    }
+    out.push('\n');
+    let header = [
+        "NAME",
+        "KIND",
+        "STATE",
+        "PID",
+        "RESTARTS",
+        "LAST EXIT",
+        "SINCE",
+        "DETAIL",
+    ];
+    let rows: Vec<[String; 8]> = s
+        .units
+        .iter()
+        .map(|u| {
+            [
+                u.name.clone(),
+                format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
+                u.state.clone(),
+                u.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                u.restarts.to_string(),
+                u.last_exit
+                    .as_ref()
+                    .map(|e| match &e.signal {
+                        Some(sig) => format!("{} ({sig})", e.code),
+                        None => e.code.to_string(),
+                    })
+                    .unwrap_or_else(|| "-".into()),
+                ago(now_ms, u.state_since_ts_ms),
+                u.detail.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let fmt_row = |cells: &[String]| {
+        let mut line = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        line.trim_end().to_string()
+    };
+    out.push_str(&fmt_row(&header.map(String::from)));
+    out.push('\n');
+    for r in &rows {
+        out.push_str(&fmt_row(r));
+        out.push('\n');
+    }
+    if s.console_dropped_lines > 0 {
+        out.push_str(&format!(
+            "console dropped {} lines (the log files have them)\n",
+            s.console_dropped_lines
+        ));
+    }
+    out.push_str("(* = critical)\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> StatusFile {
+        StatusFile {
+            node: "n1".into(),
+            mcsup_pid: u32::MAX - 1,
+            phase: "running".into(),
+            started_ts_ms: 1_000,
+            updated_ts_ms: 2_000,
+            reason: None,
+            exit_code: None,
+            console_dropped_lines: 0,
+            units: vec![
+                StatusProcess {
+                    name: "master".into(),
+                    kind: "master".into(),
+                    critical: true,
+                    state: "ready".into(),
+                    pid: Some(42),
+                    restarts: 0,
+                    last_exit: None,
+                    spawned_ts_ms: Some(1_000),
+                    state_since_ts_ms: 1_500,
+                    detail: None,
+                },
+                StatusProcess {
+                    name: "worker".into(),
+                    kind: "worker".into(),
+                    critical: false,
+                    state: "backing-off".into(),
+                    pid: None,
+                    restarts: 2,
+                    last_exit: Some(StatusExit {
+                        code: 137,
+                        signal: Some("SIGKILL".into()),
+                    }),
+                    spawned_ts_ms: Some(1_000),
+                    state_since_ts_ms: 1_900,
+                    detail: Some("restart 2 in 200 ms".into()),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn status_file_round_trips_and_renders() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = status_path(dir.path(), "n1");
+        write_status(&p, &sample()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let json = print_status(dir.path(), None, true).unwrap();
+        let back: StatusFile = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, sample());
+        let human = print_status(dir.path(), Some("n1"), false).unwrap();
+        assert!(human.contains("stale"), "{human}");
+        assert!(human.contains("137 (SIGKILL)"), "{human}");
+        assert!(human.lines().nth(1).unwrap().starts_with("NAME"), "{human}");
+    }
+
+    #[test]
+    fn status_errors_name_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = print_status(dir.path(), None, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no status file"), "{e}");
+        for n in ["a", "b"] {
+            write_status(&status_path(dir.path(), n), &sample()).unwrap();
+        }
+        let e = print_status(dir.path(), None, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a, b"), "{e}");
+        std::fs::write(status_path(dir.path(), "c"), "{}").unwrap();
+        let e = print_status(dir.path(), Some("c"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a mcsup status file"), "{e}");
+    }
+}

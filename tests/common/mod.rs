@@ -1,0 +1,456 @@
+//! Shared helpers for the supervisor's process tests: a plan builder, a handle on a running
+//! `mcsup run --plan-file`, the events file, and the /proc walk that proves nothing is left.
+//!
+//! Every test gets its own temp dir and a unique `MCSUP_TEST_TAG` that all its children (and
+//! their descendants) inherit, so leftovers are found by tag, never by name. Waits poll files
+//! with a timeout; a hung mcsup is SIGKILLed and the test fails instead of stalling.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mcsup::plan::*;
+use serde_json::Value;
+
+pub const TESTCHILD: &str = env!("CARGO_BIN_EXE_mcsup-testchild");
+pub const MCSUP: &str = env!("CARGO_BIN_EXE_mcsup");
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A free port on 127.0.0.1 (bind 0, read it, release it).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().expect("local addr").port()
+}
+
+/// One test's world: temp dir, tag, node name.
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub tag: String,
+    pub node: String,
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let tag = format!("t{}-{}", std::process::id(), nanos);
+        TestEnv {
+            dir,
+            tag,
+            node: "n1".into(),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.path().join("logs")
+    }
+
+    /// A process running the test child with these flags, tagged, with sane test defaults:
+    /// critical, restart never, SIGTERM with 2 s grace, ready once spawned.
+    pub fn proc(&self, name: &str, kind: ProcessKind, args: &[&str]) -> ProcessSpec {
+        let mut argv = vec![TESTCHILD.to_string()];
+        argv.extend(args.iter().map(|s| s.to_string()));
+        ProcessSpec {
+            name: name.into(),
+            kind,
+            roles: vec![],
+            argv,
+            preamble: None,
+            env: vec![EnvVar {
+                name: "MCSUP_TEST_TAG".into(),
+                value: self.tag.clone(),
+                source: "test".into(),
+                overrode: vec![],
+            }],
+            cwd: None,
+            depends_on: vec![],
+            readiness: None,
+            liveness: None,
+            restart: RestartSpec {
+                policy: RestartPolicy::Never,
+                success_codes: vec![0],
+                backoff_initial: ms(50),
+                backoff_factor: 2.0,
+                backoff_max: ms(1000),
+                reset_after: ms(60_000),
+                max_restarts: 3,
+                window: ms(60_000),
+            },
+            stop: StopSpec {
+                signal: SignalName::SIGTERM,
+                grace: ms(2000),
+            },
+            critical: true,
+        }
+    }
+
+    pub fn plan(&self, processes: Vec<ProcessSpec>) -> Plan {
+        Plan {
+            node: NodeSummary {
+                name: self.node.clone(),
+                ip: "127.0.0.1".into(),
+                node_id: 0,
+                infra_node: self.node.clone(),
+                infra_ip: "127.0.0.1".into(),
+                runs_master: true,
+                job_id: None,
+                mode: "local".into(),
+            },
+            roles: vec![],
+            gates: vec![],
+            processes,
+            files: vec![],
+            shutdown: ShutdownSpec {
+                deadline: ms(10_000),
+                drain_signal: SignalName::SIGUSR1,
+                exit_when_workers_done: true,
+            },
+            log_dir: self.log_dir(),
+            ignored_sections: vec![],
+            warnings: vec![],
+        }
+    }
+
+    /// Start `mcsup run --plan-file` on this plan (stdout/stderr to files in the temp dir).
+    pub fn start(&self, plan: &Plan) -> Mcsup {
+        self.start_with(plan, &[])
+    }
+
+    pub fn start_with(&self, plan: &Plan, extra: &[&str]) -> Mcsup {
+        let out = std::fs::File::create(self.path("mcsup.stdout")).expect("stdout file");
+        self.start_full(plan, extra, Stdio::from(out))
+    }
+
+    /// Start with mcsup's stdout connected to `stdout` (e.g. a pipe nobody reads).
+    pub fn start_full(&self, plan: &Plan, extra: &[&str], stdout: Stdio) -> Mcsup {
+        let plan_path = self.path("plan.json");
+        std::fs::write(
+            &plan_path,
+            serde_json::to_string_pretty(plan).expect("plan to json"),
+        )
+        .expect("write plan");
+        let out = stdout;
+        let err = std::fs::File::create(self.path("mcsup.stderr")).expect("stderr file");
+        let child = Command::new(MCSUP)
+            .arg("run")
+            .arg("--plan-file")
+            .arg(&plan_path)
+            .args(extra)
+            .env("MCSUP_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("spawn mcsup");
+        Mcsup {
+            child,
+            events_path: self.log_dir().join(format!("{}.events.jsonl", self.node)),
+            status_path: self.log_dir().join(format!("{}.status.json", self.node)),
+            dir: self.dir.path().to_path_buf(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Processes (alive, not zombies) carrying this test's tag.
+    pub fn tagged_pids(&self) -> Vec<i32> {
+        let needle = format!("MCSUP_TEST_TAG={}", self.tag);
+        let mut out = Vec::new();
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            return out;
+        };
+        for e in rd.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(env) = std::fs::read(e.path().join("environ")) else {
+                continue;
+            };
+            if env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) && !is_zombie_or_gone(pid) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
+    /// Fail if any process of this test is left (after a short grace for exits in flight);
+    /// kills them first so one failing test cannot leak into the next.
+    pub fn assert_no_leftovers(&self) {
+        let end = Instant::now() + ms(2000);
+        loop {
+            let left = self.tagged_pids();
+            if left.is_empty() {
+                return;
+            }
+            if Instant::now() > end {
+                let desc: Vec<String> = left.iter().map(|p| describe(*p)).collect();
+                for p in &left {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(*p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                panic!("processes left behind: {desc:?}");
+            }
+            std::thread::sleep(ms(20));
+        }
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        // Never leak processes into other tests, even when an assertion failed.
+        for p in self.tagged_pids() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+pub fn describe(pid: i32) -> String {
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmd: Vec<String> = cmd
+        .split(|&b| b == 0)
+        .map(|s| String::from_utf8_lossy(s).to_string())
+        .collect();
+    format!("{pid}: {}", cmd.join(" "))
+}
+
+/// A process that no longer runs: gone, or a zombie.
+pub fn is_zombie_or_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => {
+            let state = s
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next())
+                .unwrap_or("");
+            state == "Z" || state == "X"
+        }
+    }
+}
+
+/// `/proc/<pid>/status` field (e.g. `SigIgn`, `VmHWM`).
+pub fn proc_status_field(pid: i32, field: &str) -> Option<String> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find_map(|l| {
+        l.strip_prefix(&format!("{field}:"))
+            .map(|v| v.trim().to_string())
+    })
+}
+
+/// Wait for a condition, polling; panics with `what` on timeout.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > end {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(ms(5));
+    }
+}
+
+/// Pids (one per line) in a file written by the test child.
+pub fn read_pids(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// A running mcsup.
+pub struct Mcsup {
+    pub child: Child,
+    pub events_path: PathBuf,
+    pub status_path: PathBuf,
+    pub dir: PathBuf,
+    pub started: Instant,
+}
+
+/// One line of the events file.
+#[derive(Debug, Clone)]
+pub struct Ev {
+    pub process: String,
+    pub event: String,
+    pub t_ms: f64,
+    pub pid: Option<i32>,
+    pub exit_code: Option<i32>,
+    pub raw: Value,
+}
+
+impl Mcsup {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).expect("signal mcsup");
+    }
+
+    pub fn events(&self) -> Vec<Ev> {
+        let text = std::fs::read_to_string(&self.events_path).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| Ev {
+                process: v["process"].as_str().unwrap_or("").to_string(),
+                event: v["event"].as_str().unwrap_or("").to_string(),
+                t_ms: v["t_ms"].as_f64().unwrap_or(0.0),
+                pid: v["pid"].as_i64().map(|p| p as i32),
+                exit_code: v["exit_code"].as_i64().map(|p| p as i32),
+                raw: v,
+            })
+            .collect()
+    }
+
+    /// Wait until `process` has logged `event`; returns that event.
+    pub fn wait_event(&mut self, process: &str, event: &str, timeout: Duration) -> Ev {
+        let what = format!("{process} {event}");
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(e) = self
+                .events()
+                .into_iter()
+                .find(|e| e.process == process && e.event == event)
+            {
+                return e;
+            }
+            if Instant::now() > end {
+                let evs: Vec<String> = self
+                    .events()
+                    .iter()
+                    .map(|e| format!("{} {}", e.process, e.event))
+                    .collect();
+                self.kill_hard();
+                panic!(
+                    "timed out waiting for `{what}`; events: {evs:#?}\nstderr: {}",
+                    self.stderr()
+                );
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                let evs: Vec<String> = self
+                    .events()
+                    .iter()
+                    .map(|e| format!("{} {}", e.process, e.event))
+                    .collect();
+                if let Some(e) = self
+                    .events()
+                    .into_iter()
+                    .find(|e| e.process == process && e.event == event)
+                {
+                    return e;
+                }
+                panic!(
+                    "mcsup exited ({st}) before `{what}`; events: {evs:#?}\nstderr: {}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(ms(5));
+        }
+    }
+
+    /// Index of the first matching event (for order assertions).
+    pub fn index_of(evs: &[Ev], process: &str, event: &str) -> usize {
+        evs.iter()
+            .position(|e| e.process == process && e.event == event)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no `{process} {event}` in {:#?}",
+                    evs.iter()
+                        .map(|e| format!("{} {}", e.process, e.event))
+                        .collect::<Vec<_>>()
+                )
+            })
+    }
+
+    pub fn find(evs: &[Ev], process: &str, event: &str) -> Ev {
+        evs[Self::index_of(evs, process, event)].clone()
+    }
+
+    /// Wait for mcsup to exit; returns its exit code. SIGKILLs it and fails on timeout.
+    pub fn wait_exit(&mut self, timeout: Duration) -> i32 {
+        let end = Instant::now() + timeout;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(st)) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    return st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0));
+                }
+                Ok(None) => {}
+                Err(e) => panic!("wait mcsup: {e}"),
+            }
+            if Instant::now() > end {
+                let evs: Vec<String> = self
+                    .events()
+                    .iter()
+                    .map(|e| format!("{} {}", e.process, e.event))
+                    .collect();
+                self.kill_hard();
+                panic!(
+                    "mcsup did not exit within {timeout:?}; events: {evs:#?}\nstderr: {}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(ms(5));
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("mcsup.stderr")).unwrap_or_default()
+    }
+
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(self.dir.join("mcsup.stdout")).unwrap_or_default()
+    }
+
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The status file as JSON.
+    pub fn status(&self) -> Option<Value> {
+        serde_json::from_str(&std::fs::read_to_string(&self.status_path).ok()?).ok()
+    }
+
+    /// Current pid of a process, from the status file.
+    pub fn pid_of(&self, name: &str) -> Option<i32> {
+        let s = self.status()?;
+        s["units"].as_array()?.iter().find(|u| u["name"] == name)?["pid"]
+            .as_i64()
+            .map(|p| p as i32)
+    }
+}
+
+impl Drop for Mcsup {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill_hard();
+        }
+    }
+}
+
+/// Count events by (process, event).
+pub fn counts(evs: &[Ev]) -> HashMap<(String, String), usize> {
+    let mut m = HashMap::new();
+    for e in evs {
+        *m.entry((e.process.clone(), e.event.clone())).or_insert(0) += 1;
+    }
+    m
+}

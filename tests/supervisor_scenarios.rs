@@ -1,0 +1,883 @@
+//! End-to-end supervisor scenarios: the real `mcsup run --plan-file`, real children (the
+//! `mcsup-testchild` helper), real signals. Each test synchronises on the events file (never on
+//! fixed sleeps), bounds every wait, and proves at the end that no process it started is left.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use mcsup::plan::*;
+use nix::sys::signal::Signal;
+
+const T: Duration = Duration::from_secs(15);
+
+fn tcp(port: u16) -> ProbeSpec {
+    ProbeSpec::Tcp {
+        host: "127.0.0.1".into(),
+        port,
+    }
+}
+
+fn readiness(probes: Vec<ProbeSpec>, timeout_ms: u64) -> Option<ReadinessSpec> {
+    Some(ReadinessSpec {
+        probes,
+        initial_delay: ms(0),
+        interval: ms(5),
+        max_interval: ms(50),
+        attempt_timeout: ms(500),
+        timeout: ms(timeout_ms),
+    })
+}
+
+fn dep(p: &mut ProcessSpec, target: &str) {
+    p.depends_on.push(DependencySpec {
+        target: target.into(),
+        condition: DependencyCondition::Healthy,
+    });
+}
+
+/// master <- store <- worker, each logging its signals, each ready once it prints `up` (which
+/// the test child does only after installing its signal handlers: a signal sent after `ready`
+/// is always logged).
+fn chain(env: &TestEnv) -> Plan {
+    let log = |n: &str| env.path(&format!("{n}.signals")).display().to_string();
+    let up = |env: &TestEnv, name: &str, kind| {
+        let mut p = env.proc(
+            name,
+            kind,
+            &["--signal-log", &log(name), "--ready-line", "up"],
+        );
+        p.readiness = readiness(
+            vec![ProbeSpec::LogLine {
+                pattern: "^up$".into(),
+            }],
+            10_000,
+        );
+        p
+    };
+    let master = up(env, "master", ProcessKind::Master);
+    let mut store = up(env, "store", ProcessKind::Store);
+    store.stop.signal = SignalName::SIGINT;
+    dep(&mut store, "master");
+    let mut worker = up(env, "worker", ProcessKind::Worker);
+    dep(&mut worker, "store");
+    env.plan(vec![master, store, worker])
+}
+
+fn signal_log(env: &TestEnv, name: &str) -> Vec<String> {
+    std::fs::read_to_string(env.path(&format!("{name}.signals")))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn ordered_start_with_every_probe_kind_then_ordered_teardown() {
+    let env = TestEnv::new();
+    let (p_tcp, p_http) = (free_port(), free_port());
+    let touch = env.path("w2.ready").display().to_string();
+    let exec_flag = env.path("w3.ready").display().to_string();
+    let mut master = env.proc(
+        "master",
+        ProcessKind::Master,
+        &["--listen", &p_tcp.to_string(), "--listen-after", "30"],
+    );
+    master.readiness = readiness(vec![tcp(p_tcp)], 10_000);
+    let mut store = env.proc(
+        "store",
+        ProcessKind::Store,
+        &[
+            "--listen",
+            &p_http.to_string(),
+            "--listen-after",
+            "30",
+            "--http",
+            "store is healthy",
+        ],
+    );
+    store.stop.signal = SignalName::SIGINT;
+    store.readiness = readiness(
+        vec![ProbeSpec::Http {
+            host: "127.0.0.1".into(),
+            port: p_http,
+            path: "/health".into(),
+            status: 200,
+            body_contains: Some("healthy".into()),
+        }],
+        10_000,
+    );
+    dep(&mut store, "master");
+    let mut w1 = env.proc(
+        "w1",
+        ProcessKind::Worker,
+        &[
+            "--ready-after",
+            "30",
+            "--ready-line",
+            "server READY on port",
+        ],
+    );
+    w1.readiness = readiness(
+        vec![ProbeSpec::LogLine {
+            pattern: "READY on port".into(),
+        }],
+        10_000,
+    );
+    dep(&mut w1, "store");
+    let mut w2 = env.proc(
+        "w2",
+        ProcessKind::Worker,
+        &["--touch", &touch, "--touch-after", "30"],
+    );
+    w2.readiness = readiness(
+        vec![ProbeSpec::File {
+            path: touch.clone().into(),
+        }],
+        10_000,
+    );
+    dep(&mut w2, "w1");
+    let mut w3 = env.proc(
+        "w3",
+        ProcessKind::Worker,
+        &["--touch", &exec_flag, "--touch-after", "30"],
+    );
+    w3.readiness = readiness(
+        vec![ProbeSpec::Exec {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                format!("test -f {exec_flag}"),
+            ],
+        }],
+        10_000,
+    );
+    dep(&mut w3, "w2");
+    let plan = env.plan(vec![master, store, w1, w2, w3]);
+    let mut m = env.start(&plan);
+    m.wait_event("w3", "ready", T);
+    let evs = m.events();
+    let order = ["master", "store", "w1", "w2", "w3"];
+    for pair in order.windows(2) {
+        let ready = Mcsup::index_of(&evs, pair[0], "ready");
+        let next_spawn = Mcsup::index_of(&evs, pair[1], "spawned");
+        assert!(
+            ready < next_spawn,
+            "{} must be ready before {} spawns",
+            pair[0],
+            pair[1]
+        );
+    }
+    // The status file is replaced right after the events are appended.
+    wait_for("phase running", T, || {
+        (m.status()?["phase"] == "running").then_some(())
+    });
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let evs = m.events();
+    // Workers (tier 0) stop in reverse dependency order, then the store, then the master.
+    let stopped = |n: &str| Mcsup::index_of(&evs, n, "stopped");
+    let stopping = |n: &str| Mcsup::index_of(&evs, n, "stopping");
+    assert!(stopped("w3") < stopping("w2"));
+    assert!(stopped("w2") < stopping("w1"));
+    assert!(stopped("w1") < stopping("store"));
+    assert!(stopped("store") < stopping("master"));
+    let status = m.status().expect("status file");
+    assert_eq!(status["phase"], "stopped");
+    assert_eq!(status["exit_code"], 0);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&m.status_path)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn readiness_timeout_fails_with_code_5() {
+    let env = TestEnv::new();
+    let mut master = env.proc("master", ProcessKind::Master, &[]);
+    master.readiness = readiness(vec![tcp(free_port())], 300);
+    let mut m = env.start(&env.plan(vec![master]));
+    assert_eq!(m.wait_exit(T), 5);
+    let evs = m.events();
+    let failed = Mcsup::find(&evs, "master", "failed");
+    assert!(
+        failed.raw["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("readiness timed out"),
+        "{:?}",
+        failed.raw
+    );
+    assert!(failed.t_ms >= 300.0);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn death_during_readiness_fails_at_once_with_its_exit_code() {
+    let env = TestEnv::new();
+    let mut master = env.proc(
+        "master",
+        ProcessKind::Master,
+        &["--exit-after", "50", "--code", "17"],
+    );
+    master.readiness = readiness(vec![tcp(free_port())], 60_000);
+    let mut m = env.start(&env.plan(vec![master]));
+    assert_eq!(m.wait_exit(T), 17);
+    assert!(
+        m.started.elapsed() < Duration::from_secs(5),
+        "did not wait for the readiness timeout"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn crash_restarts_with_backoff_then_the_limit_tears_down_in_order() {
+    let env = TestEnv::new();
+    let master = env.proc("master", ProcessKind::Master, &[]);
+    let mut store = env.proc(
+        "store",
+        ProcessKind::Store,
+        &["--print", "store run", "--exit-after", "20", "--code", "3"],
+    );
+    store.restart.policy = RestartPolicy::OnFailure;
+    store.restart.max_restarts = 2;
+    store.restart.backoff_initial = ms(100);
+    dep(&mut store, "master");
+    let mut m = env.start(&env.plan(vec![master, store]));
+    assert_eq!(m.wait_exit(T), 3);
+    let evs = m.events();
+    let c = counts(&evs);
+    assert_eq!(
+        c[&("store".into(), "spawned".into())],
+        3,
+        "first start + 2 restarts"
+    );
+    assert_eq!(c[&("store".into(), "restarting".into())], 2);
+    // Backoff: 100 ms, then 200 ms between an exit and the next spawn.
+    let store_evs: Vec<&Ev> = evs.iter().filter(|e| e.process == "store").collect();
+    let mut gaps = Vec::new();
+    for w in store_evs.windows(2) {
+        if w[0].event == "restarting" {
+            let next = store_evs
+                .iter()
+                .find(|e| e.event == "spawned" && e.t_ms > w[0].t_ms)
+                .unwrap();
+            gaps.push(next.t_ms - w[0].t_ms);
+        }
+    }
+    assert!(gaps[0] >= 95.0 && gaps[1] >= 195.0, "gaps {gaps:?}");
+    assert!(Mcsup::index_of(&evs, "store", "failed") < Mcsup::index_of(&evs, "master", "stopping"));
+    // Each restart rotated the store's log: the previous runs are kept as .1 and .2.
+    for f in ["n1.store.log", "n1.store.log.1", "n1.store.log.2"] {
+        assert!(env.log_dir().join(f).exists(), "{f}");
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn critical_exit_zero_unasked_is_a_failure() {
+    let env = TestEnv::new();
+    let master = env.proc("master", ProcessKind::Master, &["--exit-after", "50"]);
+    let mut store = env.proc("store", ProcessKind::Store, &[]);
+    dep(&mut store, "master");
+    let mut m = env.start(&env.plan(vec![master, store]));
+    assert_eq!(m.wait_exit(T), 4);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn teardown_order_timing_and_stop_signals() {
+    let env = TestEnv::new();
+    let mut m = env.start(&chain(&env));
+    m.wait_event("worker", "ready", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let evs = m.events();
+    let t = |n: &str, e: &str| Mcsup::find(&evs, n, e).t_ms;
+    assert!(t("worker", "stopped") <= t("store", "stopping"));
+    assert!(t("store", "stopped") <= t("master", "stopping"));
+    let teardown = t("mcsup", "finished") - t("mcsup", "shutdown-requested");
+    assert!(
+        teardown < 2000.0,
+        "an instantly-stopping chain tore down in {teardown} ms"
+    );
+    assert_eq!(
+        signal_log(&env, "worker"),
+        ["SIGTERM"],
+        "the worker got its stop signal once"
+    );
+    let store_sigs = signal_log(&env, "store");
+    assert_eq!(
+        store_sigs.first().map(String::as_str),
+        Some("SIGINT"),
+        "{store_sigs:?}"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn child_ignoring_sigterm_is_killed_at_its_grace() {
+    let env = TestEnv::new();
+    let mut plan = chain(&env);
+    plan.processes[2].argv.push("--ignore-term".into());
+    plan.processes[2].stop.grace = ms(300);
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 124, "teardown needed SIGKILL");
+    let evs = m.events();
+    let grace =
+        Mcsup::find(&evs, "worker", "killing").t_ms - Mcsup::find(&evs, "worker", "stopping").t_ms;
+    assert!(
+        (290.0..1500.0).contains(&grace),
+        "killed {grace} ms after the stop signal"
+    );
+    assert_eq!(Mcsup::find(&evs, "worker", "exited").exit_code, Some(137));
+    let sigs = signal_log(&env, "worker");
+    assert!(
+        sigs.contains(&"SIGTERM".to_string()) && sigs.contains(&"SIGCONT".to_string()),
+        "{sigs:?}"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn group_member_surviving_its_leader_is_killed_before_the_next_tier() {
+    // process-compose #520: the leader exits on SIGTERM, a member of its group ignores it.
+    let env = TestEnv::new();
+    let gpids = env.path("gc.pids").display().to_string();
+    let mut plan = chain(&env);
+    let w = &mut plan.processes[2];
+    w.argv.extend(
+        [
+            "--grandchild",
+            "plain",
+            "--grandchild-ignore-term",
+            "--grandchild-pid-file",
+            &gpids,
+        ]
+        .map(String::from),
+    );
+    w.stop.grace = ms(400);
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", T);
+    let gc = wait_for("grandchild pid", T, || {
+        read_pids(std::path::Path::new(&gpids)).first().copied()
+    });
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 124);
+    let evs = m.events();
+    let leader_exit = Mcsup::find(&evs, "worker", "exited").t_ms;
+    let stopped = Mcsup::find(&evs, "worker", "stopped").t_ms;
+    assert!(
+        stopped - leader_exit >= 200.0,
+        "the tier waited for the group, not the leader"
+    );
+    assert!(
+        Mcsup::index_of(&evs, "worker", "killing") < Mcsup::index_of(&evs, "store", "stopping")
+    );
+    assert!(is_zombie_or_gone(gc));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn setsid_and_double_forked_grandchildren_are_killed_by_the_subreaper() {
+    let env = TestEnv::new();
+    let gpids = env.path("gc.pids").display().to_string();
+    let mut plan = chain(&env);
+    plan.processes[2].argv.extend(
+        [
+            "--grandchild",
+            "setsid",
+            "--grandchild",
+            "double-fork",
+            "--grandchild-quiet",
+            "--grandchild-pid-file",
+            &gpids,
+        ]
+        .map(String::from),
+    );
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", T);
+    let gcs = wait_for("two grandchildren", T, || {
+        let p = read_pids(std::path::Path::new(&gpids));
+        (p.len() == 2).then_some(p)
+    });
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let evs = m.events();
+    assert!(
+        evs.iter().any(|e| e.event == "orphan-killed"),
+        "orphans were swept"
+    );
+    for g in gcs {
+        assert!(is_zombie_or_gone(g), "grandchild {g} survived");
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn grandchild_holding_stdout_does_not_hang_teardown() {
+    // process-compose #258: an escaped grandchild keeps the output pipe open.
+    let env = TestEnv::new();
+    let mut plan = chain(&env);
+    plan.processes[2]
+        .argv
+        .extend(["--grandchild", "setsid"].map(String::from));
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(Duration::from_secs(8)), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn sigkill_of_mcsup_takes_its_children_down() {
+    let env = TestEnv::new();
+    let mut m = env.start(&chain(&env));
+    m.wait_event("worker", "ready", T);
+    let kids: Vec<i32> = ["master", "store", "worker"]
+        .iter()
+        .map(|n| wait_for("pid", T, || m.pid_of(n)))
+        .collect();
+    m.signal(Signal::SIGKILL);
+    let _ = m.wait_exit(T);
+    wait_for("children to die by PDEATHSIG", T, || {
+        kids.iter().all(|&k| is_zombie_or_gone(k)).then_some(())
+    });
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn double_sigint_escalates_to_immediate_kill() {
+    let env = TestEnv::new();
+    let mut plan = chain(&env);
+    for p in &mut plan.processes {
+        p.argv
+            .extend(["--ignore", "TERM", "--ignore", "INT"].map(String::from));
+        p.stop.grace = ms(20_000);
+    }
+    plan.shutdown.deadline = ms(60_000);
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", T);
+    m.signal(Signal::SIGINT);
+    m.wait_event("worker", "stopping", T);
+    // A person's second Ctrl-C: slower than the escalation gap (Slurm's TERM,CONT,TERM burst is
+    // faster, and must not escalate).
+    std::thread::sleep(ms(150));
+    m.signal(Signal::SIGINT);
+    assert_eq!(m.wait_exit(Duration::from_secs(5)), 124);
+    let evs = m.events();
+    assert!(evs.iter().any(|e| e.event == "escalated"));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn sigterm_during_startup_stops_cleanly() {
+    let env = TestEnv::new();
+    let mut plan = chain(&env);
+    plan.processes[0].readiness = readiness(vec![tcp(free_port())], 60_000);
+    let mut m = env.start(&plan);
+    m.wait_event("master", "spawned", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let evs = m.events();
+    assert!(!evs
+        .iter()
+        .any(|e| e.process == "store" && e.event == "spawned"));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn drain_signal_reaches_only_mcsup_and_starts_the_teardown() {
+    let env = TestEnv::new();
+    let mut m = env.start(&chain(&env));
+    m.wait_event("worker", "ready", T);
+    let kids: Vec<i32> = ["master", "store", "worker"]
+        .iter()
+        .map(|n| wait_for("pid", T, || m.pid_of(n)))
+        .collect();
+    for &k in &kids {
+        let ign = proc_status_field(k, "SigIgn").expect("SigIgn");
+        let mask = u64::from_str_radix(&ign, 16).expect("hex mask");
+        assert_ne!(
+            mask & (1 << (libc::SIGUSR1 - 1)),
+            0,
+            "SIGUSR1 ignored in child {k}: {ign}"
+        );
+        assert_eq!(
+            mask & (1 << (libc::SIGTERM - 1)),
+            0,
+            "SIGTERM not ignored in child {k}"
+        );
+    }
+    // Slurm signals the whole step: every child and mcsup.
+    for &k in &kids {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(k), Signal::SIGUSR1);
+    }
+    m.signal(Signal::SIGUSR1);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    for n in ["master", "store", "worker"] {
+        assert!(
+            !signal_log(&env, n).contains(&"SIGUSR1".to_string()),
+            "{n} saw the drain signal"
+        );
+    }
+    let evs = m.events();
+    assert!(
+        Mcsup::find(&evs, "mcsup", "shutdown-requested").raw["detail"]
+            .as_str()
+            .unwrap()
+            .contains("SIGUSR1")
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_1mb_line_without_newline_keeps_memory_bounded() {
+    // process-compose #57. A 64 MiB line (64 times the 1 MB of the issue) makes "bounded"
+    // measurable: buffering it would put the peak RSS far above the limit.
+    let env = TestEnv::new();
+    let mut w = env.proc(
+        "worker",
+        ProcessKind::Worker,
+        &[
+            "--long-line",
+            "67108864",
+            "--print",
+            "",
+            "--ready-line",
+            "after the long line",
+        ],
+    );
+    w.readiness = readiness(
+        vec![ProbeSpec::LogLine {
+            pattern: "^after the long line$".into(),
+        }],
+        20_000,
+    );
+    let mut plan = env.plan(vec![w]);
+    plan.processes[0]
+        .argv
+        .extend(["--ready-after", "0"].map(String::from));
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", Duration::from_secs(30));
+    let hwm_kb: u64 = proc_status_field(m.pid(), "VmHWM")
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .expect("VmHWM");
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0);
+    assert!(
+        hwm_kb < 24 * 1024,
+        "mcsup peak RSS {hwm_kb} kB while a 64 MiB line went through"
+    );
+    let log = std::fs::read(env.log_dir().join("n1.worker.log")).unwrap();
+    let pieces = log
+        .split(|&b| b == b'\n')
+        .filter(|l| l.ends_with(b"split]"))
+        .count();
+    assert_eq!(pieces, 1024, "64 MiB in 64 KiB pieces, each marked");
+    assert!(log.len() > 64 << 20, "the file got everything");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn last_line_before_exit_is_kept_in_file_and_console() {
+    // process-compose #237.
+    let env = TestEnv::new();
+    let mut plan = env.plan(vec![env.proc(
+        "worker",
+        ProcessKind::Worker,
+        &[
+            "--print",
+            "first",
+            "--exit-after",
+            "20",
+            "--final-line",
+            "famous last words",
+        ],
+    )]);
+    plan.processes[0].critical = false;
+    let mut m = env.start(&plan);
+    assert_eq!(
+        m.wait_exit(T),
+        0,
+        "the only worker completed: the node is done"
+    );
+    let log = std::fs::read_to_string(env.log_dir().join("n1.worker.log")).unwrap();
+    assert_eq!(log, "first\nfamous last words\n");
+    let out = m.stdout();
+    assert!(
+        out.contains("worker | famous last words\n"),
+        "console: {out:?}"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn exit_codes_and_signal_deaths_propagate() {
+    let env = TestEnv::new();
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["--exit-after", "0", "--code", "1"], 1),
+        (vec!["--exit-after", "0", "--code", "42"], 42),
+        (vec!["--exit-after", "0", "--code", "127"], 127),
+        (vec!["--exit-after", "0", "--code", "255"], 255),
+        (vec!["--die-after", "0", "--die-signal", "KILL"], 137),
+        (vec!["--die-after", "0", "--die-signal", "SEGV"], 139),
+        (vec!["--die-after", "0", "--die-signal", "TERM"], 143),
+    ];
+    for (args, want) in cases {
+        let mut m = env.start(&env.plan(vec![env.proc("master", ProcessKind::Master, &args)]));
+        assert_eq!(m.wait_exit(T), want, "{args:?}: {}", m.stderr());
+    }
+    // A program that does not exist: spawn failure.
+    let mut p = env.proc("master", ProcessKind::Master, &[]);
+    p.argv = vec![env.path("no-such-program").display().to_string()];
+    let mut m = env.start(&env.plan(vec![p]));
+    assert_eq!(m.wait_exit(T), 7);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn orphans_are_reaped_while_running() {
+    let env = TestEnv::new();
+    let gpids = env.path("gc.pids").display().to_string();
+    let mut plan = chain(&env);
+    plan.processes[2].argv.extend(
+        [
+            "--grandchild",
+            "double-fork",
+            "--grandchild-quiet",
+            "--grandchild-exit-after",
+            "50",
+            "--grandchild-pid-file",
+            &gpids,
+        ]
+        .map(String::from),
+    );
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", T);
+    let gc = wait_for("grandchild pid", T, || {
+        read_pids(std::path::Path::new(&gpids)).first().copied()
+    });
+    // Reaped (not a zombie of mcsup): its /proc entry disappears entirely.
+    wait_for("the orphan to be reaped", T, || {
+        (!std::path::Path::new(&format!("/proc/{gc}")).exists()).then_some(())
+    });
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn preamble_execs_the_real_program_with_the_spec_env_on_top() {
+    let env = TestEnv::new();
+    let mut master = env.proc("master", ProcessKind::Master, &[]);
+    master.preamble = Some("export FROM_PREAMBLE=yes".into());
+    master.env.push(EnvVar {
+        name: "PYTHONUNBUFFERED".into(),
+        value: "0".into(),
+        source: "test".into(),
+        overrode: vec![],
+    });
+    master.argv.extend(["--ready-line", "up"].map(String::from));
+    master.readiness = readiness(
+        vec![ProbeSpec::LogLine {
+            pattern: "^up$".into(),
+        }],
+        10_000,
+    );
+    let mut m = env.start(&env.plan(vec![master]));
+    m.wait_event("master", "ready", T);
+    let pid = wait_for("status pid", T, || m.pid_of("master"));
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert!(
+        exe.display().to_string().contains("mcsup-testchild"),
+        "sh exec'd the program: {exe:?}"
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let vars: Vec<String> = environ
+        .split(|&b| b == 0)
+        .map(|s| String::from_utf8_lossy(s).to_string())
+        .collect();
+    assert!(vars.contains(&"FROM_PREAMBLE=yes".to_string()));
+    assert!(
+        vars.contains(&"PYTHONUNBUFFERED=0".to_string()),
+        "the spec's value wins"
+    );
+    assert!(
+        vars.iter().any(|v| v.starts_with("PATH=")),
+        "inherited environment kept"
+    );
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    assert!(fds <= 8, "inherited fds closed (testchild has {fds})");
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn status_command_prints_the_table_and_json() {
+    let env = TestEnv::new();
+    let mut m = env.start(&chain(&env));
+    m.wait_event("worker", "ready", T);
+    let out = std::process::Command::new(MCSUP)
+        .args(["status", "--log-dir"])
+        .arg(env.log_dir())
+        .output()
+        .expect("mcsup status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("phase running"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("worker") && l.contains("ready")),
+        "{text}"
+    );
+    let out = std::process::Command::new(MCSUP)
+        .args(["status", "--json", "--log-dir"])
+        .arg(env.log_dir())
+        .output()
+        .expect("mcsup status --json");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["units"].as_array().map(Vec::len), Some(3));
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn liveness_failure_restarts_the_process() {
+    let env = TestEnv::new();
+    let port = free_port();
+    let mut store = env.proc("store", ProcessKind::Store, &[]);
+    store.restart.policy = RestartPolicy::OnFailure;
+    store.restart.max_restarts = 1;
+    store.liveness = Some(LivenessSpec {
+        probe: tcp(port),
+        period: ms(50),
+        attempt_timeout: ms(200),
+        failure_threshold: 2,
+    });
+    let mut m = env.start(&env.plan(vec![store]));
+    m.wait_event("store", "liveness-failed", T);
+    m.wait_event("store", "restarting", T);
+    // Second round exceeds the limit: critical → exit 6.
+    assert_eq!(m.wait_exit(T), 6);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn slow_console_never_blocks_a_child_and_drops_are_counted() {
+    let env = TestEnv::new();
+    let mut w = env.proc(
+        "worker",
+        ProcessKind::Worker,
+        &["--lines", "200000", "--ready-line", "all written"],
+    );
+    w.readiness = readiness(
+        vec![ProbeSpec::LogLine {
+            pattern: "^all written$".into(),
+        }],
+        20_000,
+    );
+    // mcsup's stdout is a pipe nobody reads: the console stalls after 64 KiB.
+    let (_keep_reader, writer) = std::io::pipe().expect("pipe");
+    let mut m = env.start_full(&env.plan(vec![w]), &[], std::process::Stdio::from(writer));
+    m.wait_event("worker", "ready", Duration::from_secs(30));
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let log = std::fs::read(env.log_dir().join("n1.worker.log")).unwrap();
+    assert_eq!(
+        log.iter().filter(|&&b| b == b'\n').count(),
+        200_001,
+        "the file got every line"
+    );
+    let status = m.status().expect("status");
+    let dropped = status["console_dropped_lines"].as_u64().unwrap_or(0);
+    assert!(dropped > 0, "drops are counted: {status}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn gate_on_a_remote_port_holds_dependents_until_it_opens() {
+    let env = TestEnv::new();
+    let port = free_port();
+    let mut plan = chain(&env);
+    plan.processes.remove(0);
+    plan.processes[0].depends_on = vec![DependencySpec {
+        target: "remote-master".into(),
+        condition: DependencyCondition::Healthy,
+    }];
+    plan.gates.push(GateSpec {
+        name: "remote-master".into(),
+        readiness: readiness(vec![tcp(port)], 20_000).unwrap(),
+    });
+    let mut m = env.start(&plan);
+    wait_for("gate probing", T, || {
+        let s = m.status()?;
+        (s["units"][0]["state"] == "probing").then_some(())
+    });
+    assert!(
+        !m.events().iter().any(|e| e.event == "spawned"),
+        "nothing starts before the gate"
+    );
+    let _listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind");
+    m.wait_event("remote-master", "ready", T);
+    m.wait_event("worker", "ready", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn linuxproc_style_sigterm_to_every_process_is_not_a_failure() {
+    // Under Slurm proctrack/linuxproc, scancel's SIGTERM reaches the children at the same moment
+    // as mcsup: they exit on their own during the teardown, are never restarted, and the run
+    // still ends cleanly.
+    let env = TestEnv::new();
+    let mut plan = chain(&env);
+    for p in &mut plan.processes {
+        p.restart.policy = RestartPolicy::Always;
+    }
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", T);
+    let kids: Vec<i32> = ["master", "store", "worker"]
+        .iter()
+        .map(|n| wait_for("pid", T, || m.pid_of(n)))
+        .collect();
+    for &k in &kids {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(k), Signal::SIGTERM);
+    }
+    // mcsup's copy arrives a little later (Slurm signals the step's processes one by one): the
+    // children are likely dead and reaped by then, and must still not count as crashes.
+    std::thread::sleep(ms(5));
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let evs = m.events();
+    assert!(
+        !evs.iter()
+            .any(|e| e.event == "restarting" || e.event == "failed"),
+        "{:?}",
+        evs.iter().map(|e| e.raw.to_string()).collect::<Vec<_>>()
+    );
+    for n in ["master", "store", "worker"] {
+        assert_eq!(
+            evs.iter()
+                .filter(|e| e.process == n && e.event == "spawned")
+                .count(),
+            1
+        );
+    }
+    env.assert_no_leftovers();
+}
