@@ -1,0 +1,448 @@
+//! End to end with the real Mooncake (PyPI `mooncake-transfer-engine-non-cuda`, installed into
+//! `.venv` by scripts/setup.sh): the real `mooncake_master`, the real store service and the
+//! synthetic zero-segment workers, all on 127.0.0.1 with this test's own ports, run by the real
+//! `mcsup` binary from a recipe. Every test checks that nothing it started is left (by a tag every
+//! child inherits).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{free_port, is_zombie_or_gone, proc_status_field, wait_for, Ev, Mcsup, TestEnv, MCSUP};
+use nix::sys::signal::Signal;
+
+const MIB: u64 = 1 << 20;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The venv's bin directory; the suite is run by scripts/test.sh, which installs it.
+fn venv_bin() -> PathBuf {
+    let venv = std::env::var_os("MCSUP_VENV").map_or_else(|| repo().join(".venv"), PathBuf::from);
+    let bin = venv.join("bin");
+    assert!(
+        bin.join("mooncake_master").exists(),
+        "{}/mooncake_master is missing: run scripts/setup.sh (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+/// Ports for one "node": Mooncake itself picks random ports in 12300-14300 and 15000-17000, and
+/// the kernel's ephemeral range starts at 32768, so free_port() never lands in Mooncake's ranges.
+struct Ports {
+    rpc: u16,
+    meta: u16,
+    metrics: u16,
+}
+
+impl Ports {
+    fn new() -> Ports {
+        Ports { rpc: free_port(), meta: free_port(), metrics: free_port() }
+    }
+}
+
+/// A recipe for this test: real master, a standalone store per role, synthetic workers.
+struct RecipeOpts<'a> {
+    ports: &'a Ports,
+    store_port: u16,
+    prefill_segment: &'a str,
+    decode_segment: &'a str,
+    agg_segment: &'a str,
+    master_args: Option<&'a str>,
+    master_extra_args: &'a str,
+    /// Worker extra args per role (YAML list items, already quoted).
+    worker_args: &'a str,
+    workers: u32,
+    store_restart: &'a str,
+    node_addresses: &'a str,
+}
+
+impl<'a> RecipeOpts<'a> {
+    fn new(ports: &'a Ports) -> Self {
+        RecipeOpts {
+            ports,
+            store_port: free_port(),
+            prefill_segment: "32mb",
+            decode_segment: "48mb",
+            agg_segment: "64mb",
+            master_args: None,
+            master_extra_args: "[]",
+            worker_args: "",
+            workers: 1,
+            store_restart: "{policy: on-failure, max_restarts: 3, window_seconds: 60, backoff_initial_seconds: 0.2}",
+            node_addresses: "{}",
+        }
+    }
+
+    fn write(&self, path: &Path, log_dir: &Path) {
+        let master_args = match self.master_args {
+            Some(a) => format!("    master_args: {a}\n"),
+            None => String::new(),
+        };
+        let worker = |role: &str| {
+            format!(
+                r#"    {role}:
+      - name: worker
+        count: {count}
+        command: [python, {worker}]
+        args: [--name, "{{node}}-{{role}}-{{index}}", --block-size, "65536", --blocks, "16", --interval, "0.05", --report-every, "1"{extra}]
+        readiness: {{log_line: "READY", timeout_seconds: 60}}
+        stop: {{grace_seconds: 10}}
+"#,
+                count = self.workers,
+                worker = repo().join("workers/synthetic_worker.py").display(),
+                extra = self.worker_args,
+            )
+        };
+        let text = format!(
+            r#"name: e2e
+backend:
+  type: sglang
+  prefill_environment: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "0", MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
+  decode_environment: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "0", MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
+  aggregated_environment: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "0", MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
+  mooncake_kv_store:
+    env: {{MOONCAKE_PROTOCOL: tcp}}
+{master_args}    master_extra_args: {extra}
+    standalone:
+      command: [python, -m, mooncake.mooncake_store_service]
+      args: [--port, "{sp}", --max-wait-time, "30"]
+      env: {{MOONCAKE_PROTOCOL: tcp, MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
+      placements:
+        prefill: {{env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "{ps}"}}}}
+        decode: {{env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "{ds}"}}}}
+        aggregated: {{env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "{as_}"}}}}
+      health_check: {{port: {sp}, timeout_seconds: 60}}
+mcsup:
+  master:
+    rpc_port: {rpc}
+    metadata_port: {meta}
+    metrics_port: {metrics}
+    timeout_seconds: 60
+  store:
+    restart: {restart}
+  workers:
+{wp}{wd}{wa}  shutdown:
+    deadline_seconds: 25
+  log_dir: {log}
+  node_addresses: {addrs}
+"#,
+            extra = self.master_extra_args,
+            sp = self.store_port,
+            ps = self.prefill_segment,
+            ds = self.decode_segment,
+            as_ = self.agg_segment,
+            rpc = self.ports.rpc,
+            meta = self.ports.meta,
+            metrics = self.ports.metrics,
+            restart = self.store_restart,
+            wp = worker("prefill"),
+            wd = worker("decode"),
+            wa = worker("aggregated"),
+            log = log_dir.display(),
+            addrs = self.node_addresses,
+        );
+        std::fs::write(path, text).expect("write recipe");
+    }
+}
+
+/// Start `mcsup run` on a recipe for one node.
+fn start(env: &TestEnv, name: &str, recipe: &Path, args: &[&str]) -> Mcsup {
+    let dir = env.path(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = format!("{}:{}", venv_bin().display(), std::env::var("PATH").unwrap_or_default());
+    let child = Command::new(MCSUP)
+        .arg("run")
+        .arg("--recipe")
+        .arg(recipe)
+        .args(args)
+        .env("PATH", path)
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_JOB_NODELIST")
+        .env_remove("SLURMD_NODENAME")
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.join("mcsup.stderr")).unwrap())
+        .spawn()
+        .expect("spawn mcsup");
+    let node = args
+        .windows(2)
+        .find(|w| w[0] == "--node")
+        .map(|w| w[1].to_string())
+        .unwrap_or_else(|| nix::unistd::gethostname().unwrap().into_string().unwrap());
+    let log_dir = env.log_dir();
+    Mcsup {
+        child,
+        events_path: log_dir.join(format!("{node}.events.jsonl")),
+        status_path: log_dir.join(format!("{node}.status.json")),
+        dir,
+        started: Instant::now(),
+    }
+}
+
+fn metrics(port: u16) -> String {
+    ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+        .timeout(Duration::from_secs(3))
+        .call()
+        .ok()
+        .and_then(|r| r.into_string().ok())
+        .unwrap_or_default()
+}
+
+fn metric(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|v| v as u64)
+}
+
+fn log_of(env: &TestEnv, node: &str, process: &str) -> String {
+    std::fs::read_to_string(env.log_dir().join(format!("{node}.{process}.log"))).unwrap_or_default()
+}
+
+fn cmdline(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+fn environ(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+fn names(evs: &[Ev]) -> Vec<String> {
+    evs.iter().map(|e| format!("{} {}", e.process, e.event)).collect()
+}
+
+/// Assert the teardown went workers, then store, then master, each fully stopped before the next
+/// was signalled.
+fn assert_ordered_teardown(evs: &[Ev], workers: &[&str]) {
+    let stopping = |p: &str| Mcsup::index_of(evs, p, "stopping");
+    let stopped = |p: &str| Mcsup::index_of(evs, p, "stopped");
+    for w in workers {
+        assert!(stopped(w) < stopping("store"), "{w} must be stopped before the store is signalled: {:#?}", names(evs));
+    }
+    assert!(stopped("store") < stopping("master"), "store before master: {:#?}", names(evs));
+}
+
+#[test]
+fn one_node_ordered_start_capacity_and_sigterm_teardown() {
+    let env = TestEnv::new();
+    let ports = Ports::new();
+    let recipe = env.path("job.yaml");
+    RecipeOpts::new(&ports).write(&recipe, &env.log_dir());
+    let mut m = start(&env, "n", &recipe, &["--role", "agg", "--node", "n1"]);
+
+    m.wait_event("master", "ready", Duration::from_secs(60));
+    m.wait_event("store", "ready", Duration::from_secs(60));
+    let w = m.wait_event("worker", "ready", Duration::from_secs(60));
+    let evs = m.events();
+    // Ordered start: each spawned only after the previous one was ready.
+    assert!(Mcsup::index_of(&evs, "master", "ready") < Mcsup::index_of(&evs, "store", "spawned"), "{:#?}", names(&evs));
+    assert!(Mcsup::index_of(&evs, "store", "ready") < Mcsup::index_of(&evs, "worker", "spawned"), "{:#?}", names(&evs));
+
+    // The worker owns no DRAM: its segment is 0, and the master counts exactly the store's 64 MiB.
+    let wpid = w.pid.expect("worker pid");
+    assert!(environ(wpid).contains(&"MOONCAKE_GLOBAL_SEGMENT_SIZE=0".to_string()));
+    let text = wait_for("the worker's keys in the master", Duration::from_secs(30), || {
+        let t = metrics(ports.metrics);
+        (metric(&t, "master_key_count").unwrap_or(0) > 0).then_some(t)
+    });
+    assert_eq!(metric(&text, "master_total_capacity_bytes"), Some(64 * MIB), "{text}");
+    wait_for("a worker REPORT with round trips", Duration::from_secs(30), || {
+        let log = log_of(&env, "n1", "worker");
+        (log.contains("REPORT") && log.contains("errors=0")).then_some(())
+    });
+
+    m.signal(Signal::SIGTERM);
+    let code = m.wait_exit(Duration::from_secs(40));
+    let evs = m.events();
+    assert_eq!(code, 0, "clean requested shutdown; stderr:\n{}", m.stderr());
+    assert_ordered_teardown(&evs, &["worker"]);
+    let t = |p: &str, e: &str| Mcsup::find(&evs, p, e).t_ms;
+    eprintln!(
+        "teardown: worker {:.0}->{:.0} ms, store {:.0}->{:.0} ms, master {:.0}->{:.0} ms",
+        t("worker", "stopping"),
+        t("worker", "stopped"),
+        t("store", "stopping"),
+        t("store", "stopped"),
+        t("master", "stopping"),
+        t("master", "stopped")
+    );
+    // The store got SIGINT (its default stop signal) and logged its own shutdown.
+    assert!(log_of(&env, "n1", "store").contains("Received signal 2"), "{}", log_of(&env, "n1", "store"));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn two_nodes_on_loopback_share_one_master() {
+    let env = TestEnv::new();
+    let ports = Ports::new();
+    let addrs = "{n1: 127.0.0.1, n2: 127.0.0.1}";
+    // Same master ports, one store port per "node" (they share this machine).
+    let r1 = env.path("n1.yaml");
+    let r2 = env.path("n2.yaml");
+    let o1 = RecipeOpts { node_addresses: addrs, worker_args: r#", --key-prefix, "p/", --read-prefix, "d/""#, ..RecipeOpts::new(&ports) };
+    o1.write(&r1, &env.log_dir());
+    let o2 = RecipeOpts { node_addresses: addrs, worker_args: r#", --key-prefix, "d/", --read-prefix, "p/""#, ..RecipeOpts::new(&ports) };
+    o2.write(&r2, &env.log_dir());
+    let list = ["--nodelist", "n[1-2]"];
+    let mut n1 = start(&env, "n1", &r1, &[&["--role", "prefill", "--node", "n1"][..], &list[..]].concat());
+    let mut n2 = start(&env, "n2", &r2, &[&["--role", "decode", "--node", "n2"][..], &list[..]].concat());
+
+    // n2 runs no master: it waits on the remote one (a gate), then starts its store.
+    n2.wait_event("master@n1", "ready", Duration::from_secs(60));
+    assert!(n2.pid_of("master").is_none());
+    n1.wait_event("worker", "ready", Duration::from_secs(60));
+    n2.wait_event("worker", "ready", Duration::from_secs(60));
+    let text = wait_for("both stores registered (32 + 48 MiB)", Duration::from_secs(30), || {
+        let t = metrics(ports.metrics);
+        (metric(&t, "master_total_capacity_bytes") == Some(80 * MIB)).then_some(t)
+    });
+    assert_eq!(metric(&text, "master_total_capacity_bytes"), Some(80 * MIB));
+    // Each worker reads the other node's keys.
+    for (node, _) in [("n1", "prefill"), ("n2", "decode")] {
+        wait_for(&format!("{node}'s worker reading the peer's keys"), Duration::from_secs(30), || {
+            let log = log_of(&env, node, "worker");
+            log.lines()
+                .filter(|l| l.contains("REPORT"))
+                .any(|l| l.split_whitespace().any(|w| w.strip_prefix("peer_get_ops=").is_some_and(|n| n != "0")))
+                .then_some(())
+        });
+    }
+
+    n2.signal(Signal::SIGTERM);
+    assert_eq!(n2.wait_exit(Duration::from_secs(40)), 0, "{}", n2.stderr());
+    n1.signal(Signal::SIGTERM);
+    assert_eq!(n1.wait_exit(Duration::from_secs(40)), 0, "{}", n1.stderr());
+    assert_ordered_teardown(&n1.events(), &["worker"]);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn store_killed_restarts_then_out_of_restarts_tears_down() {
+    let env = TestEnv::new();
+    let ports = Ports::new();
+    let recipe = env.path("job.yaml");
+    let opts = RecipeOpts {
+        store_restart: "{policy: on-failure, max_restarts: 1, window_seconds: 300, backoff_initial_seconds: 0.2}",
+        ..RecipeOpts::new(&ports)
+    };
+    opts.write(&recipe, &env.log_dir());
+    let mut m = start(&env, "n", &recipe, &["--role", "agg", "--node", "n1"]);
+    m.wait_event("worker", "ready", Duration::from_secs(60));
+    let first = m.pid_of("store").expect("store pid");
+
+    // SIGKILL the store: the on-failure policy restarts it and it becomes ready again.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), Signal::SIGKILL).unwrap();
+    let second = wait_for("the store restarted", Duration::from_secs(60), || {
+        let evs = m.events();
+        let ready = evs.iter().filter(|e| e.process == "store" && e.event == "ready").count();
+        m.pid_of("store").filter(|p| *p != first && ready >= 2)
+    });
+    assert!(m.events().iter().any(|e| e.process == "store" && e.event == "restarting"), "{:#?}", names(&m.events()));
+    assert!(m.child.try_wait().unwrap().is_none(), "mcsup keeps running after one restart");
+
+    // Again: out of restarts, the critical store fails and the node tears down in order.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(second), Signal::SIGKILL).unwrap();
+    let code = m.wait_exit(Duration::from_secs(60));
+    assert_eq!(code, 128 + 9, "the failing critical store's signal death; stderr:\n{}", m.stderr());
+    let evs = m.events();
+    assert!(evs.iter().any(|e| e.process == "store" && e.event == "failed"), "{:#?}", names(&evs));
+    let worker_stopped = Mcsup::index_of(&evs, "worker", "stopped");
+    assert!(worker_stopped < Mcsup::index_of(&evs, "master", "stopping"), "{:#?}", names(&evs));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn master_args_empty_means_no_tunables_and_a_rejected_flag_is_reported() {
+    let env = TestEnv::new();
+    let ports = Ports::new();
+    let recipe = env.path("job.yaml");
+    RecipeOpts { master_args: Some("[]"), ..RecipeOpts::new(&ports) }.write(&recipe, &env.log_dir());
+    let mut m = start(&env, "a", &recipe, &["--role", "agg", "--node", "n1"]);
+    let ev = m.wait_event("master", "ready", Duration::from_secs(60));
+    let argv = cmdline(ev.pid.expect("master pid"));
+    let flags: Vec<&str> = argv.iter().skip(1).map(String::as_str).collect();
+    assert_eq!(
+        flags,
+        vec![
+            format!("--rpc_port={}", ports.rpc).as_str(),
+            "--enable_http_metadata_server=true",
+            format!("--http_metadata_server_port={}", ports.meta).as_str(),
+            "--enable_metric_reporting=true",
+            format!("--metrics_port={}", ports.metrics).as_str(),
+        ],
+        "only the managed ports, no tunables: {argv:?}"
+    );
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(Duration::from_secs(40)), 0);
+
+    // A flag the installed master rejects: the preflight refuses before anything starts...
+    let ports = Ports::new();
+    let bad = env.path("bad.yaml");
+    RecipeOpts { master_extra_args: "[--bogus_flag=1]", ..RecipeOpts::new(&ports) }.write(&bad, &env.log_dir());
+    let mut m = start(&env, "b", &bad, &["--role", "agg", "--node", "n2"]);
+    assert_eq!(m.wait_exit(Duration::from_secs(30)), 1);
+    let err = m.stderr();
+    assert!(err.contains("does not know --bogus_flag") && err.contains("nothing was started"), "{err}");
+    assert!(!m.events_path.exists(), "nothing started");
+
+    // ...and with --skip-preflight mcsup reports the master's own error and exits non-zero.
+    let mut m = start(&env, "c", &bad, &["--role", "agg", "--node", "n3", "--skip-preflight"]);
+    let code = m.wait_exit(Duration::from_secs(60));
+    assert_ne!(code, 0);
+    let out = m.stdout() + &log_of(&env, "n3", "master");
+    assert!(out.contains("unknown command line flag 'bogus_flag'"), "{out}");
+    let evs = m.events();
+    assert!(evs.iter().all(|e| e.process != "store" || e.event != "spawned"), "store never starts: {:#?}", names(&evs));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn drain_signal_tears_down_in_order_while_children_ignore_it() {
+    let env = TestEnv::new();
+    let ports = Ports::new();
+    let recipe = env.path("job.yaml");
+    RecipeOpts { workers: 2, ..RecipeOpts::new(&ports) }.write(&recipe, &env.log_dir());
+    let mut m = start(&env, "n", &recipe, &["--role", "agg", "--node", "n1"]);
+    m.wait_event("worker-0", "ready", Duration::from_secs(60));
+    m.wait_event("worker-1", "ready", Duration::from_secs(60));
+    let pids: Vec<i32> = ["master", "store", "worker-0", "worker-1"].iter().map(|p| m.pid_of(p).expect(p)).collect();
+    // SIGUSR1 (signal 10) is ignored in every child: bit 9 of SigIgn.
+    for p in &pids {
+        let ign = u64::from_str_radix(&proc_status_field(*p, "SigIgn").unwrap(), 16).unwrap();
+        assert_ne!(ign & (1 << 9), 0, "pid {p} must ignore SIGUSR1 (SigIgn {ign:x})");
+    }
+    // Slurm may deliver the drain signal to the whole step: send it to every process.
+    for p in pids.iter().chain(std::iter::once(&m.pid())) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), Signal::SIGUSR1);
+    }
+    let code = m.wait_exit(Duration::from_secs(40));
+    assert_eq!(code, 0, "{}", m.stderr());
+    let evs = m.events();
+    assert_ordered_teardown(&evs, &["worker-0", "worker-1"]);
+    // The workers were still running when the teardown reached them: they stopped on SIGTERM
+    // (exit 0 from their handler), not on the drain signal.
+    for w in ["worker-0", "worker-1"] {
+        assert!(log_of(&env, "n1", w).contains("stopped (signal SIGTERM)"), "{}", log_of(&env, "n1", w));
+    }
+    for p in pids {
+        assert!(is_zombie_or_gone(p));
+    }
+    env.assert_no_leftovers();
+}
