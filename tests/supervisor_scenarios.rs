@@ -881,3 +881,32 @@ fn linuxproc_style_sigterm_to_every_process_is_not_a_failure() {
     }
     env.assert_no_leftovers();
 }
+
+#[test]
+fn plan_files_are_written_0600_before_any_process_starts() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let cfg = env.path("cfg/mooncake_store_config.json");
+    // The worker's file probe passes at once only if the file was written before it started.
+    let mut w = env.proc("w", ProcessKind::Worker, &["--exit-after", "50"]);
+    // Non-critical: its exit 0 is "the workers are done" (a critical one would be a failure).
+    w.critical = false;
+    w.readiness = readiness(vec![ProbeSpec::File { path: cfg.clone() }], 5_000);
+    let mut plan = env.plan(vec![w]);
+    plan.files.push(FileSpec {
+        path: cfg.clone(),
+        contents: "{\"master_server_address\": \"127.0.0.1:1\"}\n".into(),
+        purpose: "test".into(),
+    });
+    let mut m = env.start(&plan);
+    assert_eq!(m.wait_exit(ms(20_000)), 0, "{}", m.stderr());
+    assert_eq!(
+        std::fs::read_to_string(&cfg).unwrap(),
+        "{\"master_server_address\": \"127.0.0.1:1\"}\n"
+    );
+    let mode = std::fs::metadata(&cfg).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "config files may hold secrets");
+    let evs = m.events();
+    assert!(Mcsup::index_of(&evs, "w", "spawned") < Mcsup::index_of(&evs, "w", "ready"));
+    env.assert_no_leftovers();
+}

@@ -1043,3 +1043,46 @@ fn derived_worker(backend: &Backend, role: Role) -> Option<WorkerConfig> {
         critical: true,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(yaml: &str) -> FlagMap {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn flags_map_to_argv_like_srt_slurm() {
+        let f = flags("tp-size: 8\nenable_hierarchical_cache: true\ntrust-remote-code: false\nhicache-size: 60\nserved-model-name: [a, b]\nmem-fraction-static: 0.82\nskip: null\n");
+        assert_eq!(
+            flags_to_args(&f),
+            vec![
+                "--tp-size",
+                "8",
+                "--enable-hierarchical-cache",
+                "--hicache-size",
+                "60",
+                "--served-model-name",
+                "a",
+                "b",
+                "--mem-fraction-static",
+                "0.82"
+            ]
+        );
+    }
+
+    #[test]
+    fn roles_parse_with_aliases_and_dedupe() {
+        assert_eq!(parse_roles("agg").unwrap(), vec![Role::Aggregated]);
+        assert_eq!(
+            parse_roles("prefill, decode,prefill").unwrap(),
+            vec![Role::Prefill, Role::Decode]
+        );
+        assert!(parse_roles("").is_err());
+        assert!(parse_roles("decoder")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown role `decoder`"));
+    }
+}

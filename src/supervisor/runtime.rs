@@ -116,7 +116,7 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
         if let Some(parent) = f.path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| SupervisorError::io(parent, e))?;
         }
-        std::fs::write(&f.path, &f.contents).map_err(|e| SupervisorError::io(&f.path, e))?;
+        status::write_private_atomic(&f.path, f.contents.as_bytes())?;
     }
     let ev_path = status::events_path(&log_dir, &node);
     logs::rotate(&ev_path, logs::KEEP_ROTATED).map_err(|e| SupervisorError::io(&ev_path, e))?;

@@ -138,11 +138,18 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
 
 /// Replace the status file atomically: write a temp file (0600) and rename it over.
 pub fn write_status(path: &Path, status: &StatusFile) -> Result<(), SupervisorError> {
+    let mut json =
+        serde_json::to_vec_pretty(status).map_err(|e| SupervisorError::Setup(e.to_string()))?;
+    json.push(b'\n');
+    write_private_atomic(path, &json)
+}
+
+/// Write `contents` to `path` readable only by this user (0600), atomically: a reader sees the
+/// old file or the new one, never a partial write.
+pub fn write_private_atomic(path: &Path, contents: &[u8]) -> Result<(), SupervisorError> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let json =
-        serde_json::to_vec_pretty(status).map_err(|e| SupervisorError::Setup(e.to_string()))?;
     let mut f = OpenOptions::new()
         .write(true)
         .create(true)
@@ -150,8 +157,7 @@ pub fn write_status(path: &Path, status: &StatusFile) -> Result<(), SupervisorEr
         .mode(0o600)
         .open(&tmp)
         .map_err(|e| SupervisorError::io(&tmp, e))?;
-    f.write_all(&json)
-        .and_then(|_| f.write_all(b"\n"))
+    f.write_all(contents)
         .map_err(|e| SupervisorError::io(&tmp, e))?;
     drop(f);
     std::fs::rename(&tmp, path).map_err(|e| SupervisorError::io(path, e))
