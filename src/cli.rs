@@ -190,6 +190,11 @@ pub fn node_inputs(t: &TargetArgs) -> NodeInputs {
 
 /// Resolve recipe + roles + node into a plan.
 pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
+    load(t).map(|(_, plan)| plan)
+}
+
+/// Read the recipe (once: it may be a pipe) and resolve it into this node's plan.
+pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
     let recipe_path = t.recipe.as_deref().ok_or_else(|| {
         CliError::usage("no recipe given\n  fix: pass --recipe FILE (or set MCSUP_RECIPE)")
     })?;
@@ -205,16 +210,9 @@ pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
         .unwrap_or_default();
     let ctx = node::resolve(&node_inputs(t), &addresses, &node::system_resolver)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    plan::plan(&recipe, &roles, &ctx)
-        .map_err(|e| CliError::usage(format!("{}: {e}", recipe_path.display())))
-}
-
-/// Load the recipe again for the preflight (it reads `sglang_config` for HiCache).
-fn load_recipe_for(t: &TargetArgs) -> Result<recipe::Recipe, CliError> {
-    match &t.recipe {
-        Some(p) => Ok(recipe::load_file(p)?),
-        None => Ok(recipe::Recipe::default()),
-    }
+    let plan = plan::plan(&recipe, &roles, &ctx)
+        .map_err(|e| CliError::usage(format!("{}: {e}", recipe_path.display())))?;
+    Ok((recipe, plan))
 }
 
 fn preflight_options(sysroot: Option<&Path>) -> crate::preflight::Options {
@@ -284,8 +282,7 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
     if !args.aggregate.is_empty() {
         return aggregate(&args);
     }
-    let plan = load_plan(&args.target)?;
-    let recipe = load_recipe_for(&args.target)?;
+    let (recipe, plan) = load(&args.target)?;
     let report = crate::preflight::run(&plan, &recipe, &preflight_options(args.sysroot.as_deref()));
     let text = if args.json {
         report.to_json(args.strict) + "\n"
@@ -340,15 +337,14 @@ fn print(text: &str) -> Result<(), CliError> {
 
 fn run(args: RunArgs) -> Result<i32, CliError> {
     init_tracing(args.log_format);
-    let plan = match &args.plan_file {
-        Some(p) => read_plan_file(p)?,
-        None => load_plan(&args.target)?,
+    let (recipe, plan) = match &args.plan_file {
+        Some(p) => (None, read_plan_file(p)?),
+        None => load(&args.target).map(|(r, p)| (Some(r), p))?,
     };
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    if args.plan_file.is_none() {
-        let recipe = load_recipe_for(&args.target)?;
+    if let Some(recipe) = recipe {
         let report = crate::preflight::run(&plan, &recipe, &preflight_options(None));
         for c in report
             .checks

@@ -3,6 +3,9 @@
 use clap::Parser;
 
 fn main() {
+    // Before anything else (and before any thread exists): a drain signal Slurm sends early must
+    // wait for the supervisor's handler, not kill mcsup.
+    mcsup::supervisor::hold_early_signals();
     let cli = mcsup::cli::Cli::parse();
     let code = match mcsup::cli::execute(cli) {
         Ok(code) => code,

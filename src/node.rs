@@ -144,11 +144,17 @@ pub fn resolve(
             list: nodelist.join(","),
         });
     }
-    let node_id = inputs
-        .node_id
-        .as_deref()
-        .and_then(|s| s.trim().parse().ok())
-        .or(position.map(|p| p as u32))
+    // The position in the JOB's node list, not SLURM_NODEID: inside a one-node step
+    // (`srun -N1 -w n2`) SLURM_NODEID is relative to the step and is 0 on every node.
+    let node_id = position
+        .filter(|_| inputs.nodelist.is_some())
+        .map(|p| p as u32)
+        .or_else(|| {
+            inputs
+                .node_id
+                .as_deref()
+                .and_then(|s| s.trim().parse().ok())
+        })
         .unwrap_or(0);
     let infra_node = nodelist.first().cloned().unwrap_or_else(|| name.clone());
     let runs_master = match inputs.master {
@@ -252,6 +258,9 @@ mod tests {
         assert_eq!(c.ip, "10.0.0.2");
         assert_eq!(c.node_id, 1);
         assert!(!c.runs_master);
+        // Inside a one-node step SLURM_NODEID is 0 everywhere: the job list position wins.
+        i.node_id = Some("0".into());
+        assert_eq!(resolve(&i, &BTreeMap::new(), &fake_dns).unwrap().node_id, 1);
     }
 
     #[test]

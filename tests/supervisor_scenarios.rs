@@ -910,3 +910,46 @@ fn plan_files_are_written_0600_before_any_process_starts() {
     assert!(Mcsup::index_of(&evs, "w", "spawned") < Mcsup::index_of(&evs, "w", "ready"));
     env.assert_no_leftovers();
 }
+
+#[test]
+fn drain_signal_arriving_before_handlers_is_held_not_fatal() {
+    // Slurm's early warning can land while mcsup is still starting up (reading the recipe,
+    // running the preflight). From main's first line on it must mean "drain", never the default
+    // action (death by SIGUSR1, exit 138). Deterministic: the recipe is a FIFO, so mcsup blocks
+    // reading it, before any handler exists; the signal is sent then, the recipe written after.
+    let env = TestEnv::new();
+    let fifo = env.path("recipe.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let recipe = format!(
+        "mcsup:\n  workers:\n    decode:\n      - name: w\n        command: [{TESTCHILD}, --sleep]\n        env: {{MCSUP_TEST_TAG: \"{}\"}}\n  log_dir: {}\n",
+        env.tag,
+        env.log_dir().display()
+    );
+    let mut child = std::process::Command::new(MCSUP)
+        .args(["run", "--role", "decode", "--node", "n1", "--recipe"])
+        .arg(&fifo)
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_JOB_NODELIST")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    wait_for(
+        "mcsup blocked on the recipe with SIGUSR1 held",
+        ms(10_000),
+        || {
+            let mask = u64::from_str_radix(&proc_status_field(pid, "SigBlk")?, 16).ok()?;
+            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+            (mask & (1 << 9) != 0 && !wchan.is_empty() && wchan != "0").then_some(())
+        },
+    );
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGUSR1).unwrap();
+    std::fs::write(&fifo, recipe).unwrap();
+    let status = wait_for("mcsup to exit", ms(20_000), || child.try_wait().unwrap());
+    let stderr = std::fs::read_to_string(env.path("mcsup.stderr")).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "{status:?}; stderr:\n{stderr}");
+    assert!(stderr.contains("SIGUSR1"), "the drain was seen: {stderr}");
+    env.assert_no_leftovers();
+}

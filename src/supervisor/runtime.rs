@@ -131,6 +131,7 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
         .map_err(|e| SupervisorError::Setup(format!("cannot listen for SIGCHLD: {e}")))?;
     let mut sigs = signals::SignalEvents::new(drain)
         .map_err(|e| SupervisorError::Setup(format!("cannot listen for signals: {e}")))?;
+    signals::release_early_signals();
     let console = Console::start(opts.console)
         .map_err(|e| SupervisorError::Setup(format!("cannot start the console thread: {e}")))?;
     let (tx, mut rx) = unbounded_channel::<Msg>();

@@ -23,6 +23,31 @@ static FIRST_STOP_NS: AtomicU64 = AtomicU64::new(0);
 static BACKSTOP_FIRED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
+/// Signals a drain is usually sent with. Slurm may deliver the early warning before mcsup has
+/// installed its handlers (while it reads the recipe or runs the preflight); their default
+/// action would kill mcsup (exit 138) instead of draining it.
+const EARLY_SIGNALS: [Signal; 2] = [Signal::SIGUSR1, Signal::SIGUSR2];
+
+fn early_set() -> nix::sys::signal::SigSet {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for s in EARLY_SIGNALS {
+        set.add(s);
+    }
+    set
+}
+
+/// Block SIGUSR1/SIGUSR2 on the calling thread: call first thing in `main`, before any thread
+/// exists, so every thread inherits the block. A signal that arrives meanwhile stays pending.
+pub fn hold_early_signals() {
+    let _ = early_set().thread_block();
+}
+
+/// Unblock them once the runtime listens (a pending drain is then delivered to the handler).
+/// Children are unaffected either way: the child side of spawn resets the signal mask.
+pub fn release_early_signals() {
+    let _ = early_set().thread_unblock();
+}
+
 /// Record a live process group for the backstop.
 pub fn register_group(pgid: Pid) {
     for slot in &GROUPS {
