@@ -10,6 +10,25 @@ cd "$REPO_ROOT"
 
 "$REPO_ROOT/scripts/setup.sh"
 
+# The Slurm tests start private clusters in parallel: install the packages once, up front,
+# rather than letting concurrent tests race for the dpkg lock.
+SLURM_PACKAGES=(slurmctld slurmd slurm-client munge)
+missing=()
+for p in "${SLURM_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "${MCSUP_SKIP_APT:-0}" = "1" ]; then
+    echo "test.sh: Slurm packages missing (${missing[*]}) and MCSUP_SKIP_APT=1: the Slurm tests will fail" >&2
+  else
+    SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+    echo "test.sh: installing ${missing[*]} for the Slurm tests"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" \
+      || { "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q \
+           && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"; }
+  fi
+fi
+
 # The real mooncake_master and store service come from the project venv.
 export PATH="$REPO_ROOT/.venv/bin:$PATH"
 export MCSUP_VENV="$REPO_ROOT/.venv"
@@ -23,6 +42,9 @@ cargo build --workspace --all-targets --locked
 
 step "build the rdma crate without ibverbs (login nodes: no libibverbs/libclang)"
 cargo build -p mcsup-rdma --no-default-features --locked
+
+step "the example batch script's logic under a local Slurm (stand-in mcsup; the real job runs in tests/slurm_e2e.rs)"
+tests/slurm/job-1p1d.sh --mcsup "$REPO_ROOT/target/debug/mcsup"
 
 step "tests"
 cargo nextest run --workspace --locked --profile ci --no-fail-fast "$@"

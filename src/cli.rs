@@ -311,15 +311,10 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
 }
 
 fn init_tracing(format: LogFormatArg) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCSUP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormatArg::Human => builder.with_target(false).try_init(),
-        LogFormatArg::Json => builder.json().try_init(),
-    };
+    crate::supervisor::init_tracing(match format {
+        LogFormatArg::Human => LogFormat::Human,
+        LogFormatArg::Json => LogFormat::Json,
+    });
 }
 
 fn print(text: &str) -> Result<(), CliError> {

@@ -6,155 +6,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{
-    free_port, is_zombie_or_gone, proc_status_field, wait_for, Ev, Mcsup, TestEnv, MCSUP,
-};
+use common::recipe::{metric, metrics, venv_bin, Ports, RecipeOpts};
+use common::{is_zombie_or_gone, proc_status_field, wait_for, Ev, Mcsup, TestEnv, MCSUP};
 use nix::sys::signal::Signal;
 
 const MIB: u64 = 1 << 20;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The venv's bin directory; the suite is run by scripts/test.sh, which installs it.
-fn venv_bin() -> PathBuf {
-    let venv = std::env::var_os("MCSUP_VENV").map_or_else(|| repo().join(".venv"), PathBuf::from);
-    let bin = venv.join("bin");
-    assert!(
-        bin.join("mooncake_master").exists(),
-        "{}/mooncake_master is missing: run scripts/setup.sh (scripts/test.sh does)",
-        bin.display()
-    );
-    bin
-}
-
-/// Ports for one "node": Mooncake itself picks random ports in 12300-14300 and 15000-17000, and
-/// the kernel's ephemeral range starts at 32768, so free_port() never lands in Mooncake's ranges.
-struct Ports {
-    rpc: u16,
-    meta: u16,
-    metrics: u16,
-}
-
-impl Ports {
-    fn new() -> Ports {
-        Ports {
-            rpc: free_port(),
-            meta: free_port(),
-            metrics: free_port(),
-        }
-    }
-}
-
-/// A recipe for this test: real master, a standalone store per role, synthetic workers.
-struct RecipeOpts<'a> {
-    ports: &'a Ports,
-    store_port: u16,
-    prefill_segment: &'a str,
-    decode_segment: &'a str,
-    agg_segment: &'a str,
-    master_args: Option<&'a str>,
-    master_extra_args: &'a str,
-    /// Worker extra args per role (YAML list items, already quoted).
-    worker_args: &'a str,
-    workers: u32,
-    store_restart: &'a str,
-    node_addresses: &'a str,
-}
-
-impl<'a> RecipeOpts<'a> {
-    fn new(ports: &'a Ports) -> Self {
-        RecipeOpts {
-            ports,
-            store_port: free_port(),
-            prefill_segment: "32mb",
-            decode_segment: "48mb",
-            agg_segment: "64mb",
-            master_args: None,
-            master_extra_args: "[]",
-            worker_args: "",
-            workers: 1,
-            store_restart: "{policy: on-failure, max_restarts: 3, window_seconds: 60, backoff_initial_seconds: 0.2}",
-            node_addresses: "{}",
-        }
-    }
-
-    fn write(&self, path: &Path, log_dir: &Path) {
-        let master_args = match self.master_args {
-            Some(a) => format!("    master_args: {a}\n"),
-            None => String::new(),
-        };
-        let worker = |role: &str| {
-            format!(
-                r#"    {role}:
-      - name: worker
-        count: {count}
-        command: [python, {worker}]
-        args: [--name, "{{node}}-{{role}}-{{index}}", --block-size, "65536", --blocks, "16", --interval, "0.05", --report-every, "1"{extra}]
-        readiness: {{log_line: "READY", timeout_seconds: 60}}
-        stop: {{grace_seconds: 10}}
-"#,
-                count = self.workers,
-                worker = repo().join("workers/synthetic_worker.py").display(),
-                extra = self.worker_args,
-            )
-        };
-        let text = format!(
-            r#"name: e2e
-backend:
-  type: sglang
-  prefill_environment: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "0", MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
-  decode_environment: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "0", MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
-  aggregated_environment: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "0", MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
-  mooncake_kv_store:
-    env: {{MOONCAKE_PROTOCOL: tcp}}
-{master_args}    master_extra_args: {extra}
-    standalone:
-      command: [python, -m, mooncake.mooncake_store_service]
-      args: [--port, "{sp}", --max-wait-time, "30"]
-      env: {{MOONCAKE_PROTOCOL: tcp, MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
-      placements:
-        prefill: {{env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "{ps}"}}}}
-        decode: {{env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "{ds}"}}}}
-        aggregated: {{env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: "{as_}"}}}}
-      health_check: {{port: {sp}, timeout_seconds: 60}}
-mcsup:
-  master:
-    rpc_port: {rpc}
-    metadata_port: {meta}
-    metrics_port: {metrics}
-    timeout_seconds: 60
-  store:
-    restart: {restart}
-  workers:
-{wp}{wd}{wa}  shutdown:
-    deadline_seconds: 25
-  log_dir: {log}
-  node_addresses: {addrs}
-"#,
-            extra = self.master_extra_args,
-            sp = self.store_port,
-            ps = self.prefill_segment,
-            ds = self.decode_segment,
-            as_ = self.agg_segment,
-            rpc = self.ports.rpc,
-            meta = self.ports.meta,
-            metrics = self.ports.metrics,
-            restart = self.store_restart,
-            wp = worker("prefill"),
-            wd = worker("decode"),
-            wa = worker("aggregated"),
-            log = log_dir.display(),
-            addrs = self.node_addresses,
-        );
-        std::fs::write(path, text).expect("write recipe");
-    }
-}
 
 /// Start `mcsup run` on a recipe for one node.
 fn start(env: &TestEnv, name: &str, recipe: &Path, args: &[&str]) -> Mcsup {
@@ -194,23 +54,6 @@ fn start(env: &TestEnv, name: &str, recipe: &Path, args: &[&str]) -> Mcsup {
         dir,
         started: Instant::now(),
     }
-}
-
-fn metrics(port: u16) -> String {
-    ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
-        .timeout(Duration::from_secs(3))
-        .call()
-        .ok()
-        .and_then(|r| r.into_string().ok())
-        .unwrap_or_default()
-}
-
-fn metric(text: &str, name: &str) -> Option<u64> {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|v| v as u64)
 }
 
 fn log_of(env: &TestEnv, node: &str, process: &str) -> String {

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use crate::plan::Plan;
 
 pub use machine::ExitStatus;
+pub use runtime::init_tracing;
 pub use signals::hold_early_signals;
 pub use status::{events_path, print_status, status_path, StatusFile, StatusProcess};
 

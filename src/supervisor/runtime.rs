@@ -50,11 +50,13 @@ pub fn init_tracing(format: LogFormat) {
         return;
     }
     let filter = EnvFilter::try_from_env("MCSUP_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal as _;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
-        LogFormat::Human => b.try_init(),
+        LogFormat::Human => b.with_target(false).try_init(),
         LogFormat::Json => b.json().try_init(),
     };
 }

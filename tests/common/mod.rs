@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod recipe;
+
 use mcsup::plan::*;
 use serde_json::Value;
 

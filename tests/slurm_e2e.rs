@@ -1,0 +1,495 @@
+//! mcsup under a real Slurm (Debian slurmctld/slurmd/munge, started by scripts/slurm/cluster.sh
+//! with two fake nodes n1, n2 on 127.0.0.1): the example batch script
+//! scripts/slurm/job-1p1d.sbatch runs `mcsup --role prefill` on n1 (with the master) and
+//! `mcsup --role decode` on n2, over the real Mooncake. Each test has its own cluster (base dir,
+//! ports), its own Mooncake ports, and checks by tag that no process of the job survives.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::recipe::{metric, metrics, repo, venv_bin, Ports, RecipeOpts};
+use common::{wait_for, Ev, Mcsup, TestEnv, MCSUP};
+
+const MIB: u64 = 1 << 20;
+/// KillWait of the test clusters: mcsup's teardown (deadline 10 s) must finish inside it.
+const KILL_WAIT: u64 = 15;
+
+/// A private Slurm; stopped (jobs cancelled, daemons killed by pid) when dropped.
+struct Cluster {
+    base: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Cluster {
+    fn start(env: &TestEnv, proctrack: &str, port_base: u16) -> Cluster {
+        let base = env.path("slurm");
+        let out = Command::new(repo().join("scripts/slurm/cluster.sh"))
+            .args([
+                "start",
+                "--nodes",
+                "2",
+                "--proctrack",
+                proctrack,
+                "--port-base",
+                &port_base.to_string(),
+                "--base",
+            ])
+            .arg(&base)
+            .env("MCSUP_SLURM_KILLWAIT", KILL_WAIT.to_string())
+            .output()
+            .expect("run cluster.sh");
+        let mut c = Cluster {
+            base,
+            env: Vec::new(),
+        };
+        assert!(
+            out.status.success(),
+            "cluster.sh start failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let envs = Command::new(repo().join("scripts/slurm/cluster.sh"))
+            .arg("env")
+            .arg("--base")
+            .arg(&c.base)
+            .output()
+            .unwrap();
+        for line in String::from_utf8_lossy(&envs.stdout).lines() {
+            if let Some((k, v)) = line.strip_prefix("export ").and_then(|l| l.split_once('=')) {
+                c.env.push((
+                    k.to_string(),
+                    v.trim_matches(|ch| ch == '\'' || ch == '"').to_string(),
+                ));
+            }
+        }
+        assert!(
+            c.env.iter().any(|(k, _)| k == "SLURM_CONF"),
+            "no SLURM_CONF from cluster.sh env"
+        );
+        c
+    }
+
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        self.cmd(program)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"))
+    }
+
+    fn job_state(&self, job: &str) -> String {
+        let out = self.run("scontrol", &["-o", "show", "job", job]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let field = |name: &str| {
+            text.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .unwrap_or("?")
+                .to_string()
+        };
+        format!("{} {}", field("JobState"), field("ExitCode"))
+    }
+
+    fn wait_gone(&self, job: &str, timeout: Duration) {
+        wait_for(&format!("job {job} to leave the queue"), timeout, || {
+            let out = self.run("squeue", &["-h", "-j", job]);
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .is_empty()
+                .then_some(())
+        });
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("scripts/slurm/cluster.sh"))
+            .arg("stop")
+            .arg("--base")
+            .arg(&self.base)
+            .output();
+    }
+}
+
+/// One 1P1D job of the example batch script.
+struct Job {
+    id: String,
+    logs: PathBuf,
+    out: PathBuf,
+    ports: Ports,
+}
+
+impl Job {
+    fn submit(env: &TestEnv, cluster: &Cluster) -> Job {
+        let ports = Ports::new();
+        let addrs = "{n1: 127.0.0.1, n2: 127.0.0.1}";
+        let logs = env.path("logs");
+        // Both "nodes" are this machine: one recipe per node, differing in the store's port.
+        let (r1, r2) = (env.path("n1.yaml"), env.path("n2.yaml"));
+        for (path, peer) in [(&r1, "d/"), (&r2, "p/")] {
+            let own = if peer == "d/" { "p/" } else { "d/" };
+            let args = format!(r#", --key-prefix, "{own}", --read-prefix, "{peer}""#);
+            RecipeOpts {
+                node_addresses: addrs,
+                worker_args: &args,
+                deadline_seconds: 10,
+                ..RecipeOpts::new(&ports)
+            }
+            .write(path, &logs.join("{job_id}"));
+        }
+        let out = env.path("job.out");
+        let path = format!(
+            "{}:{}",
+            venv_bin().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let o = cluster
+            .cmd("sbatch")
+            .args(["--parsable", "--time=10", "-o"])
+            .arg(&out)
+            .arg(format!("--chdir={}", env.dir.path().display()))
+            .arg(repo().join("scripts/slurm/job-1p1d.sbatch"))
+            .env("PATH", path)
+            .env("MCSUP", MCSUP)
+            .env("PREFILL_RECIPE", &r1)
+            .env("DECODE_RECIPE", &r2)
+            .env("DRAIN_TIMEOUT", "30")
+            .env("MCSUP_TEST_TAG", &env.tag)
+            .output()
+            .expect("sbatch");
+        assert!(
+            o.status.success(),
+            "sbatch: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let id = String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        assert!(!id.is_empty(), "no job id");
+        Job {
+            logs: logs.join(&id),
+            id,
+            out,
+            ports,
+        }
+    }
+
+    fn events(&self, node: &str) -> Vec<Ev> {
+        let text = std::fs::read_to_string(self.logs.join(format!("{node}.events.jsonl")))
+            .unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| Ev {
+                process: v["process"].as_str().unwrap_or("").to_string(),
+                event: v["event"].as_str().unwrap_or("").to_string(),
+                t_ms: v["t_ms"].as_f64().unwrap_or(0.0),
+                pid: v["pid"].as_i64().map(|p| p as i32),
+                exit_code: v["exit_code"].as_i64().map(|p| p as i32),
+                raw: v,
+            })
+            .collect()
+    }
+
+    fn has(&self, node: &str, process: &str, event: &str) -> bool {
+        self.events(node)
+            .iter()
+            .any(|e| e.process == process && e.event == event)
+    }
+
+    fn out(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn log(&self, node: &str, process: &str) -> String {
+        std::fs::read_to_string(self.logs.join(format!("{node}.{process}.log"))).unwrap_or_default()
+    }
+
+    /// Both workers ready, both stores registered with the master (32 + 48 MiB), and each worker
+    /// reading the other node's keys.
+    fn wait_running(&self, cluster: &Cluster) {
+        wait_for("both workers ready", Duration::from_secs(120), || {
+            if !cluster
+                .run("squeue", &["-h", "-j", &self.id])
+                .stdout
+                .is_empty()
+                || self.has("n1", "worker", "ready")
+            {
+                (self.has("n1", "worker", "ready") && self.has("n2", "worker", "ready"))
+                    .then_some(())
+            } else {
+                panic!("job {} left the queue early:\n{}", self.id, self.out())
+            }
+        });
+        let text = wait_for("capacity = both stores", Duration::from_secs(30), || {
+            let t = metrics(self.ports.metrics);
+            (metric(&t, "master_total_capacity_bytes") == Some(80 * MIB)).then_some(t)
+        });
+        assert_eq!(metric(&text, "master_total_capacity_bytes"), Some(80 * MIB));
+        for node in ["n1", "n2"] {
+            wait_for(
+                &format!("{node}'s worker reading the peer's keys"),
+                Duration::from_secs(30),
+                || {
+                    self.log(node, "worker")
+                        .lines()
+                        .filter(|l| l.contains("REPORT"))
+                        .any(|l| {
+                            l.split_whitespace()
+                                .any(|w| w.strip_prefix("peer_get_ops=").is_some_and(|n| n != "0"))
+                        })
+                        .then_some(())
+                },
+            );
+        }
+    }
+
+    /// The ordered teardown on each node: workers stopped before the store was signalled, the
+    /// store stopped before the master; mcsup finished (it was not SIGKILLed) within KillWait.
+    fn assert_ordered_teardown(&self) -> BTreeMap<String, f64> {
+        let mut took = BTreeMap::new();
+        for node in ["n1", "n2"] {
+            let evs = self.events(node);
+            let names: Vec<String> = evs
+                .iter()
+                .map(|e| format!("{} {}", e.process, e.event))
+                .collect();
+            let i = |p: &str, e: &str| Mcsup::index_of(&evs, p, e);
+            assert!(
+                i("worker", "stopped") < i("store", "stopping"),
+                "{node}: {names:#?}"
+            );
+            if node == "n1" {
+                assert!(
+                    i("store", "stopped") < i("master", "stopping"),
+                    "{node}: {names:#?}"
+                );
+            }
+            let start = Mcsup::find(&evs, "mcsup", "shutdown-requested").t_ms;
+            let end = Mcsup::find(&evs, "mcsup", "finished").t_ms;
+            assert!(
+                end - start < (KILL_WAIT * 1000) as f64,
+                "{node}: teardown took {} ms",
+                end - start
+            );
+            took.insert(node.to_string(), end - start);
+        }
+        eprintln!("job {}: teardown took {took:?} ms", self.id);
+        took
+    }
+}
+
+fn assert_job_leaves_nothing(env: &TestEnv) {
+    wait_for(
+        "every process of the job gone",
+        Duration::from_secs(KILL_WAIT + 10),
+        || env.tagged_pids().is_empty().then_some(()),
+    );
+    env.assert_no_leftovers();
+}
+
+/// `scancel <job>`. Under proctrack/cgroup only mcsup hears the SIGTERM, so the teardown is
+/// mcsup's ordered one. Under linuxproc Slurm signals every descendant at the same moment (the
+/// master may exit before the workers): then no order can be promised, only that mcsup copes —
+/// no failure, no hang, nothing left.
+fn scancel_runs_the_ordered_teardown(proctrack: &str, port_base: u16) {
+    let env = TestEnv::new();
+    let cluster = Cluster::start(&env, proctrack, port_base);
+    let job = Job::submit(&env, &cluster);
+    job.wait_running(&cluster);
+    let t0 = Instant::now();
+    assert!(cluster.run("scancel", &[&job.id]).status.success());
+    cluster.wait_gone(&job.id, Duration::from_secs(KILL_WAIT + 30));
+    eprintln!(
+        "{proctrack}: job {} gone {} ms after scancel",
+        job.id,
+        t0.elapsed().as_millis()
+    );
+    assert!(
+        cluster.job_state(&job.id).starts_with("CANCELLED"),
+        "{}",
+        cluster.job_state(&job.id)
+    );
+    if proctrack == "cgroup" {
+        job.assert_ordered_teardown();
+    }
+    for node in ["n1", "n2"] {
+        let evs = job.events(node);
+        let req = Mcsup::find(&evs, "mcsup", "shutdown-requested");
+        assert!(
+            req.raw.to_string().contains("SIGTERM"),
+            "{node}: {:?}",
+            req.raw
+        );
+        // mcsup finished its own teardown (it was not SIGKILLed at KillWait) without failures.
+        let fin = Mcsup::find(&evs, "mcsup", "finished");
+        assert!(
+            fin.raw.to_string().contains("exit code 0"),
+            "{node}: {:?}",
+            fin.raw
+        );
+        assert!(
+            !evs.iter()
+                .any(|e| e.event == "failed" || e.event == "restarting"),
+            "{node}: {:?}",
+            evs.iter()
+                .map(|e| format!("{} {}", e.process, e.event))
+                .collect::<Vec<_>>()
+        );
+        eprintln!("{proctrack} {node}: teardown {:.0} ms", fin.t_ms - req.t_ms);
+    }
+    assert_job_leaves_nothing(&env);
+}
+
+#[test]
+fn scancel_under_proctrack_cgroup() {
+    scancel_runs_the_ordered_teardown("cgroup", 17830);
+}
+
+#[test]
+fn scancel_under_proctrack_linuxproc() {
+    scancel_runs_the_ordered_teardown("linuxproc", 17840);
+}
+
+#[test]
+fn early_warning_drains_in_order_and_the_job_completes() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start(&env, "cgroup", 17850);
+    let job = Job::submit(&env, &cluster);
+    job.wait_running(&cluster);
+    // What `#SBATCH --signal=B:USR1@N` does: USR1 to the batch shell, which forwards it.
+    assert!(cluster
+        .run("scancel", &["--batch", "--signal=USR1", &job.id])
+        .status
+        .success());
+    cluster.wait_gone(&job.id, Duration::from_secs(60));
+    assert_eq!(cluster.job_state(&job.id), "COMPLETED 0:0", "{}", job.out());
+    assert!(job.out().contains("early warning (USR1)"), "{}", job.out());
+    job.assert_ordered_teardown();
+    for node in ["n1", "n2"] {
+        // The workers were still running when mcsup stopped them: SIGTERM, not the drain signal.
+        assert!(
+            job.log(node, "worker").contains("stopped (signal SIGTERM)"),
+            "{}",
+            job.log(node, "worker")
+        );
+        let req = Mcsup::find(&job.events(node), "mcsup", "shutdown-requested");
+        assert!(
+            req.raw.to_string().contains("SIGUSR1"),
+            "{node}: {:?}",
+            req.raw
+        );
+        assert!(job.out().contains(&format!(
+            "mcsup --role {} exited with status 0",
+            if node == "n1" { "prefill" } else { "decode" }
+        )));
+    }
+    assert_job_leaves_nothing(&env);
+}
+
+#[test]
+fn scancel_kill_leaves_no_process_behind() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start(&env, "cgroup", 17860);
+    let job = Job::submit(&env, &cluster);
+    job.wait_running(&cluster);
+    assert!(!env.tagged_pids().is_empty());
+    // SIGKILL to the tasks (mcsup itself): its children die by PDEATHSIG, the cgroup does the rest.
+    assert!(cluster
+        .run("scancel", &["--signal=KILL", &job.id])
+        .status
+        .success());
+    assert_job_leaves_nothing(&env);
+    cluster.wait_gone(&job.id, Duration::from_secs(KILL_WAIT + 30));
+}
+
+#[test]
+fn preflight_per_node_and_the_fleet_aggregate() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start(&env, "linuxproc", 17870);
+    let ports = Ports::new();
+    let recipe = env.path("job.yaml");
+    RecipeOpts {
+        node_addresses: "{n1: 127.0.0.1, n2: 127.0.0.1}",
+        ..RecipeOpts::new(&ports)
+    }
+    .write(&recipe, &env.log_dir());
+    // One task per node. Both nodes are this machine, so the port bind checks are staggered.
+    let script = format!(
+        "sleep $SLURM_NODEID; exec {MCSUP} preflight --json --role decode --recipe {} --node-ip 127.0.0.1",
+        recipe.display()
+    );
+    let path = format!(
+        "{}:{}",
+        venv_bin().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out_pattern = env.path("preflight-%n.json");
+    let o = cluster
+        .cmd("srun")
+        .args(["-N2", "--ntasks-per-node=1", "-o"])
+        .arg(&out_pattern)
+        .args(["bash", "-c", &script])
+        .env("PATH", path)
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .output()
+        .unwrap();
+    let files: Vec<PathBuf> = (0..2)
+        .map(|i| env.path(&format!("preflight-{i}.json")))
+        .collect();
+    let nodes: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap_or_default())
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "{} not JSON ({e}); srun: {}",
+                            f.display(),
+                            String::from_utf8_lossy(&o.stderr)
+                        )
+                    });
+            assert_eq!(v["passed"], true, "{v:#}");
+            v["node"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(nodes, vec!["n1", "n2"]);
+    assert!(o.status.success());
+
+    let agg = Command::new(MCSUP)
+        .args(["preflight", "--json", "--aggregate"])
+        .args(&files)
+        .output()
+        .unwrap();
+    assert_eq!(
+        agg.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&agg.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&agg.stdout).unwrap();
+    assert_eq!(v["node"], "2 nodes");
+    let names: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"node n1") && names.contains(&"node n2") && names.contains(&"memlock"),
+        "{names:?}"
+    );
+    env.assert_no_leftovers();
+}
