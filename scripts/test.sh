@@ -40,8 +40,9 @@ step() { printf '\n==> %s\n' "$*"; }
 step "build (default features: sysfs + ibverbs)"
 cargo build --workspace --all-targets --locked
 
-step "build the rdma crate without ibverbs (login nodes: no libibverbs/libclang)"
+step "build without ibverbs (login nodes: no libibverbs/libclang; sysfs only)"
 cargo build -p mcsup-rdma --no-default-features --locked
+cargo build -p mcsup --no-default-features --locked --bin mcsup
 
 step "the example batch script's logic under a local Slurm (stand-in mcsup; the real job runs in tests/slurm_e2e.rs)"
 tests/slurm/job-1p1d.sh --mcsup "$REPO_ROOT/target/debug/mcsup"

@@ -265,17 +265,7 @@ fn aggregate(args: &PreflightArgs) -> Result<i32, CliError> {
         ));
     }
     let report = crate::preflight::aggregate::aggregate(&reports);
-    let text = if args.json {
-        report.to_json(args.strict) + "\n"
-    } else {
-        report.to_human(args.strict)
-    };
-    print(&text)?;
-    Ok(if report.passed(args.strict) {
-        EXIT_OK
-    } else {
-        EXIT_PREFLIGHT
-    })
+    print_report(&report, args)
 }
 
 fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
@@ -284,6 +274,11 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
     }
     let (recipe, plan) = load(&args.target)?;
     let report = crate::preflight::run(&plan, &recipe, &preflight_options(args.sysroot.as_deref()));
+    print_report(&report, &args)
+}
+
+/// Print a preflight report (table or JSON); exit 0 when it passed, 1 when not.
+fn print_report(report: &crate::preflight::Report, args: &PreflightArgs) -> Result<i32, CliError> {
     let text = if args.json {
         report.to_json(args.strict) + "\n"
     } else {

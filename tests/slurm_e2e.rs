@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::recipe::{metric, metrics, repo, venv_bin, Ports, RecipeOpts};
-use common::{wait_for, Ev, Mcsup, TestEnv, MCSUP};
+use common::{read_events, wait_for, Ev, Mcsup, TestEnv, MCSUP};
 
 const MIB: u64 = 1 << 20;
 /// KillWait of the test clusters: mcsup's teardown (deadline 10 s) must finish inside it.
@@ -188,19 +188,7 @@ impl Job {
     }
 
     fn events(&self, node: &str) -> Vec<Ev> {
-        let text = std::fs::read_to_string(self.logs.join(format!("{node}.events.jsonl")))
-            .unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .map(|v| Ev {
-                process: v["process"].as_str().unwrap_or("").to_string(),
-                event: v["event"].as_str().unwrap_or("").to_string(),
-                t_ms: v["t_ms"].as_f64().unwrap_or(0.0),
-                pid: v["pid"].as_i64().map(|p| p as i32),
-                exit_code: v["exit_code"].as_i64().map(|p| p as i32),
-                raw: v,
-            })
-            .collect()
+        read_events(&self.logs.join(format!("{node}.events.jsonl")))
     }
 
     fn has(&self, node: &str, process: &str, event: &str) -> bool {

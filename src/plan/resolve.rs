@@ -249,6 +249,17 @@ fn apply_restart(
     Ok(base)
 }
 
+/// "Start after `target` is healthy", when there is a target.
+fn healthy(target: Option<&str>) -> Vec<DependencySpec> {
+    target
+        .map(|t| DependencySpec {
+            target: t.to_string(),
+            condition: DependencyCondition::Healthy,
+        })
+        .into_iter()
+        .collect()
+}
+
 fn tcp(host: &str, port: u16) -> ProbeSpec {
     ProbeSpec::Tcp {
         host: host.to_string(),
@@ -594,13 +605,7 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                 preamble: sa.preamble.as_ref().map(|p| sp.apply(p)),
                 env: env.build(),
                 cwd: None,
-                depends_on: master_dep
-                    .iter()
-                    .map(|t| DependencySpec {
-                        target: t.clone(),
-                        condition: DependencyCondition::Healthy,
-                    })
-                    .collect(),
+                depends_on: healthy(master_dep.as_deref()),
                 readiness,
                 liveness,
                 restart: apply_restart(restart, mc.store.restart.as_ref(), "mcsup.store.restart")?,
@@ -833,13 +838,7 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
                     preamble: w.preamble.as_ref().map(|p| wp.apply(p)),
                     env: env.build(),
                     cwd: w.cwd.as_ref().map(|c| ctx.cwd.join(wp.apply(c))),
-                    depends_on: worker_dep
-                        .iter()
-                        .map(|t| DependencySpec {
-                            target: t.clone(),
-                            condition: DependencyCondition::Healthy,
-                        })
-                        .collect(),
+                    depends_on: healthy(worker_dep.as_deref()),
                     readiness,
                     liveness,
                     restart,

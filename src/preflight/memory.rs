@@ -108,6 +108,30 @@ pub fn slurm_allocation(env: &[(String, String)]) -> Option<(u64, String)> {
     }
 }
 
+/// The directory of a process's cgroup: the hierarchy's mount point (found in mountinfo by
+/// `is_mount`, else `default_mount`) joined with the cgroup path relative to the mount's root.
+/// Returns (mount point, cgroup directory).
+fn cgroup_dir(
+    mounts: Option<&procfs::process::MountInfos>,
+    pathname: &str,
+    default_mount: &str,
+    is_mount: impl Fn(&procfs::process::MountInfo) -> bool,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (mount_point, mount_root) = mounts
+        .and_then(|m| {
+            m.0.iter()
+                .find(|mi| is_mount(mi))
+                .map(|mi| (mi.mount_point.clone(), mi.root.clone()))
+        })
+        .unwrap_or_else(|| (default_mount.into(), "/".into()));
+    let rel = pathname
+        .strip_prefix(&mount_root)
+        .unwrap_or(pathname)
+        .trim_start_matches('/');
+    let dir = mount_point.join(rel);
+    (mount_point, dir)
+}
+
 fn read_cgroup(root: &Sysroot) -> Option<CgroupMemory> {
     let groups = root.procfs::<procfs::ProcessCGroups>("/proc/self/cgroup")?;
     let mounts = root.procfs::<procfs::process::MountInfos>("/proc/self/mountinfo");
@@ -117,22 +141,10 @@ fn read_cgroup(root: &Sysroot) -> Option<CgroupMemory> {
         .iter()
         .find(|g| g.hierarchy == 0 && g.controllers.is_empty())
     {
-        let mount = mounts
-            .as_ref()
-            .and_then(|m| {
-                m.0.iter()
-                    .find(|mi| mi.fs_type == "cgroup2")
-                    .map(|mi| (mi.mount_point.clone(), mi.root.clone()))
-            })
-            .unwrap_or_else(|| ("/sys/fs/cgroup".into(), "/".into()));
-        let rel = g
-            .pathname
-            .strip_prefix(&mount.1)
-            .unwrap_or(&g.pathname)
-            .trim_start_matches('/')
-            .to_string();
+        let (mount, mut dir) = cgroup_dir(mounts.as_ref(), &g.pathname, "/sys/fs/cgroup", |mi| {
+            mi.fs_type == "cgroup2"
+        });
         let mut best: Option<CgroupMemory> = None;
-        let mut dir = std::path::PathBuf::from(&mount.0).join(&rel);
         loop {
             let usage = root.read_limit(dir.join("memory.current")).flatten();
             for file in ["memory.max", "memory.high"] {
@@ -148,7 +160,7 @@ fn read_cgroup(root: &Sysroot) -> Option<CgroupMemory> {
                     }
                 }
             }
-            if dir == std::path::Path::new(&mount.0) || !dir.pop() || !dir.starts_with(&mount.0) {
+            if dir == mount || !dir.pop() || !dir.starts_with(&mount) {
                 break;
             }
         }
@@ -161,21 +173,12 @@ fn read_cgroup(root: &Sysroot) -> Option<CgroupMemory> {
         .0
         .iter()
         .find(|g| g.controllers.iter().any(|c| c == "memory"))?;
-    let mount = mounts
-        .as_ref()
-        .and_then(|m| {
-            m.0.iter()
-                .find(|mi| mi.fs_type == "cgroup" && mi.super_options.contains_key("memory"))
-                .map(|mi| (mi.mount_point.clone(), mi.root.clone()))
-        })
-        .unwrap_or_else(|| ("/sys/fs/cgroup/memory".into(), "/".into()));
-    let rel = g
-        .pathname
-        .strip_prefix(&mount.1)
-        .unwrap_or(&g.pathname)
-        .trim_start_matches('/')
-        .to_string();
-    let dir = std::path::PathBuf::from(&mount.0).join(rel);
+    let (_, dir) = cgroup_dir(
+        mounts.as_ref(),
+        &g.pathname,
+        "/sys/fs/cgroup/memory",
+        |mi| mi.fs_type == "cgroup" && mi.super_options.contains_key("memory"),
+    );
     // memory.stat's hierarchical_memory_limit already is the minimum over ancestors.
     let stat = root.read(dir.join("memory.stat")).unwrap_or_default();
     let hier = stat.lines().find_map(|l| {

@@ -41,6 +41,44 @@ fn close_match<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
 
 const RECIPE_KEYS: &[&str] = &["backend", "environment", "mcsup"];
 
+/// Walk a mapping of a section mcsup shares with srt-slurm: `read` takes each known key's value;
+/// other keys are tolerated (recorded in `ignored` as `<prefix><key>`, their values skipped),
+/// except near-misses of a known key (a typo would otherwise be silently ignored) and duplicates.
+fn visit_lenient<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    known: &[&str],
+    prefix: &str,
+    ignored: &mut Vec<String>,
+    mut read: impl FnMut(&str, &mut A) -> Result<(), A::Error>,
+) -> Result<(), A::Error> {
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(key) = map.next_key::<String>()? {
+        if seen.contains(&key) {
+            return Err(de::Error::custom(format!(
+                "duplicate key `{key}`{FIX_MARKER}keep one `{key}:`"
+            )));
+        }
+        seen.push(key.clone());
+        if known.contains(&key.as_str()) {
+            read(&key, map)?;
+            continue;
+        }
+        if let Some(k) = close_match(&key, known) {
+            let what = if prefix.is_empty() {
+                "top-level section"
+            } else {
+                "key"
+            };
+            return Err(de::Error::custom(format!(
+                "unknown {what} `{key}`{FIX_MARKER}did you mean `{k}`?"
+            )));
+        }
+        map.next_value::<IgnoredAny>()?;
+        ignored.push(format!("{prefix}{key}"));
+    }
+    Ok(())
+}
+
 impl<'de> Deserialize<'de> for Recipe {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -51,29 +89,16 @@ impl<'de> Deserialize<'de> for Recipe {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Recipe, A::Error> {
                 let mut r = Recipe::default();
-                let mut seen: Vec<String> = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if seen.contains(&key) {
-                        return Err(de::Error::custom(format!(
-                            "duplicate key `{key}`{FIX_MARKER}keep one `{key}:` section"
-                        )));
-                    }
-                    seen.push(key.clone());
-                    match key.as_str() {
+                let mut ignored = Vec::new();
+                visit_lenient(&mut map, RECIPE_KEYS, "", &mut ignored, |key, map| {
+                    match key {
                         "backend" => r.backend = map.next_value()?,
                         "environment" => r.environment = map.next_value()?,
-                        "mcsup" => r.mcsup = map.next_value()?,
-                        other => {
-                            if let Some(k) = close_match(other, RECIPE_KEYS) {
-                                return Err(de::Error::custom(format!(
-                                    "unknown top-level section `{other}`{FIX_MARKER}did you mean `{k}`?"
-                                )));
-                            }
-                            map.next_value::<IgnoredAny>()?;
-                            r.ignored.push(other.to_string());
-                        }
+                        _ => r.mcsup = map.next_value()?,
                     }
-                }
+                    Ok(())
+                })?;
+                r.ignored = ignored;
                 Ok(r)
             }
         }
@@ -125,33 +150,28 @@ impl<'de> Deserialize<'de> for Backend {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Backend, A::Error> {
                 let mut b = Backend::default();
-                let mut seen: Vec<String> = Vec::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    if seen.contains(&key) {
-                        return Err(de::Error::custom(format!(
-                            "duplicate key `{key}`{FIX_MARKER}keep one of them"
-                        )));
-                    }
-                    seen.push(key.clone());
-                    match key.as_str() {
-                        "type" => b.r#type = map.next_value()?,
-                        "prefill_environment" => b.prefill_environment = map.next_value()?,
-                        "decode_environment" => b.decode_environment = map.next_value()?,
-                        "aggregated_environment" => b.aggregated_environment = map.next_value()?,
-                        "sglang_config" => b.sglang_config = map.next_value()?,
-                        "vllm_config" => b.vllm_config = map.next_value()?,
-                        "mooncake_kv_store" => b.mooncake_kv_store = map.next_value()?,
-                        other => {
-                            if let Some(k) = close_match(other, BACKEND_KEYS) {
-                                return Err(de::Error::custom(format!(
-                                    "unknown key `{other}`{FIX_MARKER}did you mean `{k}`?"
-                                )));
+                let mut ignored = Vec::new();
+                visit_lenient(
+                    &mut map,
+                    BACKEND_KEYS,
+                    "backend.",
+                    &mut ignored,
+                    |key, map| {
+                        match key {
+                            "type" => b.r#type = map.next_value()?,
+                            "prefill_environment" => b.prefill_environment = map.next_value()?,
+                            "decode_environment" => b.decode_environment = map.next_value()?,
+                            "aggregated_environment" => {
+                                b.aggregated_environment = map.next_value()?
                             }
-                            map.next_value::<IgnoredAny>()?;
-                            b.ignored.push(format!("backend.{other}"));
+                            "sglang_config" => b.sglang_config = map.next_value()?,
+                            "vllm_config" => b.vllm_config = map.next_value()?,
+                            _ => b.mooncake_kv_store = map.next_value()?,
                         }
-                    }
-                }
+                        Ok(())
+                    },
+                )?;
+                b.ignored = ignored;
                 Ok(b)
             }
         }

@@ -307,18 +307,7 @@ impl Mcsup {
     }
 
     pub fn events(&self) -> Vec<Ev> {
-        let text = std::fs::read_to_string(&self.events_path).unwrap_or_default();
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .map(|v| Ev {
-                process: v["process"].as_str().unwrap_or("").to_string(),
-                event: v["event"].as_str().unwrap_or("").to_string(),
-                t_ms: v["t_ms"].as_f64().unwrap_or(0.0),
-                pid: v["pid"].as_i64().map(|p| p as i32),
-                exit_code: v["exit_code"].as_i64().map(|p| p as i32),
-                raw: v,
-            })
-            .collect()
+        read_events(&self.events_path)
     }
 
     /// Wait until `process` has logged `event`; returns that event.
@@ -446,6 +435,22 @@ impl Drop for Mcsup {
             self.kill_hard();
         }
     }
+}
+
+/// Parse an events file (`<node>.events.jsonl`); missing or partial lines are skipped.
+pub fn read_events(path: &Path) -> Vec<Ev> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| Ev {
+            process: v["process"].as_str().unwrap_or("").to_string(),
+            event: v["event"].as_str().unwrap_or("").to_string(),
+            t_ms: v["t_ms"].as_f64().unwrap_or(0.0),
+            pid: v["pid"].as_i64().map(|p| p as i32),
+            exit_code: v["exit_code"].as_i64().map(|p| p as i32),
+            raw: v,
+        })
+        .collect()
 }
 
 /// Count events by (process, event).
