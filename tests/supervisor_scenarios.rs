@@ -928,6 +928,8 @@ fn drain_signal_arriving_before_handlers_is_held_not_fatal() {
     let mut child = std::process::Command::new(MCSUP)
         .args(["run", "--role", "decode", "--node", "n1", "--recipe"])
         .arg(&fifo)
+        // Tagged too, so a failing run cannot leak an mcsup blocked on the FIFO.
+        .env("MCSUP_TEST_TAG", &env.tag)
         .env_remove("SLURM_JOB_ID")
         .env_remove("SLURM_JOB_NODELIST")
         .stdin(std::process::Stdio::null())

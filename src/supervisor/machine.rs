@@ -837,6 +837,10 @@ impl Machine {
 
     fn set_state(&mut self, i: usize, state: ProcState, now: Instant) {
         let p = &mut self.procs[i];
+        // A readiness complaint ("not ready yet: ...") is stale once the process is ready.
+        if matches!(state, ProcState::Ready { .. }) {
+            p.detail = None;
+        }
         p.state = state;
         p.since = now;
         self.version += 1;

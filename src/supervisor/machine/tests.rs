@@ -260,6 +260,8 @@ fn readiness_probes_start_at_once_and_back_off_to_max_interval() {
     });
     assert!(has(&a, "m", RecordKind::Ready));
     assert_eq!(h.state(0), "ready");
+    // The status no longer shows the last refusal once the process is ready.
+    assert_eq!(h.m.snapshot()[0].detail, None);
 }
 
 #[test]
