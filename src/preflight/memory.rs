@@ -515,4 +515,67 @@ mod tests {
         assert_eq!(b.need_total, 110 * GIB);
         assert_eq!(b.available_total, Some(280 * GIB));
     }
+
+    #[test]
+    fn hugepage_stores_are_budgeted_from_free_hugepages() {
+        let sizes = StoreSizes {
+            segment: 4 * GIB,
+            segment_source: String::new(),
+            local_buffer: 0,
+            local_buffer_source: String::new(),
+            hugepages: true,
+        };
+        let plan_for = |facts: &MemoryFacts| {
+            let mut r = Report::default();
+            let plan: Plan = serde_json::from_value(serde_json::json!({
+                "node": {"name": "n", "ip": "127.0.0.1", "node_id": 0, "infra_node": "n", "infra_ip": "127.0.0.1",
+                         "runs_master": false, "job_id": null, "mode": "local"},
+                "roles": [], "gates": [], "processes": [], "files": [],
+                "shutdown": {"deadline_ms": 1000, "drain_signal": "SIGUSR1", "exit_when_workers_done": true},
+                "log_dir": "/tmp", "ignored_sections": [], "warnings": []
+            }))
+            .unwrap();
+            check(&plan, &Recipe::default(), Some(&sizes), &[], facts, &mut r);
+            r
+        };
+        let mut facts = MemoryFacts {
+            mem_available: Some(64 * GIB),
+            ..Default::default()
+        };
+        // 2 MiB pages: 2048 free, 100 reserved -> 3.8 GiB, short of the 4 GiB segment.
+        facts.hugepages = Some(Hugepages {
+            page_size: 2 << 20,
+            free: 2048,
+            reserved: 100,
+        });
+        let r = plan_for(&facts);
+        let hp = r.checks.iter().find(|c| c.name == "hugepages").unwrap();
+        assert_eq!(hp.status, super::super::Status::Fail, "{hp:?}");
+        // The segment is not counted against DRAM when it lives in hugepages.
+        assert_eq!(r.budget.as_ref().unwrap().need[0].bytes, 0);
+        facts.hugepages = Some(Hugepages {
+            page_size: 1 << 30,
+            free: 8,
+            reserved: 2,
+        });
+        let r = plan_for(&facts);
+        assert_eq!(
+            r.checks
+                .iter()
+                .find(|c| c.name == "hugepages")
+                .unwrap()
+                .status,
+            super::super::Status::Ok
+        );
+        facts.hugepages = None;
+        let r = plan_for(&facts);
+        assert_eq!(
+            r.checks
+                .iter()
+                .find(|c| c.name == "hugepages")
+                .unwrap()
+                .status,
+            super::super::Status::Fail
+        );
+    }
 }
