@@ -70,7 +70,15 @@ impl Outcome {
     }
 }
 
-fn preflight(root: &Path, recipe: &str, role: &str, extra: &[&str]) -> Outcome {
+/// Run the real `mcsup preflight --sysroot root` on `recipe` for `role` (prefill on gpu-01, the
+/// infra node; other roles on gpu-02), with extra arguments and environment.
+fn run_preflight(
+    root: &Path,
+    recipe: &str,
+    role: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
     let rp = dir.path().join("job.yaml");
     std::fs::write(&rp, recipe).unwrap();
@@ -79,30 +87,49 @@ fn preflight(root: &Path, recipe: &str, role: &str, extra: &[&str]) -> Outcome {
     } else {
         "gpu-02"
     };
-    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
-        .args([
-            "preflight",
-            "--json",
-            "--role",
-            role,
-            "--node",
-            node,
-            "--nodelist",
-            "gpu-[01-02]",
-            "--master-addr",
-            "10.0.0.1",
-            "--node-ip",
-            "10.0.0.2",
-            "--recipe",
-        ])
-        .arg(&rp)
-        .arg("--sysroot")
-        .arg(root)
-        .args(extra)
-        .env_remove("NCCL_IB_GID_INDEX")
-        .env_remove("MC_GID_INDEX")
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcsup"));
+    cmd.args([
+        "preflight",
+        "--role",
+        role,
+        "--node",
+        node,
+        "--nodelist",
+        "gpu-[01-02]",
+    ])
+    .args([
+        "--master-addr",
+        "10.0.0.1",
+        "--node-ip",
+        "10.0.0.2",
+        "--recipe",
+    ])
+    .arg(&rp)
+    .arg("--sysroot")
+    .arg(root)
+    .args(extra)
+    .env_remove("NCCL_IB_GID_INDEX")
+    .env_remove("MC_GID_INDEX");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn preflight(root: &Path, recipe: &str, role: &str, extra: &[&str]) -> Outcome {
+    preflight_env(root, recipe, role, extra, &[])
+}
+
+fn preflight_env(
+    root: &Path,
+    recipe: &str,
+    role: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Outcome {
+    let mut args = vec!["--json"];
+    args.extend_from_slice(extra);
+    let out = run_preflight(root, recipe, role, &args, env);
     let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "not JSON ({e}): {}\n{}",
@@ -189,28 +216,14 @@ fn gid_index_1_2_5_and_unset() {
 fn nccl_gid_index_is_inherited_silently_warns() {
     let n = node("two-nics", &Proc::default());
     let unset = seed_recipe().replace("        MC_GID_INDEX: \"3\"\n", "");
-    let dir = tempfile::tempdir().unwrap();
-    let rp = dir.path().join("job.yaml");
-    std::fs::write(&rp, unset).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
-        .args([
-            "preflight",
-            "--json",
-            "--role",
-            "decode",
-            "--node",
-            "gpu-02",
-            "--nodelist",
-            "gpu-[01-02]",
-            "--recipe",
-        ])
-        .arg(&rp)
-        .arg("--sysroot")
-        .arg(n.path())
-        .env("NCCL_IB_GID_INDEX", "2")
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = preflight_env(
+        n.path(),
+        &unset,
+        "decode",
+        &[],
+        &[("NCCL_IB_GID_INDEX", "2")],
+    )
+    .json;
     let checks = json["checks"].as_array().unwrap();
     let src = checks
         .iter()
@@ -524,25 +537,7 @@ fn human_output_groups_checks_and_prints_the_budget_with_units() {
             ..Proc::default()
         },
     );
-    let dir = tempfile::tempdir().unwrap();
-    let rp = dir.path().join("job.yaml");
-    std::fs::write(&rp, seed_recipe()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
-        .args([
-            "preflight",
-            "--role",
-            "decode",
-            "--node",
-            "gpu-02",
-            "--nodelist",
-            "gpu-[01-02]",
-            "--recipe",
-        ])
-        .arg(&rp)
-        .arg("--sysroot")
-        .arg(n.path())
-        .output()
-        .unwrap();
+    let out = run_preflight(n.path(), &seed_recipe(), "decode", &[], &[]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     for want in [
