@@ -67,6 +67,19 @@ fn tcp_ready(mut p: ProcessSpec, timeout: u64) -> ProcessSpec {
     p
 }
 
+/// A TCP liveness probe every second (100 ms per attempt) that restarts after `threshold` failures.
+fn tcp_liveness(threshold: u32) -> LivenessSpec {
+    LivenessSpec {
+        probe: ProbeSpec::Tcp {
+            host: "127.0.0.1".into(),
+            port: 1,
+        },
+        period: d(1000),
+        attempt_timeout: d(100),
+        failure_threshold: threshold,
+    }
+}
+
 fn plan(processes: Vec<ProcessSpec>) -> Plan {
     Plan {
         node: NodeSummary {
@@ -869,15 +882,7 @@ fn restarting_process_rechecks_its_own_dependencies() {
 #[test]
 fn liveness_failures_restart_per_policy() {
     let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::OnFailure);
-    s.liveness = Some(LivenessSpec {
-        probe: ProbeSpec::Tcp {
-            host: "127.0.0.1".into(),
-            port: 1,
-        },
-        period: d(1000),
-        attempt_timeout: d(100),
-        failure_threshold: 3,
-    });
+    s.liveness = Some(tcp_liveness(3));
     let mut h = H::new(plan(vec![s]));
     h.start_all();
     assert_eq!(
@@ -912,15 +917,7 @@ fn liveness_failures_restart_per_policy() {
 #[test]
 fn liveness_success_resets_the_failure_count() {
     let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::OnFailure);
-    s.liveness = Some(LivenessSpec {
-        probe: ProbeSpec::Tcp {
-            host: "127.0.0.1".into(),
-            port: 1,
-        },
-        period: d(1000),
-        attempt_timeout: d(100),
-        failure_threshold: 2,
-    });
+    s.liveness = Some(tcp_liveness(2));
     let mut h = H::new(plan(vec![s]));
     h.start_all();
     for (i, ok) in [false, true, false, true].into_iter().enumerate() {
@@ -938,15 +935,7 @@ fn liveness_success_resets_the_failure_count() {
 #[test]
 fn health_failure_during_shutdown_is_ignored() {
     let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::Always);
-    s.liveness = Some(LivenessSpec {
-        probe: ProbeSpec::Tcp {
-            host: "127.0.0.1".into(),
-            port: 1,
-        },
-        period: d(1000),
-        attempt_timeout: d(100),
-        failure_threshold: 1,
-    });
+    s.liveness = Some(tcp_liveness(1));
     let mut h = H::new(plan(vec![s]));
     h.start_all();
     let a = h.at(1000);
@@ -966,15 +955,7 @@ fn health_failure_during_shutdown_is_ignored() {
 #[test]
 fn liveness_restart_stop_turns_into_teardown_when_shutdown_arrives() {
     let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::Always);
-    s.liveness = Some(LivenessSpec {
-        probe: ProbeSpec::Tcp {
-            host: "127.0.0.1".into(),
-            port: 1,
-        },
-        period: d(1000),
-        attempt_timeout: d(100),
-        failure_threshold: 1,
-    });
+    s.liveness = Some(tcp_liveness(1));
     let mut h = H::new(plan(vec![s]));
     h.start_all();
     let a = h.at(1000);
