@@ -363,7 +363,23 @@ fn early_warning_drains_in_order_and_the_job_completes() {
         .status
         .success());
     cluster.wait_gone(&job.id, Duration::from_secs(60));
-    assert_eq!(cluster.job_state(&job.id), "COMPLETED 0:0", "{}", job.out());
+    // On failure, say how each mcsup finished (e.g. 124: a grace expired) and what the job printed.
+    let finished: Vec<String> = ["n1", "n2"]
+        .iter()
+        .map(|n| {
+            let evs = job.events(n);
+            let fin = evs
+                .iter()
+                .find(|e| e.process == "mcsup" && e.event == "finished");
+            format!("{n}: {:?}", fin.map(|e| e.raw.to_string()))
+        })
+        .collect();
+    assert_eq!(
+        cluster.job_state(&job.id),
+        "COMPLETED 0:0",
+        "{finished:?}\n{}",
+        job.out()
+    );
     assert!(job.out().contains("early warning (USR1)"), "{}", job.out());
     job.assert_ordered_teardown();
     for node in ["n1", "n2"] {
