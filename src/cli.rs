@@ -81,6 +81,10 @@ pub struct TargetArgs {
     /// This node's address, overriding name resolution.
     #[arg(long, value_name = "IP")]
     pub node_ip: Option<String>,
+    /// Fail when the recipe has a service mcsup does not run (a container, a build, a pool, a
+    /// TRT-LLM donor...) instead of listing it in the plan.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -210,8 +214,19 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
         .unwrap_or_default();
     let ctx = node::resolve(&node_inputs(t), &addresses, &node::system_resolver)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let plan = plan::plan(&recipe, &roles, &ctx)
-        .map_err(|e| CliError::usage(format!("{}: {e}", recipe_path.display())))?;
+    let plan = plan::plan_with(
+        &recipe,
+        &roles,
+        &ctx,
+        plan::PlanOptions { strict: t.strict },
+    )
+    .map_err(|e| {
+        let at = match recipe.positions.find(&e.key_path) {
+            Some((line, col)) => format!(":{line}:{col}"),
+            None => String::new(),
+        };
+        CliError::usage(format!("{}{at}: {e}", recipe_path.display()))
+    })?;
     Ok((recipe, plan))
 }
 

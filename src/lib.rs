@@ -6,10 +6,11 @@
 //! live only in the supervisor's runtime modules and in the few system readers.
 
 pub mod cli;
+pub mod domain;
+pub mod mooncake;
 pub mod node;
 pub mod plan;
 pub mod preflight;
 pub mod recipe;
 pub mod render;
-pub mod size;
 pub mod supervisor;

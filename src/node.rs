@@ -41,6 +41,8 @@ pub struct NodeInputs {
     pub hostname: String,
     /// Directory relative paths are resolved against.
     pub cwd: PathBuf,
+    /// The machine's temporary directory (`TMPDIR`, else `/tmp`); empty means `/tmp`.
+    pub tmp_dir: PathBuf,
 }
 
 impl NodeInputs {
@@ -58,6 +60,7 @@ impl NodeInputs {
                 .and_then(|h| h.into_string().ok())
                 .unwrap_or_else(|| "localhost".into()),
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            tmp_dir: std::env::temp_dir(),
             ..Default::default()
         }
     }
@@ -77,6 +80,9 @@ pub struct NodeContext {
     /// Inside a Slurm job (or given a node list) rather than a single local machine.
     pub slurm: bool,
     pub cwd: PathBuf,
+    /// This job's scratch directory on this node (`<tmp>/mcsup-<job>-<node>`): data directories
+    /// of etcd and NATS, which srtctl keeps in its container's private `/tmp`.
+    pub scratch_dir: PathBuf,
     /// Things worth telling the user (e.g. a name that did not resolve).
     pub warnings: Vec<String>,
 }
@@ -200,7 +206,6 @@ pub fn resolve(
         None => address_of(&infra_node, &mut warnings)?,
     };
     Ok(NodeContext {
-        name,
         ip,
         node_id,
         nodelist,
@@ -210,6 +215,30 @@ pub fn resolve(
         job_id: inputs.job_id.clone(),
         slurm,
         cwd: inputs.cwd.clone(),
+        scratch_dir: {
+            let tmp = if inputs.tmp_dir.as_os_str().is_empty() {
+                PathBuf::from("/tmp")
+            } else {
+                inputs.tmp_dir.clone()
+            };
+            let safe = |s: &str| -> String {
+                s.chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect()
+            };
+            tmp.join(format!(
+                "mcsup-{}-{}",
+                safe(inputs.job_id.as_deref().unwrap_or("local")),
+                safe(&name)
+            ))
+        },
+        name,
         warnings,
     })
 }

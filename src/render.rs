@@ -6,9 +6,9 @@
 
 use std::fmt::Write as _;
 
+use crate::mooncake::size;
 use crate::plan::*;
 use crate::recipe::SIZE_VARIABLES;
-use crate::size;
 
 const SECRET_MARKERS: [&str; 5] = ["TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"];
 const REDACTED: &str = "<redacted>";
@@ -151,6 +151,36 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
         n.infra_node, n.infra_ip
     );
     let _ = writeln!(o, "log dir: {}", p.log_dir.display());
+    if !p.recipe_schema.is_empty() {
+        let _ = writeln!(o, "recipe: srt-slurm {} spelling", p.recipe_schema);
+    }
+    if !p.services.is_empty() {
+        let _ = writeln!(
+            o,
+            "
+services (the job's, as srtctl's dry-run lists them):"
+        );
+        for r in &p.services {
+            let _ = writeln!(
+                o,
+                "  {}  type={} placement={} start={} critical={}",
+                r.name, r.r#type, r.placement, r.start, r.critical
+            );
+            if let Some(why) = &r.implied_by {
+                let _ = writeln!(o, "    implied by: {why}");
+            }
+            let here = match &r.here {
+                ServiceHere::Runs { processes } => format!("runs here as {}", processes.join(", ")),
+                ServiceHere::Elsewhere => "placed on other nodes".into(),
+                ServiceHere::External { endpoint } => {
+                    format!("external: {endpoint} (not launched)")
+                }
+                ServiceHere::Disabled => "disabled (enabled: false)".into(),
+                ServiceHere::NotRun { why } => format!("not run by mcsup: {why}"),
+            };
+            let _ = writeln!(o, "    {here}; readiness {}; from {}", r.readiness, r.key);
+        }
+    }
 
     if !p.gates.is_empty() {
         let _ = writeln!(o, "\nwaits for (remote):");
@@ -283,9 +313,27 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
         let _ = writeln!(o, "  (none)");
     }
     let sd = &p.shutdown;
+    let mut tiers: Vec<(u8, Vec<&str>)> = Vec::new();
+    for proc_ in &p.processes {
+        let t = proc_.teardown_tier();
+        match tiers.iter_mut().find(|(x, _)| *x == t) {
+            Some((_, names)) => names.push(&proc_.name),
+            None => tiers.push((t, vec![&proc_.name])),
+        }
+    }
+    tiers.sort_by_key(|(t, _)| *t);
+    let order = if tiers.is_empty() {
+        "nothing to stop".to_string()
+    } else {
+        tiers
+            .iter()
+            .map(|(_, names)| names.join(" + "))
+            .collect::<Vec<_>>()
+            .join(", then ")
+    };
     let _ = writeln!(
         o,
-        "\nshutdown: workers, then store, then master; deadline {}; drain signal {}{}",
+        "\nshutdown: {order}; deadline {}; drain signal {}{}",
         secs(sd.deadline),
         sd.drain_signal,
         if sd.exit_when_workers_done {

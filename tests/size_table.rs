@@ -1,7 +1,7 @@
 //! The size parser against Mooncake's own behaviour: a table generated from the real
 //! `mooncake_config._parse_segment_size` (scripts/gen-size-table.py), plus property tests.
 
-use mcsup::size::{parse_mooncake_size, sglang_accepts};
+use mcsup::mooncake::size::{parse_mooncake_size, sglang_accepts};
 use proptest::prelude::*;
 
 #[derive(serde::Deserialize)]

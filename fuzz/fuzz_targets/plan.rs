@@ -9,7 +9,7 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 use mcsup::node::{self, MasterMode, NodeInputs};
 use mcsup::plan::{self, Role};
-use mcsup::{recipe, render, size};
+use mcsup::{recipe, render, mooncake::size};
 
 /// The node contexts tried on every recipe: the second node of a two-node Slurm job (the master
 /// runs elsewhere), its infra node, and a single local machine. No DNS: names do not resolve.

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use mcsup::{recipe, size};
+use mcsup::{recipe, mooncake::size};
 
 fuzz_target!(|data: &[u8]| {
     // load_file rejects non-UTF-8 before parse_str; mirror that.

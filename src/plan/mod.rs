@@ -2,10 +2,22 @@
 //!
 //! Pure: no I/O, no clock, no environment reads. Whatever the plan needs from the system (node
 //! names, addresses, the working directory) arrives in a [`crate::node::NodeContext`] value.
+//!
+//! The steps, one file each: [`model`] folds every recipe spelling into one service model;
+//! [`kinds`] holds the service kinds' defaults; [`services`] and [`workers`] resolve this node's
+//! processes (with [`placeholders`] and [`policy`]); [`lints`] words the warnings; [`resolve`]
+//! orders it all into phases and gates. [`spec`] is the output.
 
 mod env;
+pub mod kinds;
+pub mod lints;
+pub mod model;
+pub mod placeholders;
+pub mod policy;
 mod resolve;
+pub mod services;
 pub mod spec;
+pub mod workers;
 
 pub use env::EnvBuilder;
 pub use resolve::*;

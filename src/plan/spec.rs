@@ -6,79 +6,29 @@
 
 use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// A serving role, as named by srt-slurm (`prefill`, `decode`, `aggregated`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Prefill,
-    Decode,
-    #[serde(alias = "agg")]
-    Aggregated,
-}
+pub use crate::domain::{Role, SignalName};
 
-impl Role {
-    /// All roles, in srt-slurm's order.
-    pub const ALL: [Role; 3] = [Role::Prefill, Role::Decode, Role::Aggregated];
-
-    /// The canonical lower-case name (`aggregated`, not `agg`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Prefill => "prefill",
-            Role::Decode => "decode",
-            Role::Aggregated => "aggregated",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "prefill" => Ok(Role::Prefill),
-            "decode" => Ok(Role::Decode),
-            "agg" | "aggregated" => Ok(Role::Aggregated),
-            other => Err(format!(
-                "unknown role `{other}` (expected prefill, decode, agg/aggregated, or a comma list of them)"
-            )),
-        }
-    }
-}
-
-/// What a process is for; decides its teardown tier (workers first, then the store, then the
-/// master) and its default stop/restart policy.
+/// What a process is for; decides its default stop/restart policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProcessKind {
     Master,
     Store,
+    /// Any other `services:` kind (etcd, nats, exporters, generic, ...).
+    Service,
     Worker,
 }
 
 impl ProcessKind {
-    /// Teardown tier: lower tiers stop first.
-    pub fn teardown_tier(self) -> u8 {
-        match self {
-            ProcessKind::Worker => 0,
-            ProcessKind::Store => 1,
-            ProcessKind::Master => 2,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             ProcessKind::Master => "master",
             ProcessKind::Store => "store",
+            ProcessKind::Service => "service",
             ProcessKind::Worker => "worker",
         }
     }
@@ -90,66 +40,45 @@ impl fmt::Display for ProcessKind {
     }
 }
 
-/// A POSIX signal by name (`SIGINT`), serialised as its name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SignalName(pub nix::sys::signal::Signal);
+/// When a process starts, in srtctl 2.0's phases (workers are a phase of their own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// etcd, NATS: before anything else.
+    Infra,
+    /// The Mooncake master and stores, and other services the workers need.
+    BeforeWorkers,
+    /// Launched with the workers, not gating them.
+    WithWorkers,
+    /// The inference workers.
+    Workers,
+    /// After the workers are ready (srtctl: after the frontend).
+    AfterFrontend,
+}
 
-impl SignalName {
-    pub const SIGTERM: SignalName = SignalName(nix::sys::signal::Signal::SIGTERM);
-    pub const SIGINT: SignalName = SignalName(nix::sys::signal::Signal::SIGINT);
-    pub const SIGKILL: SignalName = SignalName(nix::sys::signal::Signal::SIGKILL);
-    pub const SIGUSR1: SignalName = SignalName(nix::sys::signal::Signal::SIGUSR1);
+impl Phase {
+    /// The phase a process of `kind` has unless a recipe says otherwise.
+    pub fn default_for(kind: ProcessKind) -> Phase {
+        match kind {
+            ProcessKind::Worker => Phase::Workers,
+            _ => Phase::BeforeWorkers,
+        }
+    }
 
     pub fn as_str(self) -> &'static str {
-        self.0.as_str()
-    }
-
-    /// The signal number.
-    pub fn number(self) -> i32 {
-        self.0 as i32
+        match self {
+            Phase::Infra => "infra",
+            Phase::BeforeWorkers => "before_workers",
+            Phase::WithWorkers => "with_workers",
+            Phase::Workers => "workers",
+            Phase::AfterFrontend => "after_frontend",
+        }
     }
 }
 
-impl fmt::Display for SignalName {
+impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for SignalName {
-    type Err = String;
-    /// Accepts `SIGTERM`, `TERM`, `term`, or a number (`15`).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let t = s.trim();
-        if let Ok(n) = t.parse::<i32>() {
-            return nix::sys::signal::Signal::try_from(n)
-                .map(SignalName)
-                .map_err(|_| format!("`{t}` is not a signal number"));
-        }
-        let upper = t.to_ascii_uppercase();
-        let full = if upper.starts_with("SIG") {
-            upper
-        } else {
-            format!("SIG{upper}")
-        };
-        nix::sys::signal::Signal::from_str(&full)
-            .map(SignalName)
-            .map_err(|_| {
-                format!("`{t}` is not a signal name (expected e.g. SIGTERM, SIGINT, SIGUSR1)")
-            })
-    }
-}
-
-impl Serialize for SignalName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for SignalName {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -178,6 +107,12 @@ pub struct Plan {
     pub gates: Vec<GateSpec>,
     /// Processes in start order.
     pub processes: Vec<ProcessSpec>,
+    /// Every effective service of the job (implied ones included) and its fate on this node.
+    #[serde(default)]
+    pub services: Vec<ServiceRow>,
+    /// The recipe's spelling: `v1`, `v1+standalone` (the seed's), `2.0`.
+    #[serde(default)]
+    pub recipe_schema: String,
     /// Files written into place before any process starts (e.g. vLLM's Mooncake JSON config).
     pub files: Vec<FileSpec>,
     /// Node-wide shutdown behaviour.
@@ -211,6 +146,11 @@ pub struct ProcessSpec {
     /// Unique on the node; used in logs, status and dependencies.
     pub name: String,
     pub kind: ProcessKind,
+    /// Start phase; teardown runs the phases in reverse (see [`ProcessSpec::teardown_tier`]).
+    pub phase: Phase,
+    /// For a `services:` entry: its type and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceOrigin>,
     /// Roles this process serves (a co-located store can serve several).
     pub roles: Vec<Role>,
     /// The program and its arguments, exec'd directly (no shell).
@@ -233,6 +173,19 @@ pub struct ProcessSpec {
 }
 
 impl ProcessSpec {
+    /// Teardown order, lowest first: after-frontend services, workers (and with-workers
+    /// services), other before-workers services such as the stores, the Mooncake master (stores
+    /// unmount from a live master), infra services (etcd, NATS).
+    pub fn teardown_tier(&self) -> u8 {
+        match self.phase {
+            Phase::AfterFrontend => 0,
+            Phase::Workers | Phase::WithWorkers => 1,
+            Phase::BeforeWorkers if self.kind == ProcessKind::Master => 3,
+            Phase::BeforeWorkers => 2,
+            Phase::Infra => 4,
+        }
+    }
+
     /// Look up the final value of a variable this spec sets.
     pub fn env_value(&self, name: &str) -> Option<&str> {
         self.env
@@ -240,6 +193,58 @@ impl ProcessSpec {
             .find(|v| v.name == name)
             .map(|v| v.value.as_str())
     }
+}
+
+/// Which `services:` entry a process runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceOrigin {
+    /// The entry's `name`.
+    pub service: String,
+    /// Its `type` (`mooncake-store`, `etcd`, ...).
+    pub r#type: String,
+    /// The recipe key it came from, in the user's spelling (`services[2]`,
+    /// `backend.mooncake_kv_store.standalone`).
+    pub key: String,
+    /// Why an implied service exists (`backend.mooncake_kv_store`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implied_by: Option<String>,
+}
+
+/// One effective service of the job, as srtctl's dry-run lists it, and what mcsup does with it on
+/// this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceRow {
+    pub name: String,
+    pub r#type: String,
+    /// `placement.node` (or `roles: prefill,decode` for the seed's placements).
+    pub placement: String,
+    pub start: String,
+    pub critical: bool,
+    /// The command as written, before this node's placeholders.
+    pub command: Vec<String>,
+    /// The readiness, described (`tcp/8700, timeout=120s`, `none`).
+    pub readiness: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implied_by: Option<String>,
+    pub key: String,
+    /// What mcsup does with it here.
+    pub here: ServiceHere,
+}
+
+/// A service's fate on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ServiceHere {
+    /// Runs on this node as these processes.
+    Runs { processes: Vec<String> },
+    /// Placed on other nodes of the job.
+    Elsewhere,
+    /// `external:`: nothing launched; clients get this address.
+    External { endpoint: String },
+    /// `enabled: false`.
+    Disabled,
+    /// A kind or feature mcsup does not run (containers, builds, pools, ...).
+    NotRun { why: String },
 }
 
 /// A remote readiness condition (no child process): e.g. the master on the infra node.

@@ -7,9 +7,9 @@ use super::hicache::L2;
 use super::report::{Budget, BudgetLine, Check, Report};
 use super::system::Sysroot;
 use super::StoreSizes;
+use crate::mooncake::size::Bytes;
 use crate::plan::Plan;
 use crate::recipe::Recipe;
-use crate::size::Bytes;
 
 const G: &str = "memory";
 const GIB: u64 = 1 << 30;

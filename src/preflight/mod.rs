@@ -16,9 +16,9 @@ pub mod tools;
 
 pub use report::{Budget, BudgetLine, Check, Report, Status};
 
+use crate::mooncake::size;
 use crate::plan::{Plan, ProcessKind};
 use crate::recipe::Recipe;
-use crate::size;
 
 /// Inputs that are not in the plan.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub fn store_sizes(plan: &Plan) -> Option<StoreSizes> {
     };
     let (segment, segment_source) = read(
         "MOONCAKE_GLOBAL_SEGMENT_SIZE",
-        crate::plan::MOONCAKE_DEFAULT_SEGMENT,
+        crate::mooncake::DEFAULT_SEGMENT,
     );
     let (local_buffer, local_buffer_source) = read("MOONCAKE_LOCAL_BUFFER_SIZE", 1 << 30);
     let hugepages = store.env_value("MC_STORE_USE_HUGEPAGE").is_some_and(|v| {

@@ -120,6 +120,7 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, report: &mut Repor
             let fix = match p.kind {
                 ProcessKind::Master => "install Mooncake (scripts/setup.sh puts it in .venv/bin) and put it on PATH, or set mcsup.master.command",
                 ProcessKind::Store => "install Mooncake's Python package in the interpreter on PATH, or set standalone.command",
+                ProcessKind::Service => "install the service's program on this node (srtctl's /configs binaries: set mcsup.configs_dir), or set the service's command",
                 ProcessKind::Worker => "fix the worker's command, or put its program on PATH",
             };
             report.push(Check::fail(

@@ -60,7 +60,10 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
     }
     let de = serde_yaml::Deserializer::from_str(text);
     match serde_path_to_error::deserialize::<_, Recipe>(de) {
-        Ok(r) => Ok(r),
+        Ok(mut r) => {
+            r.positions = super::locate::KeyIndex::build(text);
+            Ok(r)
+        }
         Err(e) => Err(convert(path, e)),
     }
 }

@@ -9,10 +9,14 @@
 
 mod error;
 mod load;
+pub mod locate;
 pub mod types;
+pub mod v2;
 mod values;
 
 pub use error::RecipeError;
 pub use load::{load_file, parse_str};
+pub use locate::KeyIndex;
 pub use types::*;
+pub use v2::*;
 pub use values::*;

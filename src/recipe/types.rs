@@ -17,8 +17,24 @@ pub struct Recipe {
     pub environment: EnvMap,
     /// mcsup's own section.
     pub mcsup: Option<McsupSection>,
+    /// srt-slurm 2.0's `schema:` (2); absent in v1 recipes.
+    pub schema: Option<u32>,
+    /// srt-slurm 2.0's `engine:` (v1's `backend`).
+    pub engine: Option<super::v2::Engine>,
+    /// srt-slurm 2.0's `roles:` (v1's `*_environment` and `<engine>_config`).
+    pub roles: Option<super::v2::Roles>,
+    /// srt-slurm 2.0's typed `services:`.
+    pub services: Option<Vec<super::v2::ServiceConfig>>,
+    /// `frontend:` (only `type` is read: a dynamo frontend implies etcd, and NATS for a NATS
+    /// plane, in 2.0).
+    pub frontend: Option<serde_yaml::Value>,
+    /// `dynamo:` (only `request_plane` / `event_plane` are read).
+    pub dynamo: Option<serde_yaml::Value>,
     /// Key paths of sections accepted but not interpreted (e.g. `model`, `slurm`, `benchmark`).
     pub ignored: Vec<String>,
+    /// Where each key stands in the file, for errors found after parsing.
+    #[serde(skip)]
+    pub positions: super::locate::KeyIndex,
 }
 
 /// Names this many edits (or fewer) away from a known key are treated as typos, not as foreign
@@ -39,12 +55,22 @@ fn close_match<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
-const RECIPE_KEYS: &[&str] = &["backend", "environment", "mcsup"];
+const RECIPE_KEYS: &[&str] = &[
+    "backend",
+    "environment",
+    "mcsup",
+    "schema",
+    "engine",
+    "roles",
+    "services",
+    "frontend",
+    "dynamo",
+];
 
 /// Walk a mapping of a section mcsup shares with srt-slurm: `read` takes each known key's value;
 /// other keys are tolerated (recorded in `ignored` as `<prefix><key>`, their values skipped),
 /// except near-misses of a known key (a typo would otherwise be silently ignored) and duplicates.
-fn visit_lenient<'de, A: MapAccess<'de>>(
+pub(super) fn visit_lenient<'de, A: MapAccess<'de>>(
     map: &mut A,
     known: &[&str],
     prefix: &str,
@@ -94,6 +120,20 @@ impl<'de> Deserialize<'de> for Recipe {
                     match key {
                         "backend" => r.backend = map.next_value()?,
                         "environment" => r.environment = map.next_value()?,
+                        "schema" => {
+                            let v: u32 = map.next_value()?;
+                            if v != 2 {
+                                return Err(de::Error::custom(format!(
+                                    "schema {v} is not a recipe layout mcsup reads{FIX_MARKER}write `schema: 2` for an srt-slurm 2.0 recipe, or drop `schema:` for a v1 recipe"
+                                )));
+                            }
+                            r.schema = Some(v);
+                        }
+                        "engine" => r.engine = map.next_value()?,
+                        "roles" => r.roles = map.next_value()?,
+                        "services" => r.services = map.next_value()?,
+                        "frontend" => r.frontend = map.next_value()?,
+                        "dynamo" => r.dynamo = map.next_value()?,
                         _ => r.mcsup = map.next_value()?,
                     }
                     Ok(())
@@ -192,8 +232,8 @@ pub struct RoleFlags {
 }
 
 impl RoleFlags {
-    pub fn for_role(&self, role: crate::plan::Role) -> Option<&FlagMap> {
-        use crate::plan::Role;
+    pub fn for_role(&self, role: crate::domain::Role) -> Option<&FlagMap> {
+        use crate::domain::Role;
         match role {
             Role::Prefill => self.prefill.as_ref(),
             Role::Decode => self.decode.as_ref(),
@@ -283,8 +323,8 @@ pub struct Placements {
 }
 
 impl Placements {
-    pub fn for_role(&self, role: crate::plan::Role) -> Option<&Placement> {
-        use crate::plan::Role;
+    pub fn for_role(&self, role: crate::domain::Role) -> Option<&Placement> {
+        use crate::domain::Role;
         match role {
             Role::Prefill => self.prefill.as_ref(),
             Role::Decode => self.decode.as_ref(),
@@ -371,6 +411,29 @@ pub struct McsupSection {
     pub node_addresses: BTreeMap<String, String>,
     #[serde(default)]
     pub preflight: PreflightConfig,
+    /// Supervision of `services:` entries, by service name (stop, restart, liveness).
+    #[serde(default)]
+    pub services: BTreeMap<String, ServicePolicyConfig>,
+    /// Where srtctl's `/configs` binaries (etcd, nats-server) are on this machine; default
+    /// `/configs`, the path srtctl mounts into its containers.
+    #[serde(default)]
+    pub configs_dir: Option<String>,
+    /// Accept a node on which nothing runs (no service, store or worker). Default false: such a
+    /// plan is an error, so a recipe mcsup misreads cannot pass as an empty success.
+    #[serde(default)]
+    pub allow_empty_node: bool,
+}
+
+/// `mcsup.services.<name>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServicePolicyConfig {
+    #[serde(default)]
+    pub stop: Option<StopConfig>,
+    #[serde(default)]
+    pub restart: Option<RestartConfig>,
+    #[serde(default)]
+    pub liveness: Option<LivenessConfig>,
 }
 
 /// `mcsup.master`.
@@ -438,8 +501,8 @@ pub struct WorkersConfig {
 }
 
 impl WorkersConfig {
-    pub fn for_role(&self, role: crate::plan::Role) -> Option<&Vec<WorkerConfig>> {
-        use crate::plan::Role;
+    pub fn for_role(&self, role: crate::domain::Role) -> Option<&Vec<WorkerConfig>> {
+        use crate::domain::Role;
         match role {
             Role::Prefill => self.prefill.as_ref(),
             Role::Decode => self.decode.as_ref(),

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::size;
+use crate::mooncake::size;
 
 /// Separates "what is wrong" from "how to fix it" inside a serde custom error message.
 pub const FIX_MARKER: &str = " @@fix: ";
@@ -302,7 +302,7 @@ impl<'de> Deserialize<'de> for PositiveSeconds {
 
 /// A signal name such as `SIGINT` (or `INT`, or a number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SignalValue(pub crate::plan::SignalName);
+pub struct SignalValue(pub crate::domain::SignalName);
 
 impl<'de> Deserialize<'de> for SignalValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -317,7 +317,7 @@ impl<'de> Deserialize<'de> for SignalValue {
                 )))
             }
         };
-        let sig: crate::plan::SignalName = text.parse().map_err(|e: String| {
+        let sig: crate::domain::SignalName = text.parse().map_err(|e: String| {
             de::Error::custom(with_fix(e, "write e.g. SIGTERM, SIGINT or SIGUSR1"))
         })?;
         if matches!(

@@ -1714,7 +1714,7 @@ fn stop_levels(
             _ => {}
         }
         mark[i] = 1;
-        let mut l = u32::from(procs[i].kind.teardown_tier());
+        let mut l = u32::from(procs[i].teardown_tier());
         for &d in &dependents[i] {
             l = l.max(visit(d, procs, dependents, mark, level)? + 1);
         }

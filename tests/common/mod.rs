@@ -67,6 +67,8 @@ impl TestEnv {
         ProcessSpec {
             name: name.into(),
             kind,
+            phase: Phase::default_for(kind),
+            service: None,
             roles: vec![],
             argv,
             preamble: None,
@@ -113,6 +115,8 @@ impl TestEnv {
             roles: vec![],
             gates: vec![],
             processes,
+            services: vec![],
+            recipe_schema: String::new(),
             files: vec![],
             shutdown: ShutdownSpec {
                 deadline: ms(10_000),

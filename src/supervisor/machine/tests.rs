@@ -14,6 +14,8 @@ fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
     ProcessSpec {
         name: name.into(),
         kind,
+        phase: crate::plan::Phase::default_for(kind),
+        service: None,
         roles: vec![],
         argv: vec!["/bin/true".into()],
         preamble: None,
@@ -95,6 +97,8 @@ fn plan(processes: Vec<ProcessSpec>) -> Plan {
         roles: vec![],
         gates: vec![],
         processes,
+        services: vec![],
+        recipe_schema: String::new(),
         files: vec![],
         shutdown: ShutdownSpec {
             deadline: d(25_000),

@@ -1,0 +1,116 @@
+//! Small vocabulary shared by every layer: serving roles and signal names.
+//!
+//! A leaf: it imports nothing from mcsup, so the recipe parser, the planner and the supervisor can
+//! all use these types without depending on each other.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A serving role, as named by srt-slurm (`prefill`, `decode`, `aggregated`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Prefill,
+    Decode,
+    #[serde(alias = "agg")]
+    Aggregated,
+}
+
+impl Role {
+    /// All roles, in srt-slurm's order.
+    pub const ALL: [Role; 3] = [Role::Prefill, Role::Decode, Role::Aggregated];
+
+    /// The canonical lower-case name (`aggregated`, not `agg`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+            Role::Aggregated => "aggregated",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "prefill" => Ok(Role::Prefill),
+            "decode" => Ok(Role::Decode),
+            "agg" | "aggregated" => Ok(Role::Aggregated),
+            other => Err(format!(
+                "unknown role `{other}` (expected prefill, decode, agg/aggregated, or a comma list of them)"
+            )),
+        }
+    }
+}
+
+/// A POSIX signal by name (`SIGINT`), serialised as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SignalName(pub nix::sys::signal::Signal);
+
+impl SignalName {
+    pub const SIGTERM: SignalName = SignalName(nix::sys::signal::Signal::SIGTERM);
+    pub const SIGINT: SignalName = SignalName(nix::sys::signal::Signal::SIGINT);
+    pub const SIGKILL: SignalName = SignalName(nix::sys::signal::Signal::SIGKILL);
+    pub const SIGUSR1: SignalName = SignalName(nix::sys::signal::Signal::SIGUSR1);
+
+    pub fn as_str(self) -> &'static str {
+        self.0.as_str()
+    }
+
+    /// The signal number.
+    pub fn number(self) -> i32 {
+        self.0 as i32
+    }
+}
+
+impl fmt::Display for SignalName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SignalName {
+    type Err = String;
+    /// Accepts `SIGTERM`, `TERM`, `term`, or a number (`15`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if let Ok(n) = t.parse::<i32>() {
+            return nix::sys::signal::Signal::try_from(n)
+                .map(SignalName)
+                .map_err(|_| format!("`{t}` is not a signal number"));
+        }
+        let upper = t.to_ascii_uppercase();
+        let full = if upper.starts_with("SIG") {
+            upper
+        } else {
+            format!("SIG{upper}")
+        };
+        nix::sys::signal::Signal::from_str(&full)
+            .map(SignalName)
+            .map_err(|_| {
+                format!("`{t}` is not a signal name (expected e.g. SIGTERM, SIGINT, SIGUSR1)")
+            })
+    }
+}
+
+impl Serialize for SignalName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SignalName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,57 @@
+//! What mcsup knows about Mooncake itself: default ports and master tunables, the variables its
+//! processes read, the size strings it parses, and the store-service command.
+//!
+//! Facts only, no I/O: the planner, the preflight and the renderer read them from here so that a
+//! Mooncake detail lives in one place. Sources are in shared/reference/mooncake*.md.
+
+pub mod size;
+
+/// srt-slurm's master ports: RPC, HTTP metadata server, metrics/admin.
+pub const DEFAULT_RPC_PORT: u16 = 8700;
+pub const DEFAULT_METADATA_PORT: u16 = 8701;
+pub const DEFAULT_METRICS_PORT: u16 = 8702;
+
+/// The master tunables srt-slurm passes and that the seed's `master_args` replaces.
+pub const DEFAULT_MASTER_TUNABLES: [&str; 3] = [
+    "--eviction_high_watermark_ratio=0.9",
+    "--default_kv_lease_ttl=10000",
+    "--rpc_thread_num=16",
+];
+
+/// The master program (from the Mooncake wheel).
+pub const MASTER_PROGRAM: &str = "mooncake_master";
+
+/// `python -m mooncake.mooncake_store_service`: the standalone store's default command.
+pub const STORE_COMMAND: [&str; 3] = ["python", "-m", "mooncake.mooncake_store_service"];
+
+/// The store service's REST port when `--port` is not given.
+pub const STORE_DEFAULT_REST_PORT: u16 = 8080;
+
+/// Mooncake's store-service segment default when the variable is unset (3.125 GiB).
+pub const DEFAULT_SEGMENT: u64 = 3_355_443_200;
+/// Mooncake allocates segments in 16 MiB chunks and rejects smaller ones.
+pub const MIN_STORE_SEGMENT: u64 = 16 << 20;
+
+/// Variables Mooncake clients read (names only; values are the user's).
+pub mod env {
+    pub const MASTER: &str = "MOONCAKE_MASTER";
+    pub const METADATA_SERVER: &str = "MOONCAKE_TE_META_DATA_SERVER";
+    pub const LOCAL_HOSTNAME: &str = "MOONCAKE_LOCAL_HOSTNAME";
+    pub const GLOBAL_SEGMENT_SIZE: &str = "MOONCAKE_GLOBAL_SEGMENT_SIZE";
+    pub const LOCAL_BUFFER_SIZE: &str = "MOONCAKE_LOCAL_BUFFER_SIZE";
+    pub const PROTOCOL: &str = "MOONCAKE_PROTOCOL";
+    pub const DEVICE: &str = "MOONCAKE_DEVICE";
+    pub const CONFIG_PATH: &str = "MOONCAKE_CONFIG_PATH";
+    /// Transfer-engine bind address (mcsup's default: the node's address).
+    pub const TCP_BIND_ADDRESS: &str = "MC_TCP_BIND_ADDRESS";
+}
+
+/// `host:port` of the master's RPC server.
+pub fn master_address(host: &str, rpc_port: u16) -> String {
+    format!("{host}:{rpc_port}")
+}
+
+/// The URL of the master's embedded HTTP metadata server.
+pub fn metadata_url(host: &str, metadata_port: u16) -> String {
+    format!("http://{host}:{metadata_port}/metadata")
+}

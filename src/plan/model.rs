@@ -1,0 +1,1106 @@
+//! One model for every recipe spelling: [`normalize`] folds srt-slurm v1
+//! (`backend.mooncake_kv_store`), the seed's `standalone:` (PR #265) and srt-slurm 2.0
+//! (`engine:`, `roles:`, `services:`) into a [`JobModel`]: the engine, each role's env and flags,
+//! and the effective services (implied ones first, then the declared ones, as srtctl's
+//! `effective_services` orders them).
+//!
+//! The fold follows `srtctl migrate` where it has a rule and extends it where it has none (the
+//! seed's placements become store services, keeping their per-role merge). Every service keeps
+//! the recipe key it came from, in the user's spelling, for provenance and errors. Whole-recipe
+//! rules (unique names, one master, stores need a master, `roles:` not mixed with `backend:`)
+//! are checked here; per-entry syntax was checked by the parser. Pure: no I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::kinds::{self, KindDefaults};
+use super::PlanError;
+use crate::domain::Role;
+use crate::mooncake;
+use crate::recipe::*;
+
+/// Which spelling the recipe used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spelling {
+    /// srt-slurm v1 (`backend:`).
+    V1,
+    /// v1 with the seed's `backend.mooncake_kv_store.standalone`.
+    V1Standalone,
+    /// srt-slurm 2.0 (`schema: 2`, or `engine:`/`roles:`/`services:`).
+    V2,
+}
+
+impl Spelling {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Spelling::V1 => "v1",
+            Spelling::V1Standalone => "v1+standalone",
+            Spelling::V2 => "2.0",
+        }
+    }
+}
+
+/// One role's settings for its workers.
+#[derive(Debug, Clone, Default)]
+pub struct RoleModel {
+    pub env: EnvMap,
+    /// Where `env` came from (`backend.prefill_environment`, `roles.prefill.env`).
+    pub env_key: String,
+    pub flags: Option<FlagMap>,
+    /// Where `flags` came from (`backend.sglang_config.prefill`, `roles.prefill.args`).
+    pub flags_key: String,
+    /// `roles.<role>.critical` (2.0): a worker that dies does not end the job when false.
+    pub critical: Option<bool>,
+}
+
+/// The Mooncake side every worker sees.
+#[derive(Debug, Clone, Default)]
+pub struct MooncakeModel {
+    /// The key that enabled it (`backend.mooncake_kv_store`, `services[mooncake-master]`).
+    pub key: String,
+    /// `mooncake_kv_store.env`: injected into every worker after its role env.
+    pub worker_env: EnvMap,
+    /// vLLM's client JSON (`store_config`).
+    pub store_config: Option<BTreeMap<String, serde_json::Value>>,
+    /// `external:` master endpoint (`host:port`); nothing launched.
+    pub external: Option<String>,
+}
+
+/// Where a service runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Place {
+    /// 2.0 `placement.node` (and `per`).
+    Node {
+        node: PlacementNode,
+        per_worker: bool,
+    },
+    /// The seed's per-role placements: one instance per node that has any of these roles;
+    /// co-located roles must agree and share the instance.
+    Roles(Vec<RoleOverlay>),
+}
+
+/// One role's layer of a seed placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleOverlay {
+    pub role: Role,
+    pub env: EnvMap,
+    pub args: Vec<String>,
+    pub key: String,
+}
+
+/// How a service tells it is ready.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Readiness {
+    None,
+    Tcp {
+        port: u16,
+    },
+    Http {
+        port: u16,
+        path: String,
+        status: u16,
+    },
+    Log {
+        pattern: String,
+    },
+    File {
+        path: String,
+    },
+    /// The master: its RPC, metadata and metrics ports (mcsup's managed ports).
+    MasterPorts,
+}
+
+/// A readiness with its timing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadinessModel {
+    pub probe: Readiness,
+    pub timeout_s: f64,
+    pub interval_s: Option<f64>,
+}
+
+/// One effective service.
+#[derive(Debug, Clone)]
+pub struct ServiceModel {
+    pub name: String,
+    pub kind: ServiceType,
+    /// The recipe key, in the user's spelling.
+    pub key: String,
+    pub implied_by: Option<String>,
+    pub enabled: bool,
+    pub external: Option<String>,
+    /// The argv before this node's placeholders: the command (kind default or the recipe's)
+    /// followed by `args`. For the master, mcsup's managed ports are part of it.
+    pub argv: Vec<String>,
+    pub preamble: Option<String>,
+    /// Recipe env layers in order (`(source, vars)`), applied between the kind's defaults and
+    /// its forced variables.
+    pub env: Vec<(String, EnvMap)>,
+    pub place: Place,
+    pub start: StartPhase,
+    pub readiness: ReadinessModel,
+    pub inherit_discovery_env: bool,
+    pub critical: bool,
+    /// `Err(why)`: mcsup does not run it (listed in the plan, an error with `--strict`).
+    pub runnable: Result<(), String>,
+    /// Keys mcsup records but does not act on (srun options, metrics, ...).
+    pub recorded: Vec<String>,
+}
+
+impl ServiceModel {
+    /// srtctl's label for messages.
+    pub fn label(&self) -> String {
+        format!("services[{}]", self.name)
+    }
+
+    /// The ports an instance owns on its node (probe port, else the kind's default ports).
+    pub fn owned_ports(&self, master_ports: [u16; 3]) -> Vec<u16> {
+        match &self.readiness.probe {
+            Readiness::Tcp { port } | Readiness::Http { port, .. } => vec![*port],
+            Readiness::MasterPorts => master_ports.to_vec(),
+            _ => kinds::defaults(self.kind).readiness_ports.to_vec(),
+        }
+    }
+}
+
+/// A recipe, normalised.
+#[derive(Debug, Clone)]
+pub struct JobModel {
+    pub spelling: Spelling,
+    pub engine: BackendType,
+    /// The engine as written, when mcsup derives no worker for it (`mocker`, `trtllm`).
+    pub engine_name: String,
+    pub roles: BTreeMap<Role, RoleModel>,
+    pub environment: EnvMap,
+    pub mooncake: Option<MooncakeModel>,
+    /// Effective services, implied first, then declared; disabled ones kept for the listing.
+    pub services: Vec<ServiceModel>,
+    /// Keys accepted but not interpreted.
+    pub ignored: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Master ports: RPC, metadata, metrics.
+    pub master_ports: [u16; 3],
+}
+
+impl JobModel {
+    /// The effective (enabled) services.
+    pub fn enabled(&self) -> impl Iterator<Item = &ServiceModel> {
+        self.services.iter().filter(|s| s.enabled)
+    }
+
+    /// The effective service of `kind`, if one is declared or implied and enabled.
+    pub fn effective(&self, kind: ServiceType) -> Option<&ServiceModel> {
+        self.enabled().find(|s| s.kind == kind)
+    }
+}
+
+fn err(key: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> PlanError {
+    PlanError {
+        key_path: key.into(),
+        message: message.into(),
+        fix: fix.into(),
+    }
+}
+
+fn backend_type(name: &str) -> Option<BackendType> {
+    match name.to_ascii_lowercase().as_str() {
+        "sglang" => Some(BackendType::Sglang),
+        "vllm" => Some(BackendType::Vllm),
+        "trtllm" => Some(BackendType::Trtllm),
+        _ => None,
+    }
+}
+
+/// Fold a parsed recipe into the model.
+pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
+    let mc = recipe.mcsup.clone().unwrap_or_default();
+    let is_v2 = recipe.schema.is_some()
+        || recipe.engine.is_some()
+        || recipe.roles.is_some()
+        || recipe.services.is_some();
+    let rpc = mc
+        .master
+        .rpc_port
+        .map_or(mooncake::DEFAULT_RPC_PORT, |p| p.0);
+    let meta = mc
+        .master
+        .metadata_port
+        .map_or(mooncake::DEFAULT_METADATA_PORT, |p| p.0);
+    let metrics = mc
+        .master
+        .metrics_port
+        .map_or(mooncake::DEFAULT_METRICS_PORT, |p| p.0);
+    if rpc == meta || rpc == metrics || meta == metrics {
+        return Err(err(
+            "mcsup.master",
+            format!(
+                "the master's ports must differ (rpc {rpc}, metadata {meta}, metrics {metrics})"
+            ),
+            "give rpc_port, metadata_port and metrics_port three different values",
+        ));
+    }
+    let mut model = JobModel {
+        spelling: Spelling::V1,
+        engine: BackendType::Sglang,
+        engine_name: "sglang".into(),
+        roles: BTreeMap::new(),
+        environment: recipe.environment.clone(),
+        mooncake: None,
+        services: Vec::new(),
+        ignored: recipe.ignored.clone(),
+        warnings: Vec::new(),
+        master_ports: [rpc, meta, metrics],
+    };
+
+    // ---- engine and roles ----
+    if let (Some(_), Some(_)) = (&recipe.engine, &recipe.backend) {
+        return Err(err(
+            "engine",
+            "the recipe has both `engine:` (2.0) and `backend:` (v1)",
+            "keep one: `engine:` with `roles:` (2.0), or `backend:` (v1); `srtctl migrate` rewrites a v1 recipe",
+        ));
+    }
+    let backend = recipe.backend.clone().unwrap_or_default();
+    if let Some(roles) = &recipe.roles {
+        let mixed: Vec<&str> = [
+            (
+                "backend.prefill_environment",
+                !backend.prefill_environment.is_empty(),
+            ),
+            (
+                "backend.decode_environment",
+                !backend.decode_environment.is_empty(),
+            ),
+            (
+                "backend.aggregated_environment",
+                !backend.aggregated_environment.is_empty(),
+            ),
+            ("backend.sglang_config", backend.sglang_config.is_some()),
+            ("backend.vllm_config", backend.vllm_config.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(k, _)| k)
+        .collect();
+        if !mixed.is_empty() {
+            return Err(err(
+                "roles",
+                format!("roles: cannot be combined with the fields it expands into: {}", mixed.join(", ")),
+                "move those keys under roles.<role>.env / roles.<role>.args and drop them from backend",
+            ));
+        }
+        let engine_name = recipe
+            .engine
+            .as_ref()
+            .and_then(|e| e.r#type.clone())
+            .or_else(|| {
+                recipe
+                    .backend
+                    .as_ref()
+                    .map(|b| format!("{:?}", b.r#type).to_ascii_lowercase())
+            })
+            .unwrap_or_else(|| "sglang".into());
+        let takes_flags = backend_type(&engine_name).is_some_and(|b| b != BackendType::Trtllm);
+        for role in Role::ALL {
+            if let Some(rc) = roles.for_role(role) {
+                let name = v2_role_name(role);
+                // A declared role runs a worker even without args (srtctl derives one per role).
+                let flags = match (&rc.args, takes_flags) {
+                    (Some(v), true) => {
+                        Some(serde_yaml::from_value::<FlagMap>(v.clone()).map_err(|e| {
+                            let msg = e.to_string();
+                            let (m, f) = msg.split_once(FIX_MARKER).map_or(
+                                (msg.as_str(), "write each flag as `name: value`"),
+                                |(m, f)| (m, f),
+                            );
+                            err(format!("roles.{name}.args"), m.to_string(), f.to_string())
+                        })?)
+                    }
+                    (Some(_), false) => {
+                        model.ignored.push(format!("roles.{name}.args ({engine_name} flags: mcsup derives no {engine_name} worker)"));
+                        None
+                    }
+                    (None, true) => Some(FlagMap::default()),
+                    (None, false) => None,
+                };
+                model.roles.insert(
+                    role,
+                    RoleModel {
+                        env: rc.env.clone(),
+                        env_key: format!("roles.{name}.env"),
+                        flags,
+                        flags_key: format!("roles.{name}.args"),
+                        critical: rc.critical,
+                    },
+                );
+                for (key, set) in [
+                    ("nodes", rc.nodes.is_some()),
+                    ("workers", rc.workers.is_some()),
+                    ("gpus", rc.gpus.is_some()),
+                    ("extra_args", rc.extra_args.is_some()),
+                    ("engine", rc.engine.is_some()),
+                    ("kv_events", rc.kv_events.is_some()),
+                    ("sidecar", rc.sidecar.is_some()),
+                    ("container", rc.container.is_some()),
+                    ("mooncake_store_config", rc.mooncake_store_config.is_some()),
+                    ("restart", rc.restart.is_some()),
+                    ("srun_options", rc.srun_options.is_some()),
+                ] {
+                    if set {
+                        model.ignored.push(format!("roles.{name}.{key}"));
+                    }
+                }
+            }
+        }
+    } else {
+        let flags_section = match backend.r#type {
+            BackendType::Vllm => ("vllm_config", backend.vllm_config.as_ref()),
+            _ => ("sglang_config", backend.sglang_config.as_ref()),
+        };
+        for role in Role::ALL {
+            let env = match role {
+                Role::Prefill => &backend.prefill_environment,
+                Role::Decode => &backend.decode_environment,
+                Role::Aggregated => &backend.aggregated_environment,
+            };
+            model.roles.insert(
+                role,
+                RoleModel {
+                    env: env.clone(),
+                    env_key: format!("backend.{role}_environment"),
+                    flags: flags_section.1.and_then(|f| f.for_role(role)).cloned(),
+                    flags_key: format!("backend.{}.{role}", flags_section.0),
+                    critical: None,
+                },
+            );
+        }
+    }
+    match &recipe.engine {
+        Some(e) => {
+            let name = e.r#type.clone().unwrap_or_else(|| "sglang".into());
+            model.engine = backend_type(&name).unwrap_or(BackendType::Trtllm);
+            model.engine_name = name;
+            model.ignored.extend(e.ignored.iter().cloned());
+        }
+        None => {
+            model.engine = backend.r#type;
+            model.engine_name = match backend.r#type {
+                BackendType::Sglang => "sglang",
+                BackendType::Vllm => "vllm",
+                BackendType::Trtllm => "trtllm",
+            }
+            .into();
+            model.ignored.extend(backend.ignored.iter().cloned());
+        }
+    }
+
+    // ---- the Mooncake block (v1 backend / 2.0 engine) ----
+    let (mk, mk_key) = match (
+        &backend.mooncake_kv_store,
+        recipe
+            .engine
+            .as_ref()
+            .and_then(|e| e.mooncake_kv_store.as_ref()),
+    ) {
+        (Some(m), _) => (Some(m.clone()), "backend.mooncake_kv_store"),
+        (None, Some(m)) => (Some(m.clone()), "engine.mooncake_kv_store"),
+        (None, None) => (None, ""),
+    };
+    let declared = recipe.services.clone().unwrap_or_default();
+    let declared_masters: Vec<usize> = declared
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.kind == ServiceType::MooncakeMaster && s.enabled)
+        .map(|(i, _)| i)
+        .collect();
+    if declared_masters.len() > 1 {
+        return Err(err(
+            format!("services[{}]", declared_masters[1]),
+            "only one mooncake-master service is supported",
+            "keep one `type: mooncake-master` entry",
+        ));
+    }
+    if let (Some(&i), Some(m)) = (declared_masters.first(), &mk) {
+        // The env block alone may stay (migrate leaves it when no role carries it).
+        let master_keys = m.container.is_some()
+            || !m.master_extra_args.0.is_empty()
+            || m.master_args.is_some()
+            || m.store_config.is_some()
+            || m.standalone.is_some();
+        if master_keys {
+            return Err(err(
+                format!("services[{i}]"),
+                format!("a mooncake-master service cannot be combined with {mk_key}; declare one or the other"),
+                format!("move {mk_key}'s container/master_extra_args/store_config onto the services entry (container, args, options.store_config) and drop {mk_key}"),
+            ));
+        }
+    }
+    if let Some(m) = &mk {
+        model.mooncake = Some(MooncakeModel {
+            key: mk_key.into(),
+            worker_env: m.env.clone(),
+            store_config: m.store_config.clone(),
+            external: None,
+        });
+        if let Some(c) = &m.container {
+            model.ignored.push(format!(
+                "{mk_key}.container ({c}: mcsup runs inside the job's container)"
+            ));
+        }
+        // The implied master (srtctl: `implied_services`, reason = the block's key).
+        let mut argv = master_base_argv(&mc, [rpc, meta, metrics]);
+        match &m.master_args {
+            Some(a) => argv.extend(a.0.iter().cloned()),
+            None => argv.extend(
+                mooncake::DEFAULT_MASTER_TUNABLES
+                    .iter()
+                    .map(|s| s.to_string()),
+            ),
+        }
+        argv.extend(m.master_extra_args.0.iter().cloned());
+        let mut env = Vec::new();
+        if !mc.master.env.is_empty() {
+            env.push(("mcsup.master.env".to_string(), mc.master.env.clone()));
+        }
+        model.services.push(ServiceModel {
+            name: if is_v2 {
+                "mooncake-master".into()
+            } else {
+                "master".into()
+            },
+            kind: ServiceType::MooncakeMaster,
+            key: mk_key.into(),
+            implied_by: Some(mk_key.into()),
+            enabled: true,
+            external: None,
+            argv,
+            preamble: None,
+            env,
+            place: Place::Node {
+                node: PlacementNode::Infra,
+                per_worker: false,
+            },
+            start: StartPhase::BeforeWorkers,
+            readiness: ReadinessModel {
+                probe: Readiness::MasterPorts,
+                timeout_s: mc.master.timeout_seconds.map_or(120.0, |s| s.0),
+                interval_s: None,
+            },
+            inherit_discovery_env: true,
+            critical: true,
+            runnable: Ok(()),
+            recorded: Vec::new(),
+        });
+        // The seed's standalone stores.
+        if let Some(sa) = m.standalone.as_ref() {
+            model.spelling = Spelling::V1Standalone;
+            let key = format!("{mk_key}.standalone");
+            let mut overlays = Vec::new();
+            for role in Role::ALL {
+                if let Some(p) = sa.placements.for_role(role).filter(|p| p.enabled) {
+                    overlays.push(RoleOverlay {
+                        role,
+                        env: p.env.clone(),
+                        args: p.args.0.clone(),
+                        key: format!("{key}.placements.{role}"),
+                    });
+                }
+            }
+            let mut argv = sa.command.0.clone();
+            argv.extend(sa.args.0.iter().cloned());
+            let mut recorded = Vec::new();
+            for (k, set) in [
+                ("cpus_per_task", sa.cpus_per_task.is_some()),
+                ("cpu_bind", sa.cpu_bind.is_some()),
+                ("srun_options", !sa.srun_options.is_empty()),
+            ] {
+                if set {
+                    recorded.push(format!(
+                        "{key}.{k} (an srun launch option: mcsup runs inside the step)"
+                    ));
+                }
+            }
+            model.services.push(ServiceModel {
+                name: "store".into(),
+                kind: ServiceType::MooncakeStore,
+                key: key.clone(),
+                implied_by: None,
+                enabled: sa.enabled && !overlays.is_empty(),
+                external: None,
+                argv,
+                preamble: sa.preamble.clone(),
+                env: vec![("standalone.env".to_string(), sa.env.clone())],
+                place: Place::Roles(overlays),
+                start: StartPhase::BeforeWorkers,
+                readiness: ReadinessModel {
+                    probe: sa
+                        .health_check
+                        .map_or(Readiness::None, |h| Readiness::Tcp { port: h.port.0 }),
+                    timeout_s: sa.health_check.map_or(120.0, |h| h.timeout_seconds.0),
+                    interval_s: None,
+                },
+                inherit_discovery_env: true,
+                critical: sa.critical,
+                runnable: Ok(()),
+                recorded,
+            });
+        }
+    }
+    if is_v2 {
+        model.spelling = Spelling::V2;
+    }
+
+    // ---- implied discovery services (2.0: a dynamo frontend needs etcd, a NATS plane NATS) ----
+    let configs_dir = mc.configs_dir.clone().unwrap_or_else(|| "/configs".into());
+    if is_v2 {
+        for (name, reason) in implied_discovery(recipe) {
+            let cfg: ServiceConfig =
+                serde_yaml::from_str(&format!("{{name: {name}, type: {name}}}"))
+                    .map_err(|e| err("services", e.to_string(), "report this as a bug"))?;
+            let mut svc = declared_service(
+                &cfg,
+                &format!("services[{name}]"),
+                &mc,
+                &configs_dir,
+                [rpc, meta, metrics],
+            )?;
+            svc.key = reason.clone();
+            svc.implied_by = Some(reason);
+            model.services.push(svc);
+        }
+    }
+
+    // ---- declared services ----
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, s) in declared.iter().enumerate() {
+        let key = format!("services[{i}]");
+        if s.name.trim().is_empty() {
+            return Err(err(
+                format!("{key}.name"),
+                "services[].name must be a non-empty string",
+                "give the service a name (it names its log file)",
+            ));
+        }
+        if !s
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(err(
+                format!("{key}.name"),
+                format!("`{}` is not a usable service name", s.name),
+                "use letters, digits, '-', '_' or '.' (it names log files)",
+            ));
+        }
+        if let Some(first) = names.insert(s.name.clone(), i) {
+            return Err(err(
+                format!("{key}.name"),
+                format!(
+                    "services[{}]: name must be unique (services[{first}] has it too)",
+                    s.name
+                ),
+                "give each service a distinct name",
+            ));
+        }
+        let svc = declared_service(s, &key, &mc, &configs_dir, [rpc, meta, metrics])?;
+        // A declared entry whose name equals an implied one replaces it (srtctl).
+        if let Some(pos) = model.services.iter().position(|x| {
+            x.implied_by.is_some()
+                && (x.name == svc.name
+                    || (svc.kind == ServiceType::MooncakeMaster
+                        && x.kind == ServiceType::MooncakeMaster))
+        }) {
+            model.services.remove(pos);
+        }
+        model.services.push(svc);
+    }
+
+    // ---- whole-recipe rules ----
+    if let Some(master) = model.effective(ServiceType::MooncakeMaster).cloned() {
+        let mm = model.mooncake.get_or_insert_with(|| MooncakeModel {
+            key: master.key.clone(),
+            ..MooncakeModel::default()
+        });
+        mm.external = master.external.clone();
+        if mm.store_config.is_none() {
+            if let Some(j) = declared
+                .iter()
+                .find(|s| s.name == master.name)
+                .and_then(|s| s.options.get("store_config"))
+            {
+                mm.store_config = serde_json::to_value(j)
+                    .ok()
+                    .and_then(|v| serde_json::from_value(v).ok());
+            }
+        }
+    }
+    if model.mooncake.is_none() {
+        if let Some(store) = model.effective(ServiceType::MooncakeStore) {
+            return Err(err(
+                store.key.clone(),
+                format!("{} (type mooncake-store) requires engine.mooncake_kv_store, which launches the master the store registers with", store.label()),
+                "declare the master: add `- {name: mooncake-master, type: mooncake-master}` to services",
+            ));
+        }
+    }
+    if model.spelling == Spelling::V1Standalone || model.spelling == Spelling::V2 {
+        let v1_store = model
+            .services
+            .iter()
+            .any(|s| matches!(s.place, Place::Roles(_)));
+        if let (true, Some(s)) = (
+            v1_store,
+            declared
+                .iter()
+                .position(|s| s.kind == ServiceType::MooncakeStore),
+        ) {
+            return Err(err(
+                format!("services[{s}]"),
+                "stores are declared twice: in mooncake_kv_store.standalone and as a mooncake-store service",
+                "keep one spelling (`mcsup migrate` prints the services: form of the standalone block)",
+            ));
+        }
+    }
+    let dedicated = |k: ServiceType| {
+        model.effective(k).map(|s| {
+            matches!(
+                s.place,
+                Place::Node {
+                    node: PlacementNode::Dedicated,
+                    ..
+                }
+            )
+        })
+    };
+    if let (Some(a), Some(b)) = (dedicated(ServiceType::Etcd), dedicated(ServiceType::Nats)) {
+        if a != b {
+            let nats = model
+                .effective(ServiceType::Nats)
+                .map(|s| s.key.clone())
+                .unwrap_or_default();
+            return Err(err(
+                format!("{nats}.placement.node"),
+                "services etcd and nats must agree on placement.node: dedicated (they share the infra node)",
+                "give both the same placement.node",
+            ));
+        }
+    }
+    check_transfer_backend(&model)?;
+    Ok(model)
+}
+
+/// The master's argv before tunables: the program and mcsup's managed ports.
+fn master_base_argv(mc: &McsupSection, [rpc, meta, metrics]: [u16; 3]) -> Vec<String> {
+    let mut argv = mc.master.command.as_ref().map_or_else(
+        || vec![mooncake::MASTER_PROGRAM.to_string()],
+        |c| c.0.clone(),
+    );
+    argv.extend([
+        format!("--rpc_port={rpc}"),
+        "--enable_http_metadata_server=true".into(),
+        format!("--http_metadata_server_port={meta}"),
+        "--enable_metric_reporting=true".into(),
+        format!("--metrics_port={metrics}"),
+    ]);
+    argv
+}
+
+fn v2_role_name(role: Role) -> &'static str {
+    match role {
+        Role::Aggregated => "agg",
+        r => r.as_str(),
+    }
+}
+
+/// One declared `services:` entry, with srtctl's per-entry rules.
+fn declared_service(
+    s: &ServiceConfig,
+    key: &str,
+    mc: &McsupSection,
+    configs_dir: &str,
+    master_ports: [u16; 3],
+) -> Result<ServiceModel, PlanError> {
+    let label = format!("services[{}]", s.name);
+    let d: KindDefaults = kinds::defaults(s.kind);
+    let t = s.kind;
+    if let Some(c) = &s.command {
+        if c.0.is_empty() {
+            return Err(err(format!("{key}.command"), format!("{label}.command, if set, must be non-empty (omit it to use the type's default)"), "remove `command:` or give the program and its arguments"));
+        }
+    } else if d.command.is_empty() && !d.builds_command {
+        return Err(err(
+            format!("{key}.command"),
+            format!("{label}.command is required for type {:?}", t.as_str()),
+            "give the program and its arguments as a list, e.g. command: [python3, -m, my.service]",
+        ));
+    }
+    if s.command
+        .iter()
+        .flat_map(|c| c.0.iter())
+        .chain(&s.args.0)
+        .any(|a| a.is_empty())
+    {
+        return Err(err(
+            format!("{key}.args"),
+            format!("{label}.command/args must not contain empty arguments"),
+            "remove the empty \"\" items",
+        ));
+    }
+    if s.build_command.as_ref().is_some_and(|b| b.0.is_empty()) {
+        return Err(err(
+            format!("{key}.build_command"),
+            format!("{label}.build_command, if set, must be non-empty (omit it entirely instead)"),
+            "remove `build_command:` or give the build argv",
+        ));
+    }
+    if s.cpus_per_task.is_some_and(|n| n <= 0) {
+        return Err(err(
+            format!("{key}.cpus_per_task"),
+            format!("{label}.cpus_per_task must be positive"),
+            "use a whole number of CPUs, 1 or more",
+        ));
+    }
+    if s.build_timeout_seconds.is_some_and(|n| n <= 0) {
+        return Err(err(
+            format!("{key}.build_timeout_seconds"),
+            format!("{label}.build_timeout_seconds must be positive"),
+            "use a number of seconds, 1 or more (default 1800)",
+        ));
+    }
+    if let Some(src) = &s.source {
+        if src.git.trim().is_empty() {
+            return Err(err(
+                format!("{key}.source.git"),
+                "services[].source.git must be a non-empty repository URL",
+                "give the repository URL",
+            ));
+        }
+        let rev = src.rev.trim();
+        if rev.is_empty() {
+            return Err(err(
+                format!("{key}.source.rev"),
+                "services[].source.rev must be a non-empty immutable ref",
+                "give a commit SHA, a tag, or refs/pull/<n>/head",
+            ));
+        }
+        if ["main", "master", "HEAD"].contains(&rev) {
+            return Err(err(format!("{key}.source.rev"), format!("services[].source.rev must be an immutable ref (commit SHA, tag, or refs/pull/<n>/head), not a moving branch name: {rev:?}"), "pin a commit SHA or a tag"));
+        }
+    }
+    if let Some(ext) = &s.external {
+        if ext.trim().is_empty() {
+            return Err(err(
+                format!("{key}.external"),
+                format!("{label}.external must be a non-empty endpoint"),
+                "give the service's address, e.g. etcd: http://10.0.0.9:2379",
+            ));
+        }
+        if !d.supports_external {
+            return Err(err(
+                format!("{key}.external"),
+                format!(
+                    "{label}.external is only valid for discovery-plane kinds, not {:?}",
+                    t.as_str()
+                ),
+                "external works for etcd, nats and mooncake-master; remove `external:`",
+            ));
+        }
+        if s.terminal {
+            return Err(err(
+                format!("{key}.terminal"),
+                format!("{label}.terminal cannot be set on an external service"),
+                "remove `terminal:`: mcsup launches nothing for an external service",
+            ));
+        }
+    }
+    let placement = s.placement.clone();
+    let pool = placement.as_ref().and_then(|p| p.pool.clone());
+    if let Some(p) = &placement {
+        if p.node.is_some() && p.pool.is_some() {
+            return Err(err(
+                format!("{key}.placement"),
+                "services[].placement: give either node or pool, not both",
+                "keep `node:` or `pool:`",
+            ));
+        }
+        if p.pool.is_some() && p.per == Some(Per::Worker) {
+            return Err(err(
+                format!("{key}.placement.per"),
+                "services[].placement.per: worker attaches to engine workers, not to a pool",
+                "drop `per: worker` or `pool:`",
+            ));
+        }
+    }
+    // srtctl: a `placement:` block without `node` gets the dataclass default `head`, not the kind's.
+    let mut node = match &placement {
+        None => d.placement,
+        Some(p) => p.node.unwrap_or(PlacementNode::Head),
+    };
+    if let Some(n) = s.nodes {
+        if n < 1 {
+            return Err(err(
+                format!("{key}.nodes"),
+                format!("{label}.nodes must be at least 1; got {n}"),
+                "give the pool size, 1 or more",
+            ));
+        }
+        if pool.is_some() {
+            return Err(err(
+                format!("{key}.placement.pool"),
+                format!("{label}.nodes makes the service its own pool; drop placement.pool"),
+                "remove placement.pool",
+            ));
+        }
+        if placement
+            .as_ref()
+            .and_then(|p| p.node)
+            .is_some_and(|p| p != PlacementNode::Workers)
+        {
+            return Err(err(format!("{key}.placement.node"), format!("{label}.nodes owns a pool, so placement.node must be workers, meaning that pool (got {:?})", node.as_str()), "write placement.node: workers (or drop it)"));
+        }
+        node = PlacementNode::Workers;
+    }
+    let per_worker = placement
+        .as_ref()
+        .and_then(|p| p.per)
+        .map_or(d.per_worker, |p| p == Per::Worker);
+    if per_worker {
+        if s.nodes.is_some() {
+            return Err(err(format!("{key}.placement.per"), format!("{label}.placement.per: worker attaches to engine workers; it cannot own a pool"), "drop `per: worker` or `nodes:`"));
+        }
+        if !matches!(
+            node,
+            PlacementNode::Prefill
+                | PlacementNode::Decode
+                | PlacementNode::Agg
+                | PlacementNode::Workers
+        ) {
+            return Err(err(format!("{key}.placement.node"), format!("{label}.placement.per: worker needs placement.node in prefill, decode, agg, workers; got {:?}", node.as_str()), "place it on prefill, decode, agg or workers"));
+        }
+        if s.readiness
+            .as_ref()
+            .is_some_and(|r| !matches!(r.probe, ServiceProbe::Log(_)))
+        {
+            return Err(err(format!("{key}.readiness"), format!("{label}.placement.per: worker instances share their node's ports, so readiness must be a log probe"), "use readiness: {log: {pattern: \"<a line the service prints when ready>\"}}"));
+        }
+    }
+    if node == PlacementNode::Dedicated && !d.supports_dedicated {
+        return Err(err(format!("{key}.placement.node"), format!("{label}.placement.node: dedicated is only supported for infra-class kinds (etcd, nats, mooncake-master); use head, infra, or workers for type {:?}", t.as_str()), "use head, infra, or workers"));
+    }
+    if matches!(t, ServiceType::Etcd | ServiceType::Nats)
+        && !matches!(
+            node,
+            PlacementNode::Head | PlacementNode::Infra | PlacementNode::Dedicated
+        )
+    {
+        return Err(err(format!("{key}.placement.node"), format!("services[{}] (type {}) must be placed on head, infra, or dedicated; got {:?}. The discovery plane lives on the infra node.", s.name, t, node.as_str()), "use placement.node: infra"));
+    }
+    let unknown: Vec<&str> = s
+        .options
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !d.option_keys.contains(k))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(err(
+            format!("{key}.options.{}", unknown[0]),
+            format!(
+                "{label}.options has keys type {:?} does not understand: {}",
+                t.as_str(),
+                unknown.join(", ")
+            ),
+            if d.option_keys.is_empty() {
+                format!("type {t} takes no options; remove them")
+            } else {
+                format!("known options for {t}: {}", d.option_keys.join(", "))
+            },
+        ));
+    }
+    if let Some(v) = s.options.get("max_payload_mb") {
+        if !v.as_u64().is_some_and(|n| n > 0) {
+            return Err(err(
+                format!("{key}.options.max_payload_mb"),
+                format!(
+                    "services[{}].options.max_payload_mb must be a positive integer",
+                    s.name
+                ),
+                "write a whole number of MB, e.g. max_payload_mb: 64",
+            ));
+        }
+    }
+
+    // What mcsup does not run here, and why.
+    let runnable = if let Some(why) = d.not_run {
+        Err(why.to_string())
+    } else if pool.is_some() || s.nodes.is_some() {
+        Err("service pools (nodes / placement.pool) are allocated by srtctl's sbatch; mcsup runs on the job's engine nodes only".into())
+    } else if s.source.is_some() || s.build_command.is_some() {
+        Err("built from source (source / build_command): mcsup does not clone or build".into())
+    } else if s.container.is_some()
+        && !matches!(t, ServiceType::MooncakeMaster | ServiceType::MooncakeStore)
+    {
+        Err(format!(
+            "runs in its own container image ({}); mcsup runs inside this step's container",
+            s.container.as_deref().unwrap_or_default()
+        ))
+    } else {
+        Ok(())
+    };
+    let mut recorded = Vec::new();
+    if let Some(c) = &s.container {
+        if runnable.is_ok() {
+            recorded.push(format!(
+                "{key}.container ({c}: mcsup runs inside the job's container)"
+            ));
+        }
+    }
+    for (k, set) in [
+        ("cpus_per_task", s.cpus_per_task.is_some()),
+        ("cpu_bind", s.cpu_bind.is_some()),
+        ("srun_options", !s.srun_options.is_empty()),
+        ("metrics", !s.metrics.0.is_empty()),
+        ("terminal", s.terminal),
+    ] {
+        if set {
+            recorded.push(format!("{key}.{k}"));
+        }
+    }
+
+    // The argv: the recipe's command replaces the kind's default; args are appended.
+    let mut argv: Vec<String> = match (&s.command, t) {
+        (Some(c), _) => c.0.clone(),
+        (None, ServiceType::MooncakeMaster) => {
+            let mut a = master_base_argv(mc, master_ports);
+            a.extend(
+                mooncake::DEFAULT_MASTER_TUNABLES
+                    .iter()
+                    .map(|s| s.to_string()),
+            );
+            a
+        }
+        (None, _) => kinds::default_argv(t, &s.options, configs_dir),
+    };
+    argv.extend(s.args.0.iter().cloned());
+    let readiness = match &s.readiness {
+        Some(r) => ReadinessModel {
+            probe: match &r.probe {
+                ServiceProbe::Tcp(t) => Readiness::Tcp { port: t.port.0 },
+                ServiceProbe::Http(h) => Readiness::Http {
+                    port: h.port.0,
+                    path: h.path.clone().unwrap_or_else(|| "/health".into()),
+                    status: h.status.unwrap_or(200),
+                },
+                ServiceProbe::Log(l) => Readiness::Log {
+                    pattern: l.pattern.0.clone(),
+                },
+                ServiceProbe::File(f) => Readiness::File {
+                    path: f.path.clone(),
+                },
+            },
+            timeout_s: r.timeout_seconds.map_or(d.readiness_timeout_s, |t| t.0),
+            interval_s: r.interval_seconds.map(|i| i.0),
+        },
+        None if t == ServiceType::MooncakeMaster && s.command.is_none() => ReadinessModel {
+            probe: Readiness::MasterPorts,
+            timeout_s: mc
+                .master
+                .timeout_seconds
+                .map_or(d.readiness_timeout_s, |s| s.0),
+            interval_s: None,
+        },
+        None => ReadinessModel {
+            probe: d.readiness.clone(),
+            timeout_s: d.readiness_timeout_s,
+            interval_s: None,
+        },
+    };
+    let mut env = Vec::new();
+    if t == ServiceType::MooncakeMaster && !mc.master.env.is_empty() {
+        env.push(("mcsup.master.env".to_string(), mc.master.env.clone()));
+    }
+    env.push((format!("{key}.env"), s.env.clone()));
+    Ok(ServiceModel {
+        name: s.name.clone(),
+        kind: t,
+        key: key.to_string(),
+        implied_by: None,
+        enabled: s.enabled,
+        external: s.external.clone(),
+        argv,
+        preamble: match (kinds::kind_preamble(t, &s.options), &s.preamble) {
+            (Some(k), Some(r)) => Some(format!("{k}\n{r}")),
+            (k, r) => k.or(r.clone()),
+        },
+        env,
+        place: Place::Node { node, per_worker },
+        start: s.start.unwrap_or(d.start),
+        readiness,
+        inherit_discovery_env: s.inherit_discovery_env,
+        critical: s.critical.unwrap_or(d.critical),
+        runnable,
+        recorded,
+    })
+}
+
+/// The discovery services srtctl 2.0 implies (`services/implicit.py`): etcd under a dynamo
+/// frontend (the default `frontend.type`), NATS when a dynamo plane uses it.
+fn implied_discovery(recipe: &Recipe) -> Vec<(&'static str, String)> {
+    let get = |v: &Option<serde_yaml::Value>, k: &str| -> Option<String> {
+        v.as_ref()?.get(k)?.as_str().map(str::to_ascii_lowercase)
+    };
+    let frontend = get(&recipe.frontend, "type").unwrap_or_else(|| "dynamo".into());
+    if frontend != "dynamo" {
+        return Vec::new();
+    }
+    let mut out = vec![("etcd", "frontend.type dynamo".to_string())];
+    let planes: Vec<String> = ["request_plane", "event_plane"]
+        .into_iter()
+        .filter(|k| get(&recipe.dynamo, k).as_deref() == Some("nats"))
+        .map(|k| format!("dynamo.{k} nats"))
+        .collect();
+    if !planes.is_empty() {
+        out.push(("nats", planes.join(", ")));
+    }
+    out
+}
+
+/// srtctl: a disaggregated SGLang recipe with a Mooncake master must use Mooncake as the
+/// transfer backend on prefill or decode.
+fn check_transfer_backend(model: &JobModel) -> Result<(), PlanError> {
+    if model.engine != BackendType::Sglang || model.mooncake.is_none() {
+        return Ok(());
+    }
+    let flags = |r: Role| model.roles.get(&r).and_then(|m| m.flags.as_ref());
+    let disagg = flags(Role::Prefill).is_some() || flags(Role::Decode).is_some();
+    let uses = [Role::Prefill, Role::Decode].iter().any(|r| {
+        flags(*r)
+            .and_then(|f| {
+                f.get("disaggregation-transfer-backend")
+                    .or(f.get("disaggregation_transfer_backend"))
+            })
+            .and_then(|v| v.as_str())
+            .is_some_and(|v| v.eq_ignore_ascii_case("mooncake"))
+    });
+    if disagg && !uses {
+        let (key, where_) = if model.spelling == Spelling::V2 {
+            (
+                "roles.prefill.args",
+                "roles.prefill.args nor roles.decode.args has",
+            )
+        } else {
+            (
+                "backend.sglang_config",
+                "backend.sglang_config.prefill nor .decode has",
+            )
+        };
+        return Err(err(
+            key,
+            format!("a Mooncake master is configured but neither {where_} 'disaggregation-transfer-backend: mooncake'"),
+            format!("add `disaggregation-transfer-backend: mooncake` to {key} (and decode)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Names of the services, for "did you mean" in `mcsup.services`.
+pub fn service_names(model: &JobModel) -> BTreeSet<&str> {
+    model.services.iter().map(|s| s.name.as_str()).collect()
+}

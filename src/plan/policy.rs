@@ -1,0 +1,229 @@
+//! Supervision policies and probes: default stop/restart per process kind, the recipe's
+//! overrides, and probe specs from recipe probe blocks. Pure.
+
+use std::time::Duration;
+
+use super::placeholders::Placeholders;
+use super::spec::*;
+use super::PlanError;
+use crate::recipe::*;
+
+fn err(
+    key_path: impl Into<String>,
+    message: impl Into<String>,
+    fix: impl Into<String>,
+) -> PlanError {
+    PlanError {
+        key_path: key_path.into(),
+        message: message.into(),
+        fix: fix.into(),
+    }
+}
+
+pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
+    let stop = match kind {
+        ProcessKind::Worker => StopSpec {
+            signal: SignalName::SIGTERM,
+            grace: Duration::from_secs(10),
+        },
+        // Older store services handle only SIGINT (KeyboardInterrupt).
+        ProcessKind::Store => StopSpec {
+            signal: SignalName::SIGINT,
+            grace: Duration::from_secs(5),
+        },
+        ProcessKind::Master => StopSpec {
+            signal: SignalName::SIGTERM,
+            grace: Duration::from_secs(5),
+        },
+        ProcessKind::Service => StopSpec {
+            signal: SignalName::SIGTERM,
+            grace: Duration::from_secs(10),
+        },
+    };
+    let restart = RestartSpec {
+        policy: match kind {
+            // A restarted store re-registers its segment; a restarted master loses all metadata
+            // and an inference worker restart needs its peers: fail fast by default.
+            ProcessKind::Store => RestartPolicy::OnFailure,
+            _ => RestartPolicy::Never,
+        },
+        success_codes: vec![0],
+        backoff_initial: Duration::from_secs(1),
+        backoff_factor: 2.0,
+        backoff_max: Duration::from_secs(30),
+        reset_after: Duration::from_secs(60),
+        max_restarts: 3,
+        window: Duration::from_secs(600),
+    };
+    (stop, restart)
+}
+
+pub fn apply_stop(mut base: StopSpec, cfg: Option<&StopConfig>) -> StopSpec {
+    if let Some(c) = cfg {
+        if let Some(s) = c.signal {
+            base.signal = s.0;
+        }
+        if let Some(g) = c.grace_seconds {
+            base.grace = g.duration();
+        }
+    }
+    base
+}
+
+pub fn apply_restart(
+    mut base: RestartSpec,
+    cfg: Option<&RestartConfig>,
+    key: &str,
+) -> Result<RestartSpec, PlanError> {
+    let Some(c) = cfg else { return Ok(base) };
+    if let Some(p) = c.policy {
+        base.policy = match p {
+            RestartPolicyName::Never => RestartPolicy::Never,
+            RestartPolicyName::OnFailure => RestartPolicy::OnFailure,
+            RestartPolicyName::Always => RestartPolicy::Always,
+        };
+    }
+    if let Some(codes) = &c.success_codes {
+        if let Some(bad) = codes.iter().find(|c| !(0..=255).contains(*c)) {
+            return Err(err(
+                format!("{key}.success_codes"),
+                format!("exit code {bad} is out of range"),
+                "exit codes are 0..=255",
+            ));
+        }
+        base.success_codes = codes.clone();
+    }
+    if let Some(s) = c.backoff_initial_seconds {
+        base.backoff_initial = s.duration();
+    }
+    if let Some(f) = c.backoff_factor {
+        if !(1.0..=100.0).contains(&f) {
+            return Err(err(
+                format!("{key}.backoff_factor"),
+                format!("{f} is out of range"),
+                "use a factor from 1.0 (fixed delay) to 100",
+            ));
+        }
+        base.backoff_factor = f;
+    }
+    if let Some(s) = c.backoff_max_seconds {
+        base.backoff_max = s.duration();
+    }
+    if base.backoff_max < base.backoff_initial {
+        return Err(err(
+            format!("{key}.backoff_max_seconds"),
+            "the backoff cap is below the initial backoff",
+            "make backoff_max_seconds at least backoff_initial_seconds",
+        ));
+    }
+    if let Some(s) = c.reset_after_seconds {
+        base.reset_after = s.duration();
+    }
+    if let Some(n) = c.max_restarts {
+        base.max_restarts = n;
+    }
+    if let Some(w) = c.window_seconds {
+        base.window = w.duration();
+    }
+    Ok(base)
+}
+
+/// "Start after `target` is healthy", when there is a target.
+pub fn healthy(target: Option<&str>) -> Vec<DependencySpec> {
+    target
+        .map(|t| DependencySpec {
+            target: t.to_string(),
+            condition: DependencyCondition::Healthy,
+        })
+        .into_iter()
+        .collect()
+}
+
+pub fn tcp(host: &str, port: u16) -> ProbeSpec {
+    ProbeSpec::Tcp {
+        host: host.to_string(),
+        port,
+    }
+}
+
+pub fn readiness(probes: Vec<ProbeSpec>, timeout: Duration) -> ReadinessSpec {
+    ReadinessSpec {
+        probes,
+        initial_delay: Duration::ZERO,
+        // Start fast (an instantly-ready service is seen in milliseconds), back off to 1 s.
+        interval: Duration::from_millis(10),
+        max_interval: Duration::from_secs(1),
+        attempt_timeout: Duration::from_secs(2),
+        timeout,
+    }
+}
+
+pub fn probe_list(
+    p: &Placeholders,
+    tcp_cfg: Option<&TcpProbeConfig>,
+    http: Option<&HttpProbeConfig>,
+    exec: Option<&Command>,
+    file: Option<&String>,
+    cwd: &std::path::Path,
+) -> Vec<ProbeSpec> {
+    let mut probes = Vec::new();
+    if let Some(t) = tcp_cfg {
+        probes.push(tcp(
+            &p.apply(t.host.as_deref().unwrap_or("127.0.0.1")),
+            t.port.0,
+        ));
+    }
+    if let Some(h) = http {
+        probes.push(ProbeSpec::Http {
+            host: p.apply(h.host.as_deref().unwrap_or("127.0.0.1")),
+            port: h.port.0,
+            path: p.apply(h.path.as_deref().unwrap_or("/")),
+            status: h.status.unwrap_or(200),
+            body_contains: h.body_contains.clone(),
+        });
+    }
+    if let Some(e) = exec {
+        probes.push(ProbeSpec::Exec {
+            argv: p.apply_all(&e.0),
+        });
+    }
+    if let Some(f) = file {
+        probes.push(ProbeSpec::File {
+            path: cwd.join(p.apply(f)),
+        });
+    }
+    probes
+}
+
+pub fn liveness_spec(
+    p: &Placeholders,
+    l: &LivenessConfig,
+    key: &str,
+    cwd: &std::path::Path,
+) -> Result<LivenessSpec, PlanError> {
+    let mut probes = probe_list(
+        p,
+        l.tcp.as_ref(),
+        l.http.as_ref(),
+        l.exec.as_ref(),
+        l.file.as_ref(),
+        cwd,
+    );
+    if probes.len() != 1 {
+        return Err(err(
+            key,
+            format!("liveness needs exactly one probe, found {}", probes.len()),
+            "keep one of tcp, http, exec, file",
+        ));
+    }
+    Ok(LivenessSpec {
+        probe: probes.remove(0),
+        period: l
+            .period_seconds
+            .map_or(Duration::from_secs(10), |s| s.duration()),
+        attempt_timeout: l
+            .timeout_seconds
+            .map_or(Duration::from_secs(2), |s| s.duration()),
+        failure_threshold: l.failure_threshold.unwrap_or(3).max(1),
+    })
+}

@@ -1,0 +1,421 @@
+//! Workers on this node: the recipe's `mcsup.workers`, or one per role derived from the engine's
+//! flags (`backend.sglang_config.<role>` in v1, `roles.<role>.args` in 2.0).
+//!
+//! Worker env, later wins: discovery (`ETCD_ENDPOINTS`, `NATS_SERVER`, when such services are
+//! effective) < `MOONCAKE_LOCAL_HOSTNAME=<node ip>` (a default the user may override) < the
+//! role's env < top-level `environment` < the worker's own `env` < `mooncake_kv_store.env` <
+//! forced `MOONCAKE_MASTER` / `MOONCAKE_TE_META_DATA_SERVER` (vLLM also `MOONCAKE_CONFIG_PATH`).
+//! A derived SGLang/vLLM worker is ready when its server answers `GET /health`. Pure.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::env::EnvBuilder;
+use super::lints;
+use super::model::*;
+use super::policy::*;
+use super::services::{set_local_defaults, NodeScope};
+use super::spec::*;
+use super::PlanError;
+use crate::domain::Role;
+use crate::mooncake;
+use crate::recipe::*;
+
+/// SGLang's and vLLM's default HTTP ports (`--port`).
+pub const SGLANG_DEFAULT_PORT: u16 = 30000;
+pub const VLLM_DEFAULT_PORT: u16 = 8000;
+/// How long a derived server may take to answer `/health`: loading a large model's weights
+/// takes many minutes; a recipe sets its own with `mcsup.workers`.
+pub const DERIVED_READY_TIMEOUT: Duration = Duration::from_secs(1800);
+
+fn err(key: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> PlanError {
+    PlanError {
+        key_path: key.into(),
+        message: message.into(),
+        fix: fix.into(),
+    }
+}
+
+/// The workers of this node's roles. `vllm_config_path` is where the vLLM client JSON goes.
+pub fn plan_workers(
+    s: &NodeScope<'_>,
+    taken: &mut BTreeSet<String>,
+    vllm_config_path: &std::path::Path,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<ProcessSpec>, PlanError> {
+    let model = s.model;
+    let mc = s.mc;
+    let store_here = model.enabled().any(|svc| {
+        svc.kind == ServiceType::MooncakeStore
+            && svc.runnable.is_ok()
+            && svc.external.is_none()
+            && store_placed_here(s, svc)
+    });
+    let mut out = Vec::new();
+    for &role in s.roles {
+        let rm = model.roles.get(&role).cloned().unwrap_or_default();
+        let entries: Vec<(String, WorkerConfig, bool)> = match mc.workers.for_role(role) {
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (format!("mcsup.workers.{role}[{i}]"), w.clone(), false))
+                .collect(),
+            None => match derived_worker(model, &rm, role) {
+                Some(w) => vec![(rm.flags_key.clone(), w, true)],
+                None => {
+                    let hint = if model.spelling == Spelling::V2 {
+                        format!(
+                            "roles.{}.args",
+                            if role == Role::Aggregated {
+                                "agg"
+                            } else {
+                                role.as_str()
+                            }
+                        )
+                    } else {
+                        format!("backend.sglang_config.{role}")
+                    };
+                    warnings.push(format!(
+                        "role {role} has no worker on this node: add mcsup.workers.{role} (or {hint})"
+                    ));
+                    Vec::new()
+                }
+            },
+        };
+        for (key, w, derived) in entries {
+            if w.count == 0 {
+                return Err(err(
+                    format!("{key}.count"),
+                    "count is 0",
+                    "use count: 1 or more, or remove the worker",
+                ));
+            }
+            if w.name.trim().is_empty()
+                || !w
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(err(
+                    format!("{key}.name"),
+                    format!("`{}` is not a usable process name", w.name),
+                    "use letters, digits, '-', '_' or '.' (it names log files)",
+                ));
+            }
+            for index in 0..w.count {
+                let name = if w.count > 1 {
+                    format!("{}-{index}", w.name)
+                } else {
+                    w.name.clone()
+                };
+                if !taken.insert(name.clone()) {
+                    return Err(err(
+                        format!("{key}.name"),
+                        format!("duplicate process name `{name}` on this node"),
+                        "give each worker (and role) a distinct name",
+                    ));
+                }
+                let wp = s.ph.instance(role.as_str(), index);
+                let mut argv = w.command.0.clone();
+                argv.extend(w.args.0.iter().cloned());
+                let argv = wp.apply_all(&argv);
+                let mut env = EnvBuilder::new();
+                for (k, v) in &s.discovery {
+                    env.set(k, v.clone(), "discovery");
+                }
+                if model.mooncake.is_some() {
+                    set_local_defaults(&mut env, s.ctx);
+                }
+                env.layer(rm.env.iter().map(|(k, v)| (k, wp.apply(v))), &rm.env_key);
+                env.layer(
+                    model.environment.iter().map(|(k, v)| (k, wp.apply(v))),
+                    "environment",
+                );
+                env.layer(
+                    w.env.iter().map(|(k, v)| (k, wp.apply(v))),
+                    &format!("{key}.env"),
+                );
+                if let Some(mm) = &model.mooncake {
+                    let source = format!("{}.env", mm.key);
+                    for (k, v) in mm.worker_env.iter() {
+                        let v = wp.apply(v);
+                        if let Some(prev) = rm.env.get(k) {
+                            if wp.apply(prev) != v {
+                                warnings.push(lints::shared_env_override(
+                                    &name,
+                                    &source,
+                                    k,
+                                    &v,
+                                    &rm.env_key,
+                                    prev,
+                                ));
+                            }
+                        }
+                        env.set(k, v, &source);
+                    }
+                    env.set(mooncake::env::MASTER, s.master_addr.clone(), "forced");
+                    env.set(
+                        mooncake::env::METADATA_SERVER,
+                        s.metadata_url.clone(),
+                        "forced",
+                    );
+                    if model.engine == BackendType::Vllm {
+                        env.set(
+                            mooncake::env::CONFIG_PATH,
+                            vllm_config_path.display().to_string(),
+                            "forced",
+                        );
+                    }
+                    if store_here && model.engine != BackendType::Vllm {
+                        lints::worker_segment(
+                            &name,
+                            env.get(mooncake::env::GLOBAL_SEGMENT_SIZE)
+                                .map(|v| v.value.as_str()),
+                            &rm.env_key,
+                            warnings,
+                        );
+                    }
+                    if model.engine == BackendType::Sglang {
+                        if let Some(v) = env.get(mooncake::env::GLOBAL_SEGMENT_SIZE) {
+                            lints::sglang_size(&name, &v.value, warnings);
+                        }
+                    }
+                }
+                let (stop, restart) = policy_defaults(ProcessKind::Worker);
+                let stop = apply_stop(
+                    apply_stop(stop, mc.worker_defaults.stop.as_ref()),
+                    w.stop.as_ref(),
+                );
+                let restart = apply_restart(
+                    restart,
+                    mc.worker_defaults.restart.as_ref(),
+                    "mcsup.worker_defaults.restart",
+                )?;
+                let restart =
+                    apply_restart(restart, w.restart.as_ref(), &format!("{key}.restart"))?;
+                let readiness = match &w.readiness {
+                    Some(r) => {
+                        let mut probes = probe_list(
+                            &wp,
+                            r.tcp.as_ref(),
+                            r.http.as_ref(),
+                            r.exec.as_ref(),
+                            r.file.as_ref(),
+                            &s.ctx.cwd,
+                        );
+                        if let Some(pat) = &r.log_line {
+                            probes.push(ProbeSpec::LogLine {
+                                pattern: pat.0.clone(),
+                            });
+                        }
+                        if probes.is_empty() {
+                            return Err(err(
+                                format!("{key}.readiness"),
+                                "readiness names no probe",
+                                "add one of tcp, http, exec, log_line, file (or remove readiness)",
+                            ));
+                        }
+                        let mut spec = readiness(
+                            probes,
+                            r.timeout_seconds
+                                .map_or(Duration::from_secs(600), |s| s.duration()),
+                        );
+                        if let Some(d) = r.initial_delay_seconds {
+                            spec.initial_delay = d.duration();
+                        }
+                        if let Some(i) = r.interval_seconds {
+                            spec.interval = i.duration();
+                            spec.max_interval = spec.max_interval.max(i.duration());
+                        }
+                        Some(spec)
+                    }
+                    None if derived => Some(readiness(
+                        vec![ProbeSpec::Http {
+                            host: "127.0.0.1".into(),
+                            port: server_port(model.engine, rm.flags.as_ref()),
+                            path: "/health".into(),
+                            status: 200,
+                            body_contains: None,
+                        }],
+                        DERIVED_READY_TIMEOUT,
+                    )),
+                    None => None,
+                };
+                let liveness = match &w.liveness {
+                    Some(l) => Some(liveness_spec(
+                        &wp,
+                        l,
+                        &format!("{key}.liveness"),
+                        &s.ctx.cwd,
+                    )?),
+                    None => None,
+                };
+                out.push(ProcessSpec {
+                    name,
+                    kind: ProcessKind::Worker,
+                    phase: Phase::Workers,
+                    service: None,
+                    roles: vec![role],
+                    argv,
+                    preamble: w.preamble.as_ref().map(|p| wp.apply(p)),
+                    env: env.build(),
+                    cwd: w.cwd.as_ref().map(|c| s.ctx.cwd.join(wp.apply(c))),
+                    depends_on: Vec::new(),
+                    readiness,
+                    liveness,
+                    restart,
+                    stop,
+                    critical: if derived {
+                        rm.critical.unwrap_or(w.critical)
+                    } else {
+                        w.critical
+                    },
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn store_placed_here(s: &NodeScope<'_>, svc: &ServiceModel) -> bool {
+    match &svc.place {
+        Place::Roles(o) => o.iter().any(|r| s.roles.contains(&r.role)),
+        Place::Node { node, .. } => super::services::placed_here(*node, s.ctx, s.roles),
+    }
+}
+
+/// The port a derived server listens on: its `port` flag, else the engine's default.
+fn server_port(engine: BackendType, flags: Option<&FlagMap>) -> u16 {
+    flags
+        .and_then(|f| f.get("port"))
+        .and_then(|v| match v {
+            serde_yaml::Value::Number(n) => n.as_u64(),
+            serde_yaml::Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        })
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p > 0)
+        .unwrap_or(if engine == BackendType::Vllm {
+            VLLM_DEFAULT_PORT
+        } else {
+            SGLANG_DEFAULT_PORT
+        })
+}
+
+/// Flags → argv the way srt-slurm maps them: keys become `--kebab-case`, `true` a bare flag,
+/// `false`/null are dropped, lists repeat their items after one flag.
+pub fn flags_to_args(flags: &FlagMap) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, v) in &flags.0 {
+        let flag = format!("--{}", k.replace('_', "-"));
+        match v {
+            serde_yaml::Value::Bool(true) => out.push(flag),
+            serde_yaml::Value::Bool(false) | serde_yaml::Value::Null => {}
+            serde_yaml::Value::Sequence(items) => {
+                out.push(flag);
+                out.extend(items.iter().map(scalar_to_string));
+            }
+            other => {
+                out.push(flag);
+                out.push(scalar_to_string(other));
+            }
+        }
+    }
+    out
+}
+
+fn scalar_to_string(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        serde_yaml::Value::Null => String::new(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// A worker derived from the role's engine flags when `mcsup.workers` names none.
+fn derived_worker(model: &JobModel, rm: &RoleModel, role: Role) -> Option<WorkerConfig> {
+    let flags = rm.flags.as_ref()?;
+    let (name, mut argv) = match model.engine {
+        BackendType::Sglang => (
+            format!("sglang-{role}"),
+            vec![
+                "python3".to_string(),
+                "-m".into(),
+                "sglang.launch_server".into(),
+            ],
+        ),
+        BackendType::Vllm => (
+            format!("vllm-{role}"),
+            vec![
+                "python3".to_string(),
+                "-m".into(),
+                "vllm.entrypoints.openai.api_server".into(),
+            ],
+        ),
+        BackendType::Trtllm => return None,
+    };
+    argv.extend(flags_to_args(flags));
+    Some(WorkerConfig {
+        name,
+        command: Command(argv),
+        args: Words::default(),
+        env: EnvMap::default(),
+        count: 1,
+        preamble: None,
+        cwd: None,
+        readiness: None,
+        liveness: None,
+        stop: None,
+        restart: None,
+        critical: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(yaml: &str) -> FlagMap {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn flags_map_to_argv_like_srt_slurm() {
+        let f = flags("tp-size: 8\nenable_hierarchical_cache: true\ntrust-remote-code: false\nhicache-size: 60\nserved-model-name: [a, b]\nmem-fraction-static: 0.82\nskip: null\n");
+        assert_eq!(
+            flags_to_args(&f),
+            vec![
+                "--tp-size",
+                "8",
+                "--enable-hierarchical-cache",
+                "--hicache-size",
+                "60",
+                "--served-model-name",
+                "a",
+                "b",
+                "--mem-fraction-static",
+                "0.82"
+            ]
+        );
+    }
+
+    #[test]
+    fn derived_server_port_follows_the_port_flag() {
+        assert_eq!(server_port(BackendType::Sglang, None), 30000);
+        assert_eq!(server_port(BackendType::Vllm, None), 8000);
+        assert_eq!(
+            server_port(BackendType::Sglang, Some(&flags("port: 31000"))),
+            31000
+        );
+        assert_eq!(
+            server_port(BackendType::Sglang, Some(&flags("port: \"31001\""))),
+            31001
+        );
+        assert_eq!(
+            server_port(BackendType::Sglang, Some(&flags("port: 70000"))),
+            30000
+        );
+    }
+}
