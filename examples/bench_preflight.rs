@@ -73,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         path_var: None,
         inherited_env: Vec::new(),
     };
-    let report = mcsup::preflight::run(&plan, &recipe, &opts);
+    let report = mcsup::preflight::run(&plan, &opts);
     println!(
         "fixture: {NICS} NICs x 256 GID slots; preflight verdict: {}",
         if report.passed(false) { "pass" } else { "fail" }
@@ -86,7 +86,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::hint::black_box(SysfsReader::new(dir.path()).scan()?);
         floor.push(t.elapsed());
         let t = Instant::now();
-        std::hint::black_box(mcsup::preflight::run(&plan, &recipe, &opts));
+        std::hint::black_box(mcsup::preflight::run(&plan, &opts));
         full.push(t.elapsed());
     }
     let (f, p) = (median(floor), median(full));

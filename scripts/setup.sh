@@ -2,7 +2,9 @@
 # mcsup development/CI setup. Idempotent: safe to run again; a second run is a fast no-op.
 #
 # Installs what is missing on a Debian/Ubuntu machine:
-#   1. Debian packages (RDMA/verbs headers+runtime, libclang for bindgen, pkg-config, python3-venv)
+#   1. Debian packages (RDMA/verbs headers+runtime, libclang for bindgen, pkg-config, python3-venv,
+#      etcd-server + nats-server for the real-binary tests); a system etcd/nats service that the
+#      packages start or enable on a fresh install is stopped and disabled again
 #   2. <repo>/.venv (Python 3.11) with a pinned mooncake-transfer-engine-non-cuda wheel
 #   3. cargo-nextest (only if `cargo nextest --version` fails)
 # and finally verifies that the real Mooncake binaries run.
@@ -27,9 +29,23 @@ REQUIRED_PY="3.11"   # the wheel is cp311 only
 
 # Build-time: libibverbs-dev/librdmacm-dev/libclang-dev/pkg-config (rdma crate, bindgen).
 # ibverbs-providers (verbs provider plugins), python3-venv (venv + ensurepip for Debian's python).
+# etcd-server (/usr/bin/etcd), nats-server (/usr/sbin/nats-server): real servers that tests start
+# privately in their own network namespace; etcd-client (etcdctl) and iproute2 (ip) for that test.
 APT_PACKAGES=(
   libibverbs-dev librdmacm-dev libclang-dev ibverbs-providers pkg-config python3-venv
-  ca-certificates
+  ca-certificates etcd-server nats-server etcd-client iproute2
+)
+# Packages from APT_PACKAGES that ship a system service, as package:service. We only want their
+# binaries. On a fresh install their postinst enables the service for boot (systemd unit links,
+# SysV rc links for etcd) and starts it now where an init system runs: under systemd both; under
+# sysvinit (or wherever a policy-rc.d allows it) etcd via invoke-rc.d. In a container without
+# systemd and without a runlevel nothing starts. A system etcd on 127.0.0.1:2379/2380 or nats on
+# 127.0.0.1:4222 would take ports the tests use, so after installing one of these packages we
+# stop and disable its service (section 1b). Never done for packages that were already
+# installed: a service the user runs on purpose is left alone.
+SERVICE_PACKAGES=(
+  etcd-server:etcd
+  nats-server:nats-server
 )
 # Run-time libraries that the wheel's native code (mooncake_master, store.so, engine.so) links
 # from the system (found with ldd; everything else is bundled in the wheel). Checked by soname
@@ -84,8 +100,46 @@ else
   log "apt: running apt-get update"
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
   log "apt: installing: ${missing[*]}"
+  apt_rc=0
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
+    apt-get install -y -q --no-install-recommends "${missing[@]}" || apt_rc=$?
+
+  # ------------------------------------------------------------------------------------------
+  # 1b. Stop + disable the system services of service packages installed just now (see
+  #     SERVICE_PACKAGES). Done even if apt-get failed: a postinst may have started the daemon
+  #     before a later package failed.
+  # ------------------------------------------------------------------------------------------
+  systemd_running=0
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then systemd_running=1; fi
+  for entry in "${SERVICE_PACKAGES[@]}"; do
+    pkg="${entry%%:*}" svc="${entry#*:}"
+    [[ " ${missing[*]} " == *" $pkg "* ]] || continue
+    if [ "$systemd_running" -eq 1 ]; then
+      # --now stops it too; for etcd, systemd-sysv-install also disables the SysV rc links.
+      "${SUDO[@]}" systemctl disable --now --quiet "$svc.service" 2>/dev/null || true
+      if systemctl is-active --quiet "$svc.service"; then
+        die "apt: $pkg started the system service $svc.service and 'systemctl disable --now' did not stop it"
+      fi
+    else
+      # systemd installed but not running (containers): the postinst still enabled the unit for
+      # boot; offline 'systemctl disable' removes those links.
+      if command -v systemctl >/dev/null 2>&1; then
+        "${SUDO[@]}" systemctl disable --quiet "$svc.service" >/dev/null 2>&1 || true
+      fi
+      # Without systemd only a SysV script can have started it: invoke-rc.d runs it when the host
+      # has a runlevel (sysvinit) or a policy-rc.d allows it. Stop it with the script itself
+      # (invoke-rc.d would ask policy-rc.d again); 'stop' when not running is a no-op.
+      if [ -x "/etc/init.d/$svc" ]; then
+        "${SUDO[@]}" update-rc.d "$svc" disable >/dev/null 2>&1 || true
+        "${SUDO[@]}" "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+        if "/etc/init.d/$svc" status >/dev/null 2>&1; then
+          die "apt: $pkg started the system service $svc and '/etc/init.d/$svc stop' did not stop it"
+        fi
+      fi
+    fi
+    log "apt: $pkg: system service $svc is stopped and disabled (tests start their own)"
+  done
+  [ "$apt_rc" -eq 0 ] || die "apt: 'apt-get install ${missing[*]}' failed (exit $apt_rc)"
 fi
 
 # --------------------------------------------------------------------------------------------
@@ -191,5 +245,17 @@ if ! "$VENV/bin/python" -c 'import mooncake.store' ; then
   die "verify: 'import mooncake.store' failed (is libibverbs1 installed? see above)"
 fi
 log "verify: import mooncake.store OK"
+
+# etcd-server/nats-server binaries (nats-server is in /usr/sbin, often not on a user's PATH).
+for bin in /usr/bin/etcd /usr/sbin/nats-server; do
+  # Capture, then cut: '| head -n1' could SIGPIPE the binary and trip pipefail.
+  if ver="$("$bin" --version 2>/dev/null)" && [ -n "$ver" ]; then
+    log "verify: $bin: ${ver%%$'\n'*}"
+  elif [ "${MCSUP_SKIP_APT:-0}" = "1" ]; then
+    warn "verify: $bin does not run (MCSUP_SKIP_APT=1); the etcd/NATS tests will fail"
+  else
+    die "verify: $bin --version failed (packages etcd-server / nats-server)"
+  fi
+done
 
 log "done in ${SECONDS}s: venv=$VENV $MOONCAKE_PKG==$MOONCAKE_WHEEL_VERSION"

@@ -49,6 +49,12 @@ pub enum Cmd {
     Preflight(PreflightArgs),
     /// Print the status file written by a running (or finished) mcsup.
     Status(StatusArgs),
+    /// Print the srt-slurm 2.0 form (schema: 2, engine, roles, services) of a v1 recipe,
+    /// including the seed's `mooncake_kv_store.standalone`.
+    Migrate {
+        /// The v1 recipe.
+        recipe: PathBuf,
+    },
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -287,8 +293,8 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
     if !args.aggregate.is_empty() {
         return aggregate(&args);
     }
-    let (recipe, plan) = load(&args.target)?;
-    let report = crate::preflight::run(&plan, &recipe, &preflight_options(args.sysroot.as_deref()));
+    let plan = load_plan(&args.target)?;
+    let report = crate::preflight::run(&plan, &preflight_options(args.sysroot.as_deref()));
     print_report(&report, &args)
 }
 
@@ -342,15 +348,17 @@ fn print(text: &str) -> Result<(), CliError> {
 
 fn run(args: RunArgs) -> Result<i32, CliError> {
     init_tracing(args.log_format);
-    let (recipe, plan) = match &args.plan_file {
-        Some(p) => (None, read_plan_file(p)?),
-        None => load(&args.target).map(|(r, p)| (Some(r), p))?,
+    // A plan file carries everything the preflight needs (HiCache, headroom), so both paths
+    // run it.
+    let plan = match &args.plan_file {
+        Some(p) => read_plan_file(p)?,
+        None => load(&args.target)?.1,
     };
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
-    if let Some(recipe) = recipe {
-        let report = crate::preflight::run(&plan, &recipe, &preflight_options(None));
+    {
+        let report = crate::preflight::run(&plan, &preflight_options(None));
         for c in report
             .checks
             .iter()
@@ -435,6 +443,28 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
         }
         Some(Cmd::Preflight(a)) => preflight(a),
         Some(Cmd::Status(a)) => status(a),
+        Some(Cmd::Migrate { recipe }) => {
+            let text = std::fs::read_to_string(&recipe).map_err(|e| {
+                CliError::usage(format!(
+                    "{}: cannot read the recipe: {e}\n  fix: pass the v1 recipe's path",
+                    recipe.display()
+                ))
+            })?;
+            let m = crate::migrate::migrate(&recipe, &text).map_err(|e| match e {
+                crate::migrate::MigrateError::Recipe(r) => CliError::from(r),
+                other => CliError::usage(format!("{}: {other}", recipe.display())),
+            })?;
+            let mut out = format!(
+                "# srt-slurm 2.0 form of {}, written by `mcsup migrate`\n",
+                recipe.display()
+            );
+            for n in &m.notes {
+                out.push_str(&format!("# note: {n}\n"));
+            }
+            out.push_str(&m.yaml);
+            print(&out)?;
+            Ok(EXIT_OK)
+        }
         Some(Cmd::Completions { shell }) => {
             let mut cmd = Cli::command();
             let mut buf = Vec::new();

@@ -5,12 +5,14 @@
 //!
 //! The steps, one file each: [`model`] folds every recipe spelling into one service model;
 //! [`kinds`] holds the service kinds' defaults; [`services`] and [`workers`] resolve this node's
-//! processes (with [`placeholders`] and [`policy`]); [`lints`] words the warnings; [`resolve`]
+//! processes (with [`placeholders`] and [`policy`]); [`memory`] sizes HiCache and headroom;
+//! [`lints`] words the warnings; [`resolve`]
 //! orders it all into phases and gates. [`spec`] is the output.
 
 mod env;
 pub mod kinds;
 pub mod lints;
+pub mod memory;
 pub mod model;
 pub mod placeholders;
 pub mod policy;

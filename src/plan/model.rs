@@ -283,7 +283,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         if !mixed.is_empty() {
             return Err(err(
                 "roles",
-                format!("roles: cannot be combined with the fields it expands into: {}", mixed.join(", ")),
+                format!("cannot be combined with the fields it expands into: {}", mixed.join(", ")),
                 "move those keys under roles.<role>.env / roles.<role>.args and drop them from backend",
             ));
         }
@@ -732,17 +732,15 @@ fn declared_service(
             "give the program and its arguments as a list, e.g. command: [python3, -m, my.service]",
         ));
     }
-    if s.command
-        .iter()
-        .flat_map(|c| c.0.iter())
-        .chain(&s.args.0)
-        .any(|a| a.is_empty())
-    {
-        return Err(err(
-            format!("{key}.args"),
-            format!("{label}.command/args must not contain empty arguments"),
-            "remove the empty \"\" items",
-        ));
+    let command: &[String] = s.command.as_ref().map_or(&[], |c| &c.0);
+    for (field, words) in [("command", command), ("args", &s.args.0[..])] {
+        if let Some(i) = words.iter().position(|a| a.is_empty()) {
+            return Err(err(
+                format!("{key}.{field}[{i}]"),
+                format!("{label}.command/args must not contain empty arguments"),
+                "remove the empty \"\" items",
+            ));
+        }
     }
     if s.build_command.as_ref().is_some_and(|b| b.0.is_empty()) {
         return Err(err(
@@ -998,7 +996,7 @@ fn declared_service(
             timeout_s: r.timeout_seconds.map_or(d.readiness_timeout_s, |t| t.0),
             interval_s: r.interval_seconds.map(|i| i.0),
         },
-        None if t == ServiceType::MooncakeMaster && s.command.is_none() => ReadinessModel {
+        None if t == ServiceType::MooncakeMaster => ReadinessModel {
             probe: Readiness::MasterPorts,
             timeout_s: mc
                 .master
@@ -1068,7 +1066,14 @@ fn check_transfer_backend(model: &JobModel) -> Result<(), PlanError> {
     if model.engine != BackendType::Sglang || model.mooncake.is_none() {
         return Ok(());
     }
-    let flags = |r: Role| model.roles.get(&r).and_then(|m| m.flags.as_ref());
+    // Only flags the recipe wrote count (a 2.0 role without `args` still runs a worker).
+    let flags = |r: Role| {
+        model
+            .roles
+            .get(&r)
+            .and_then(|m| m.flags.as_ref())
+            .filter(|f| !f.0.is_empty())
+    };
     let disagg = flags(Role::Prefill).is_some() || flags(Role::Decode).is_some();
     let uses = [Role::Prefill, Role::Decode].iter().any(|r| {
         flags(*r)

@@ -493,7 +493,15 @@ pub fn plan_with(
             .collect::<Vec<_>>()
             .join(",");
         return Err(err(
-            if model.spelling == Spelling::V2 { "services" } else { "backend" },
+            match (&recipe.services, &recipe.roles, roles.first()) {
+                (Some(_), _, _) => "services".to_string(),
+                (None, Some(_), Some(r)) => format!(
+                    "roles.{}",
+                    if *r == Role::Aggregated { "agg" } else { r.as_str() }
+                ),
+                _ if recipe.backend.is_some() => "backend".to_string(),
+                _ => String::new(),
+            },
             format!(
                 "nothing would run on node {} (roles {roles_txt}): no service is placed here and no worker is configured for these roles",
                 ctx.name
@@ -524,6 +532,7 @@ pub fn plan_with(
         recipe_schema: model.spelling.as_str().into(),
         files,
         shutdown,
+        memory: super::memory::memory_spec(&model, &mc, roles),
         log_dir,
         ignored_sections: ignored,
         warnings,

@@ -117,6 +117,9 @@ pub struct Plan {
     pub files: Vec<FileSpec>,
     /// Node-wide shutdown behaviour.
     pub shutdown: ShutdownSpec,
+    /// What the preflight's DRAM budget needs beyond the processes: HiCache L2 and headroom.
+    #[serde(default)]
+    pub memory: MemorySpec,
     /// Where per-process logs and the status file go.
     pub log_dir: PathBuf,
     /// Top-level recipe sections that mcsup does not interpret (listed, not errors).
@@ -437,4 +440,48 @@ pub struct ShutdownSpec {
     pub drain_signal: SignalName,
     /// Tear down when every worker has exited (default true).
     pub exit_when_workers_done: bool,
+}
+
+/// The DRAM the node must keep besides the store: SGLang's HiCache L2 per role, and headroom.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemorySpec {
+    pub hicache: Vec<HiCacheL2>,
+    /// DRAM kept free beyond store + HiCache (`mcsup.preflight.headroom_gib`, default 10 GiB).
+    pub headroom_bytes: u64,
+}
+
+impl Default for MemorySpec {
+    /// No HiCache, and the default 10 GiB headroom (a plan file written before this field
+    /// existed keeps the budget it had).
+    fn default() -> Self {
+        MemorySpec {
+            hicache: Vec::new(),
+            headroom_bytes: 10 << 30,
+        }
+    }
+}
+
+/// One role's HiCache on this node. `--hicache-size N` is decimal GB (10^9 bytes) PER RANK;
+/// `--hicache-ratio` sizes the pool from the GPU's KV pool, unknown before the GPU starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum HiCacheL2 {
+    /// Not enabled for this role.
+    None { role: Role },
+    /// Known size.
+    Sized {
+        role: Role,
+        per_rank_gb: u64,
+        ranks: u64,
+        bytes: u64,
+        ranks_from: String,
+        /// Where the flags came from (`roles.prefill.args`).
+        key: String,
+    },
+    /// Ratio mode: the size depends on the GPU's KV pool.
+    Ratio {
+        role: Role,
+        ratio: String,
+        key: String,
+    },
 }

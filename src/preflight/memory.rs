@@ -3,16 +3,14 @@
 //!
 //! [`MemoryFacts::read`] is the only reader (through the sysroot); [`budget`] is pure.
 
-use super::hicache::L2;
 use super::report::{Budget, BudgetLine, Check, Report};
 use super::system::Sysroot;
 use super::StoreSizes;
 use crate::mooncake::size::Bytes;
+use crate::plan::HiCacheL2 as L2;
 use crate::plan::Plan;
-use crate::recipe::Recipe;
 
 const G: &str = "memory";
-const GIB: u64 = 1 << 30;
 /// cgroup v1's "no limit" (PAGE_COUNTER_MAX × page size, rounded); anything this large is no limit.
 const V1_UNLIMITED: u64 = 0x7FFF_FFFF_FFFF_F000;
 
@@ -236,6 +234,7 @@ pub fn budget(
             ranks,
             bytes,
             ranks_from,
+            ..
         } = l
         {
             b.need.push(BudgetLine {
@@ -292,35 +291,20 @@ pub fn budget(
 }
 
 /// The DRAM budget check.
-pub fn check(
-    plan: &Plan,
-    recipe: &Recipe,
-    sizes: Option<&StoreSizes>,
-    hicache: &[L2],
-    facts: &MemoryFacts,
-    report: &mut Report,
-) {
-    let headroom_gib = recipe
-        .mcsup
-        .as_ref()
-        .and_then(|m| m.preflight.headroom_gib)
-        .unwrap_or(10.0);
-    let headroom = if headroom_gib.is_finite() && headroom_gib >= 0.0 {
-        (headroom_gib * GIB as f64) as u64
-    } else {
-        10 * GIB
-    };
+pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, report: &mut Report) {
+    let hicache = &plan.memory.hicache;
+    let headroom = plan.memory.headroom_bytes;
     for l in hicache {
-        if let L2::Ratio { role, ratio } = l {
+        if let L2::Ratio { role, ratio, key } = l {
             report.push(Check::warn(
                 G,
                 &format!("hicache {role}"),
                 format!("{role} enables HiCache with hicache-ratio {ratio}: its host pool is sized from the GPU's KV pool, unknown before the GPU starts, so it is NOT in the budget"),
-                format!("set an explicit `hicache-size` (GB per rank) in backend.sglang_config.{role}"),
+                format!("set an explicit `hicache-size` (GB per rank) in {key}"),
             ));
         }
     }
-    if sizes.is_none() && hicache.iter().all(|l| matches!(l, L2::None)) {
+    if sizes.is_none() && hicache.iter().all(|l| matches!(l, L2::None { .. })) {
         report.push(Check::skip(
             G,
             "budget",
@@ -466,6 +450,8 @@ pub fn check_memlock(
 mod tests {
     use super::*;
 
+    const GIB: u64 = 1 << 30;
+
     #[test]
     fn slurm_allocation_forms() {
         let env = |v: &[(&str, &str)]| {
@@ -535,7 +521,7 @@ mod tests {
                 "log_dir": "/tmp", "ignored_sections": [], "warnings": []
             }))
             .unwrap();
-            check(&plan, &Recipe::default(), Some(&sizes), &[], facts, &mut r);
+            check(&plan, Some(&sizes), facts, &mut r);
             r
         };
         let mut facts = MemoryFacts {

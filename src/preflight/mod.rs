@@ -7,7 +7,6 @@
 
 pub mod aggregate;
 pub mod fixture;
-pub mod hicache;
 pub mod memory;
 pub mod rdma;
 pub mod report;
@@ -18,7 +17,6 @@ pub use report::{Budget, BudgetLine, Check, Report, Status};
 
 use crate::mooncake::size;
 use crate::plan::{Plan, ProcessKind};
-use crate::recipe::Recipe;
 
 /// Inputs that are not in the plan.
 #[derive(Debug, Clone)]
@@ -99,7 +97,7 @@ pub fn protocol(plan: &Plan) -> String {
 }
 
 /// Run every check for this node.
-pub fn run(plan: &Plan, recipe: &Recipe, opts: &Options) -> Report {
+pub fn run(plan: &Plan, opts: &Options) -> Report {
     let root = system::Sysroot::new(&opts.sysroot);
     let mut report = Report::default();
     let sizes = store_sizes(plan);
@@ -119,8 +117,7 @@ pub fn run(plan: &Plan, recipe: &Recipe, opts: &Options) -> Report {
     };
 
     let facts = memory::MemoryFacts::read(&root, &opts.slurm_env);
-    let hicache = hicache::l2_for_node(recipe, &plan.roles);
-    memory::check(plan, recipe, sizes.as_ref(), &hicache, &facts, &mut report);
+    memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 
     if opts.live {

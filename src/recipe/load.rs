@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::error::RecipeError;
 use super::types::Recipe;
-use super::values::FIX_MARKER;
+use super::values::{split_at_key, FIX_MARKER};
 
 /// Largest recipe accepted; real ones are a few KiB.
 const MAX_RECIPE_BYTES: u64 = 4 << 20;
@@ -64,7 +64,7 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
             r.positions = super::locate::KeyIndex::build(text);
             Ok(r)
         }
-        Err(e) => Err(convert(path, e)),
+        Err(e) => Err(convert(path, text, e)),
     }
 }
 
@@ -75,14 +75,39 @@ fn only_comments(text: &str) -> bool {
     })
 }
 
-fn convert(path: &Path, e: serde_path_to_error::Error<serde_yaml::Error>) -> RecipeError {
-    let key_path = render_path(e.path());
+fn convert(
+    path: &Path,
+    text: &str,
+    e: serde_path_to_error::Error<serde_yaml::Error>,
+) -> RecipeError {
+    let mut key_path = render_path(e.path());
     let inner = e.inner();
-    let position = inner.location().map(|l| (l.line(), l.column()));
+    let mut position = inner.location().map(|l| (l.line(), l.column()));
     let raw = inner.to_string();
     // serde_yaml appends " at line L column C" to its messages; we print the position ourselves.
     let raw = strip_position(&raw);
     let raw = strip_path_prefix(&raw);
+    // A check inside a value may name the key it is about (`http.path`, `MC_GID_INDEX`, `[1]`).
+    let (sub, rest) = split_at_key(&raw);
+    let named_sub = sub.is_some_and(|s| !s.is_empty());
+    if let Some(sub) = sub.filter(|s| !s.is_empty()) {
+        key_path = if sub.starts_with('[') || key_path.is_empty() {
+            format!("{key_path}{sub}")
+        } else {
+            format!("{key_path}.{sub}")
+        };
+    }
+    let raw = rest.to_string();
+    // The parser reports where it stands when a check fails: for a check on a whole block that
+    // is often the start of the enclosing entry, before the key. The key's own line is better
+    // then, and always when the message named the key inside the value.
+    if !key_path.is_empty() {
+        if let Some(at) = super::locate::KeyIndex::build(text).find_exact(&key_path) {
+            if named_sub || position.is_none_or(|p| p < at) {
+                position = Some(at);
+            }
+        }
+    }
     let (message, fix) = match raw.split_once(FIX_MARKER) {
         Some((m, f)) => (m.to_string(), Some(f.to_string())),
         None => explain(&raw),
@@ -221,7 +246,9 @@ fn explain(raw: &str) -> (String, Option<String>) {
         );
     }
     if raw.starts_with("invalid type: ") {
-        let fix = if raw.contains("expected a recipe") {
+        let fix = if raw.contains("expected an engine type string") {
+            Some("write `engine: sglang` or `engine: {type: sglang}`".to_string())
+        } else if raw.contains("expected a recipe") {
             Some("a recipe is a YAML mapping whose top level has `backend:` (and optionally `mcsup:`); see recipes/local.yaml".to_string())
         } else if raw.contains("expected a boolean") {
             Some("write true or false".to_string())

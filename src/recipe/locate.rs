@@ -127,6 +127,11 @@ impl KeyIndex {
         }
     }
 
+    /// The position of exactly `path`.
+    pub fn find_exact(&self, path: &str) -> Option<(usize, usize)> {
+        self.positions.get(path).copied()
+    }
+
     /// The position of `path`, or of its nearest indexed ancestor.
     pub fn find(&self, path: &str) -> Option<(usize, usize)> {
         let mut p = path;

@@ -95,8 +95,10 @@ pub(super) fn visit_lenient<'de, A: MapAccess<'de>>(
             } else {
                 "key"
             };
-            return Err(de::Error::custom(format!(
-                "unknown {what} `{key}`{FIX_MARKER}did you mean `{k}`?"
+            return Err(de::Error::custom(at_key(
+                &key,
+                format!("unknown {what} `{key}`"),
+                format!("did you mean `{k}`?"),
             )));
         }
         map.next_value::<IgnoredAny>()?;
@@ -123,8 +125,10 @@ impl<'de> Deserialize<'de> for Recipe {
                         "schema" => {
                             let v: u32 = map.next_value()?;
                             if v != 2 {
-                                return Err(de::Error::custom(format!(
-                                    "schema {v} is not a recipe layout mcsup reads{FIX_MARKER}write `schema: 2` for an srt-slurm 2.0 recipe, or drop `schema:` for a v1 recipe"
+                                return Err(de::Error::custom(at_key(
+                                    "schema",
+                                    format!("schema {v} is not a recipe layout mcsup reads"),
+                                    "write `schema: 2` for an srt-slurm 2.0 recipe, or drop `schema:` for a v1 recipe",
                                 )));
                             }
                             r.schema = Some(v);

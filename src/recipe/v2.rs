@@ -34,13 +34,20 @@ impl<'de> Deserialize<'de> for Engine {
         impl<'de> Visitor<'de> for V {
             type Value = Engine;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("engine must be a type string or a mapping")
+                f.write_str(
+                    "an engine type string (engine: sglang) or a mapping (engine: {type: sglang})",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Engine, E> {
                 Ok(Engine {
-                    r#type: Some(v.to_string()),
+                    r#type: Some(engine_type(v).map_err(|m| E::custom(at_key("", m.0, m.1)))?),
                     ..Engine::default()
                 })
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, _seq: A) -> Result<Engine, A::Error> {
+                Err(de::Error::custom(format!(
+                    "engine must be a type string or a mapping, found a list{FIX_MARKER}write `engine: sglang` or `engine: {{type: sglang}}`"
+                )))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Engine, A::Error> {
                 let mut e = Engine::default();
@@ -52,7 +59,13 @@ impl<'de> Deserialize<'de> for Engine {
                     &mut ignored,
                     |key, map| {
                         match key {
-                            "type" => e.r#type = Some(map.next_value::<String>()?),
+                            "type" => {
+                                let t = map.next_value::<String>()?;
+                                e.r#type =
+                                    Some(engine_type(&t).map_err(|m| {
+                                        de::Error::custom(at_key("type", m.0, m.1))
+                                    })?);
+                            }
                             _ => e.mooncake_kv_store = map.next_value()?,
                         }
                         Ok(())
@@ -64,6 +77,29 @@ impl<'de> Deserialize<'de> for Engine {
         }
         d.deserialize_any(V)
     }
+}
+
+/// The engine types srtctl 2.0 registers (`engine.type`).
+pub const ENGINE_TYPES: &[&str] = &["sglang", "vllm", "trtllm", "mocker", "atom", "tilert"];
+
+/// A known engine type, or (message, fix) naming the closest one.
+fn engine_type(t: &str) -> Result<String, (String, String)> {
+    let lower = t.trim().to_ascii_lowercase();
+    if ENGINE_TYPES.contains(&lower.as_str()) {
+        return Ok(lower);
+    }
+    let closest = ENGINE_TYPES
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(&lower, k), *k))
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, _)| *d <= 2);
+    Err((
+        format!("unknown engine type `{t}`"),
+        match closest {
+            Some((_, k)) => format!("did you mean `{k}`? (engines: {})", ENGINE_TYPES.join(", ")),
+            None => format!("use one of: {}", ENGINE_TYPES.join(", ")),
+        },
+    ))
 }
 
 /// `roles:` — per engine role (`prefill`, `decode`, `agg`).
@@ -336,8 +372,10 @@ impl<'de> Deserialize<'de> for ServiceReadiness {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawReadiness::deserialize(d)?;
         if raw.port.is_some() && raw.tcp.is_some() {
-            return Err(de::Error::custom(format!(
-                "services[].readiness: give either port (shorthand) or tcp, not both{FIX_MARKER}keep `port: N` or `tcp: {{port: N}}`"
+            return Err(de::Error::custom(at_key(
+                "tcp",
+                "services[].readiness: give either port (shorthand) or tcp, not both",
+                "keep `port: N` or `tcp: {port: N}`",
             )));
         }
         let mut named: Vec<&str> = Vec::new();
@@ -353,15 +391,19 @@ impl<'de> Deserialize<'de> for ServiceReadiness {
         if let Some(h) = raw.http {
             if let Some(p) = &h.path {
                 if !p.starts_with('/') {
-                    return Err(de::Error::custom(format!(
-                        "readiness.http.path must start with '/'{FIX_MARKER}write e.g. path: /health"
+                    return Err(de::Error::custom(at_key(
+                        "http.path",
+                        "readiness.http.path must start with '/'",
+                        "write e.g. path: /health",
                     )));
                 }
             }
             if let Some(s) = h.status {
                 if !(100..=599).contains(&s) {
-                    return Err(de::Error::custom(format!(
-                        "readiness.http.status must be an HTTP status code{FIX_MARKER}use a code from 100 to 599, e.g. 200"
+                    return Err(de::Error::custom(at_key(
+                        "http.status",
+                        "readiness.http.status must be an HTTP status code",
+                        "use a code from 100 to 599, e.g. 200",
                     )));
                 }
             }
@@ -374,8 +416,10 @@ impl<'de> Deserialize<'de> for ServiceReadiness {
         }
         if let Some(f) = raw.file {
             if f.path.trim().is_empty() {
-                return Err(de::Error::custom(format!(
-                    "readiness.file.path must not be empty{FIX_MARKER}name the file the service writes when ready"
+                return Err(de::Error::custom(at_key(
+                    "file.path",
+                    "readiness.file.path must not be empty",
+                    "name the file the service writes when ready",
                 )));
             }
             named.push("file");
@@ -417,6 +461,7 @@ impl<'de> Deserialize<'de> for Metrics {
         // One mapping or a list: read a value first, then parse the shape it has (an untagged
         // enum would hide the inner error).
         let v = serde_yaml::Value::deserialize(d)?;
+        let is_list = v.is_sequence();
         let list = match &v {
             serde_yaml::Value::Null => Vec::new(),
             serde_yaml::Value::Sequence(_) => {
@@ -424,24 +469,38 @@ impl<'de> Deserialize<'de> for Metrics {
             }
             _ => vec![MetricsEndpoint::deserialize(v).map_err(de::Error::custom)?],
         };
-        for m in &list {
+        let one = !is_list;
+        for (i, m) in list.iter().enumerate() {
+            let at = |k: &str| {
+                if one {
+                    k.to_string()
+                } else {
+                    format!("[{i}].{k}")
+                }
+            };
             if let Some(p) = &m.path {
                 if !p.starts_with('/') {
-                    return Err(de::Error::custom(format!(
-                        "metrics.path must start with '/'{FIX_MARKER}write e.g. path: /metrics"
+                    return Err(de::Error::custom(at_key(
+                        at("path"),
+                        "metrics.path must start with '/'",
+                        "write e.g. path: /metrics",
                     )));
                 }
             }
             if let Some(n) = &m.nodes {
                 if n != "all" && n != "first" {
-                    return Err(de::Error::custom(format!(
-                        "metrics.nodes must be all or first; got {n:?}{FIX_MARKER}write nodes: all or nodes: first"
+                    return Err(de::Error::custom(at_key(
+                        at("nodes"),
+                        format!("metrics.nodes must be all or first; got {n:?}"),
+                        "write nodes: all or nodes: first",
                     )));
                 }
             }
             if m.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
-                return Err(de::Error::custom(format!(
-                    "metrics.name must not be empty{FIX_MARKER}name the endpoint or drop `name`"
+                return Err(de::Error::custom(at_key(
+                    at("name"),
+                    "metrics.name must not be empty",
+                    "name the endpoint or drop `name`",
                 )));
             }
         }

@@ -13,8 +13,30 @@ use crate::mooncake::size;
 /// Separates "what is wrong" from "how to fix it" inside a serde custom error message.
 pub const FIX_MARKER: &str = " @@fix: ";
 
+/// Starts a custom error message that names the key inside the value being read (`http.path`,
+/// `MC_GID_INDEX`, `[1]`): the loader appends it to the key path and points at that key's line,
+/// not at the start of the enclosing block where the parser stands when the error is raised.
+pub const AT_MARKER: &str = "@@at:";
+const AT_END: &str = " @@ ";
+
 fn with_fix(msg: impl fmt::Display, fix: impl fmt::Display) -> String {
     format!("{msg}{FIX_MARKER}{fix}")
+}
+
+/// [`with_fix`] for the key `sub` inside the current value.
+pub fn at_key(sub: impl fmt::Display, msg: impl fmt::Display, fix: impl fmt::Display) -> String {
+    format!("{AT_MARKER}{sub}{AT_END}{msg}{FIX_MARKER}{fix}")
+}
+
+/// Split an [`at_key`] message into (sub-key, rest).
+pub fn split_at_key(msg: &str) -> (Option<&str>, &str) {
+    match msg
+        .strip_prefix(AT_MARKER)
+        .and_then(|r| r.split_once(AT_END))
+    {
+        Some((sub, rest)) => (Some(sub), rest),
+        None => (None, msg),
+    }
 }
 
 /// Variables whose values Mooncake parses as sizes: validated at load time.
@@ -99,7 +121,8 @@ impl<'de> Deserialize<'de> for EnvMap {
                         }
                     };
                     if !valid_env_name(&name) {
-                        return Err(de::Error::custom(with_fix(
+                        return Err(de::Error::custom(at_key(
+                            &name,
                             format!("`{name}` is not a valid environment variable name"),
                             "use letters, digits and underscores, not starting with a digit",
                         )));
@@ -112,7 +135,8 @@ impl<'de> Deserialize<'de> for EnvMap {
                                 Some(t) => format!("quote it: {name}: \"{t}\""),
                                 None => format!("give `{name}` a single string value"),
                             };
-                            return Err(de::Error::custom(with_fix(
+                            return Err(de::Error::custom(at_key(
+                                &name,
                                 format!(
                                     "the value of `{name}` must be a string, found {}",
                                     kind_of(&other)
@@ -123,7 +147,8 @@ impl<'de> Deserialize<'de> for EnvMap {
                     };
                     if SIZE_VARIABLES.contains(&name.as_str()) && !value.contains('{') {
                         if let Err(e) = size::parse_mooncake_size(&value) {
-                            return Err(de::Error::custom(with_fix(
+                            return Err(de::Error::custom(at_key(
+                                &name,
                                 format!("`{name}: \"{value}\"` is not a size Mooncake accepts: {e}"),
                                 "write a number with an optional unit kb/mb/gb/tb (powers of 1024), e.g. \"100gb\" or \"512mb\"; GiB-style units are rejected by Mooncake",
                             )));
@@ -181,7 +206,8 @@ impl<'de> Deserialize<'de> for Words {
                                 Some(t) => format!("quote it: \"{t}\""),
                                 None => "each item must be one string".to_string(),
                             };
-                            return Err(de::Error::custom(with_fix(
+                            return Err(de::Error::custom(at_key(
+                                format!("[{}]", out.len()),
                                 format!(
                                     "item {} must be a string, found {}",
                                     out.len(),

@@ -117,6 +117,7 @@ impl TestEnv {
             processes,
             services: vec![],
             recipe_schema: String::new(),
+            memory: Default::default(),
             files: vec![],
             shutdown: ShutdownSpec {
                 deadline: ms(10_000),

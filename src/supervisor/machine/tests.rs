@@ -99,6 +99,7 @@ fn plan(processes: Vec<ProcessSpec>) -> Plan {
         processes,
         services: vec![],
         recipe_schema: String::new(),
+        memory: Default::default(),
         files: vec![],
         shutdown: ShutdownSpec {
             deadline: d(25_000),

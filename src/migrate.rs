@@ -1,0 +1,399 @@
+//! `mcsup migrate`: print the srt-slurm 2.0 form (`schema: 2`, `engine:`, `roles:`, `services:`)
+//! of a v1 recipe, including the seed's `mooncake_kv_store.standalone`, which `srtctl migrate`
+//! has no rule for.
+//!
+//! The fold follows `srtctl migrate` (`core/migrate.py`; shared/reference/srt-slurm-2.md §3):
+//! `resources.<role>_{nodes,workers}` / `gpus_per_<role>` and `backend.<role>_environment` /
+//! `backend.<engine>_config.<role>` move under `roles.<role>`; `backend.mooncake_kv_store`
+//! becomes a `mooncake-master` service (container, `master_extra_args` → `args`, `store_config`
+//! → `options.store_config`) and its `env` is copied into every role; `backend` becomes
+//! `engine`. Beyond srtctl: the seed's placements become `mooncake-store` services (one per role,
+//! or one `placement.node: workers` entry when every role's placement is identical, which is what
+//! the seed's co-located merge meant), and `master_args`, which replaced the master's tunables,
+//! becomes the master's whole `command`. Every other key stays where it was, in order. Comments
+//! are not kept (serde_yaml drops them). Pure: text in, text out.
+
+use serde_yaml::{Mapping, Value};
+
+use crate::domain::Role;
+use crate::mooncake;
+use crate::recipe::{self, Recipe};
+
+/// Why a recipe cannot be migrated.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error("{0}")]
+    Recipe(#[from] recipe::RecipeError),
+    #[error("the recipe is already in the 2.0 layout (it has {0}); nothing to migrate")]
+    AlreadyV2(String),
+    #[error("cannot re-read the recipe as YAML: {0}")]
+    Yaml(String),
+}
+
+fn key(s: &str) -> Value {
+    Value::String(s.to_string())
+}
+
+fn v2_role(role: Role) -> &'static str {
+    match role {
+        Role::Aggregated => "agg",
+        r => r.as_str(),
+    }
+}
+
+/// What the migration noted (printed as comments above the YAML).
+pub struct Migrated {
+    pub yaml: String,
+    pub notes: Vec<String>,
+}
+
+/// Migrate recipe text (`path` is for messages only).
+pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateError> {
+    let parsed: Recipe = recipe::parse_str(path, text)?;
+    for (k, set) in [
+        ("schema", parsed.schema.is_some()),
+        ("engine", parsed.engine.is_some()),
+        ("roles", parsed.roles.is_some()),
+        ("services", parsed.services.is_some()),
+    ] {
+        if set {
+            return Err(MigrateError::AlreadyV2(format!("`{k}:`")));
+        }
+    }
+    let doc: Value = serde_yaml::from_str(text).map_err(|e| MigrateError::Yaml(e.to_string()))?;
+    let Value::Mapping(top) = doc else {
+        return Err(MigrateError::Yaml("the top level is not a mapping".into()));
+    };
+    let mut notes = Vec::new();
+    let backend = top
+        .get("backend")
+        .and_then(Value::as_mapping)
+        .cloned()
+        .unwrap_or_default();
+    let engine_type = backend
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("sglang")
+        .to_string();
+    let flags_key = match engine_type.as_str() {
+        "vllm" => "vllm_config",
+        "trtllm" => "trtllm_config",
+        _ => "sglang_config",
+    };
+
+    // ---- roles ----
+    let mut roles = Mapping::new();
+    let mut resources = top.get("resources").and_then(Value::as_mapping).cloned();
+    for role in Role::ALL {
+        let (mode, name) = (role.as_str(), v2_role(role));
+        let mut r = Mapping::new();
+        if let Some(res) = resources.as_mut() {
+            for (from, to) in [
+                (format!("{name}_nodes"), "nodes"),
+                (format!("{name}_workers"), "workers"),
+                (format!("gpus_per_{name}"), "gpus"),
+            ] {
+                if let Some(v) = res.remove(from.as_str()) {
+                    r.insert(key(to), v);
+                }
+            }
+        }
+        if let Some(env) = backend.get(format!("{mode}_environment").as_str()) {
+            if !env.is_null() {
+                r.insert(key("env"), env.clone());
+            }
+        }
+        if let Some(args) = backend
+            .get(flags_key)
+            .and_then(|c| c.get(mode).or_else(|| c.get(name)))
+        {
+            if !args.is_null() {
+                r.insert(key("args"), args.clone());
+            }
+        }
+        // A role with only mcsup.workers is present too: 2.0 plans only declared roles.
+        let has_workers = parsed
+            .mcsup
+            .as_ref()
+            .is_some_and(|m| m.workers.for_role(role).is_some());
+        if !r.is_empty() || has_workers {
+            roles.insert(key(name), Value::Mapping(r));
+        }
+    }
+
+    // ---- the Mooncake block → services ----
+    let mut services: Vec<Value> = Vec::new();
+    let mut leftover = Mapping::new();
+    if let Some(mk) = backend.get("mooncake_kv_store").and_then(Value::as_mapping) {
+        let mut master = Mapping::new();
+        master.insert(key("name"), key("mooncake-master"));
+        master.insert(key("type"), key("mooncake-master"));
+        if let Some(c) = mk.get("container").filter(|c| !c.is_null()) {
+            master.insert(key("container"), c.clone());
+        }
+        let extra = mk
+            .get("master_extra_args")
+            .cloned()
+            .unwrap_or(Value::Sequence(vec![]));
+        if let Some(replaced) = mk.get("master_args").filter(|a| !a.is_null()) {
+            // The seed's master_args replaced the tunables: 2.0 appends args after them, so the
+            // whole argv becomes the command (mcsup's managed ports included).
+            let mc = parsed.mcsup.clone().unwrap_or_default();
+            let ports = [
+                mc.master
+                    .rpc_port
+                    .map_or(mooncake::DEFAULT_RPC_PORT, |p| p.0),
+                mc.master
+                    .metadata_port
+                    .map_or(mooncake::DEFAULT_METADATA_PORT, |p| p.0),
+                mc.master
+                    .metrics_port
+                    .map_or(mooncake::DEFAULT_METRICS_PORT, |p| p.0),
+            ];
+            let mut argv: Vec<Value> = mc
+                .master
+                .command
+                .as_ref()
+                .map_or_else(
+                    || vec![mooncake::MASTER_PROGRAM.to_string()],
+                    |c| c.0.clone(),
+                )
+                .into_iter()
+                .map(Value::String)
+                .collect();
+            argv.extend(
+                [
+                    format!("--rpc_port={}", ports[0]),
+                    "--enable_http_metadata_server=true".into(),
+                    format!("--http_metadata_server_port={}", ports[1]),
+                    "--enable_metric_reporting=true".into(),
+                    format!("--metrics_port={}", ports[2]),
+                ]
+                .map(Value::String),
+            );
+            argv.extend(replaced.as_sequence().cloned().unwrap_or_default());
+            argv.extend(extra.as_sequence().cloned().unwrap_or_default());
+            master.insert(key("command"), Value::Sequence(argv));
+            notes.push("mooncake_kv_store.master_args replaced the master's tunables; 2.0 appends args after them, so the master's whole argv is its `command`".into());
+        } else if extra.as_sequence().is_some_and(|s| !s.is_empty()) {
+            master.insert(key("args"), extra);
+        }
+        if let Some(sc) = mk.get("store_config").filter(|c| !c.is_null()) {
+            let mut o = Mapping::new();
+            o.insert(key("store_config"), sc.clone());
+            master.insert(key("options"), Value::Mapping(o));
+        }
+        services.push(Value::Mapping(master));
+        // The shared worker env goes into every role (srtctl: "Mooncake values win").
+        if let Some(env) = mk
+            .get("env")
+            .and_then(Value::as_mapping)
+            .filter(|e| !e.is_empty())
+        {
+            if roles.is_empty() {
+                leftover.insert(key("env"), Value::Mapping(env.clone()));
+                notes.push("backend.mooncake_kv_store.env left as is (no roles in this recipe to carry it)".into());
+            } else {
+                for (_, r) in roles.iter_mut() {
+                    let r = r.as_mapping_mut().expect("roles are mappings");
+                    let role_env = r
+                        .entry(key("env"))
+                        .or_insert_with(|| Value::Mapping(Mapping::new()));
+                    if let Some(m) = role_env.as_mapping_mut() {
+                        for (k, v) in env {
+                            m.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(sa) = mk.get("standalone").and_then(Value::as_mapping) {
+            services.extend(store_services(sa, &roles, &mut notes));
+        }
+    }
+
+    let frontend = top
+        .get("frontend")
+        .and_then(|f| f.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("dynamo");
+    if frontend == "dynamo" {
+        notes.push("2.0 implies an etcd service for the default dynamo frontend (srtctl ran one for v1 too); mcsup's v1 reading ran none, the 2.0 form will".into());
+    }
+
+    // ---- assemble, keeping the original order ----
+    let mut out = Mapping::new();
+    out.insert(key("schema"), Value::Number(2.into()));
+    for (k, v) in &top {
+        match k.as_str() {
+            Some("backend") => {
+                let engine = if leftover.is_empty() {
+                    key(&engine_type)
+                } else {
+                    let mut e = Mapping::new();
+                    e.insert(key("type"), key(&engine_type));
+                    e.insert(key("mooncake_kv_store"), Value::Mapping(leftover.clone()));
+                    Value::Mapping(e)
+                };
+                out.insert(key("engine"), engine);
+                if !roles.is_empty() {
+                    out.insert(key("roles"), Value::Mapping(roles.clone()));
+                }
+                if !services.is_empty() {
+                    out.insert(key("services"), Value::Sequence(services.clone()));
+                }
+                for (bk, _) in backend.iter() {
+                    let known = [
+                        "type",
+                        "prefill_environment",
+                        "decode_environment",
+                        "aggregated_environment",
+                        "sglang_config",
+                        "vllm_config",
+                        "trtllm_config",
+                        "mooncake_kv_store",
+                    ];
+                    if let Some(name) = bk.as_str().filter(|b| !known.contains(b)) {
+                        notes.push(format!("backend.{name} has no 2.0 rule in mcsup migrate; it was dropped — check `srtctl migrate` for it"));
+                    }
+                }
+            }
+            Some("resources") => {
+                if let Some(r) = &resources {
+                    out.insert(k.clone(), Value::Mapping(r.clone()));
+                }
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let yaml = serde_yaml::to_string(&Value::Mapping(out))
+        .map_err(|e| MigrateError::Yaml(e.to_string()))?;
+    Ok(Migrated { yaml, notes })
+}
+
+/// The seed's `standalone:` block as `mooncake-store` services.
+fn store_services(sa: &Mapping, roles: &Mapping, notes: &mut Vec<String>) -> Vec<Value> {
+    if sa.get("enabled").and_then(Value::as_bool) == Some(false) {
+        notes.push("standalone.enabled is false: no store services".into());
+        return Vec::new();
+    }
+    let placements = sa
+        .get("placements")
+        .and_then(Value::as_mapping)
+        .cloned()
+        .unwrap_or_default();
+    let mut placed: Vec<(Role, Mapping)> = Vec::new();
+    for role in Role::ALL {
+        let p = placements
+            .get(role.as_str())
+            .or_else(|| placements.get(v2_role(role)))
+            .and_then(Value::as_mapping);
+        if let Some(p) = p {
+            if p.get("enabled").and_then(Value::as_bool) != Some(false) {
+                placed.push((role, p.clone()));
+            }
+        }
+    }
+    let words = |m: &Mapping, k: &str| {
+        m.get(k)
+            .and_then(Value::as_sequence)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let env_of = |m: &Mapping| {
+        m.get("env")
+            .and_then(Value::as_mapping)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let identical = placed.windows(2).all(|w| {
+        env_of(&w[0].1) == env_of(&w[1].1) && words(&w[0].1, "args") == words(&w[1].1, "args")
+    });
+    let covers_all_roles = roles
+        .keys()
+        .filter_map(Value::as_str)
+        .all(|r| placed.iter().any(|(p, _)| v2_role(*p) == r));
+    let groups: Vec<(String, String, Mapping)> = if placed.len() > 1
+        && identical
+        && covers_all_roles
+    {
+        notes.push("identical standalone placements for every role: one store service on `placement.node: workers` (the seed merged co-located identical roles)".into());
+        vec![("store".into(), "workers".into(), placed[0].1.clone())]
+    } else {
+        placed
+            .iter()
+            .map(|(r, p)| {
+                (
+                    format!("store-{}", v2_role(*r)),
+                    v2_role(*r).to_string(),
+                    p.clone(),
+                )
+            })
+            .collect()
+    };
+    let default_cmd: Vec<Value> = mooncake::STORE_COMMAND.iter().map(|w| key(w)).collect();
+    groups
+        .into_iter()
+        .map(|(name, node, p)| {
+            let mut s = Mapping::new();
+            s.insert(key("name"), key(&name));
+            s.insert(key("type"), key("mooncake-store"));
+            let mut placement = Mapping::new();
+            placement.insert(key("node"), key(&node));
+            s.insert(key("placement"), Value::Mapping(placement));
+            if let Some(cmd) = sa.get("command").and_then(Value::as_sequence) {
+                if *cmd != default_cmd {
+                    s.insert(key("command"), Value::Sequence(cmd.clone()));
+                }
+            }
+            let mut args = words(sa, "args");
+            args.extend(words(&p, "args"));
+            if !args.is_empty() {
+                s.insert(key("args"), Value::Sequence(args));
+            }
+            let mut env = env_of(sa);
+            for (k, v) in env_of(&p) {
+                env.insert(k, v);
+            }
+            if !env.is_empty() {
+                s.insert(key("env"), Value::Mapping(env));
+            }
+            for k in [
+                "preamble",
+                "cpus_per_task",
+                "cpu_bind",
+                "srun_options",
+                "critical",
+            ] {
+                if let Some(v) = sa.get(k).filter(|v| !v.is_null()) {
+                    s.insert(key(k), v.clone());
+                }
+            }
+            // The seed's health check defaults to TCP 8080 for 120 s and `null` disables it;
+            // 2.0 has no implicit store probe, so write it out.
+            match sa.get("health_check") {
+                Some(Value::Null) => {}
+                hc => {
+                    let hc = hc.and_then(Value::as_mapping);
+                    let mut r = Mapping::new();
+                    r.insert(
+                        key("port"),
+                        hc.and_then(|h| h.get("port"))
+                            .cloned()
+                            .unwrap_or(Value::Number(8080.into())),
+                    );
+                    r.insert(
+                        key("timeout_seconds"),
+                        hc.and_then(|h| h.get("timeout_seconds"))
+                            .cloned()
+                            .unwrap_or(Value::Number(120.into())),
+                    );
+                    s.insert(key("readiness"), Value::Mapping(r));
+                }
+            }
+            Value::Mapping(s)
+        })
+        .collect()
+}
