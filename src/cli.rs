@@ -88,7 +88,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "IP")]
     pub node_ip: Option<String>,
     /// Fail when the recipe has a service mcsup does not run (a container, a build, a pool, a
-    /// TRT-LLM donor...) instead of listing it in the plan.
+    /// TRT-LLM donor...) instead of listing it in the plan; for `preflight`, warnings fail too.
     #[arg(long)]
     pub strict: bool,
 }
@@ -118,9 +118,6 @@ pub struct PreflightArgs {
     /// One JSON document instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Warnings fail too.
-    #[arg(long)]
-    pub strict: bool,
     /// Read /sys, /proc and /dev under DIR (a fixture or a captured node); skips the checks that
     /// only make sense on the live machine (port binds, executables).
     #[arg(long, value_name = "DIR")]
@@ -301,12 +298,12 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
 /// Print a preflight report (table or JSON); exit 0 when it passed, 1 when not.
 fn print_report(report: &crate::preflight::Report, args: &PreflightArgs) -> Result<i32, CliError> {
     let text = if args.json {
-        report.to_json(args.strict) + "\n"
+        report.to_json(args.target.strict) + "\n"
     } else {
-        report.to_human(args.strict)
+        report.to_human(args.target.strict)
     };
     print(&text)?;
-    Ok(if report.passed(args.strict) {
+    Ok(if report.passed(args.target.strict) {
         EXIT_OK
     } else {
         EXIT_PREFLIGHT
@@ -472,5 +469,17 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             print(&String::from_utf8_lossy(&buf))?;
             Ok(EXIT_OK)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap checks its own definition only when a command is first parsed (a duplicate argument
+    /// name panics then); check every subcommand here instead.
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

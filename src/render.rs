@@ -312,6 +312,44 @@ services (the job's, as srtctl's dry-run lists them):"
     if p.processes.is_empty() {
         let _ = writeln!(o, "  (none)");
     }
+    // What the preflight's DRAM budget will count on this node.
+    let segments: Vec<String> = p
+        .processes
+        .iter()
+        .filter(|x| x.kind == ProcessKind::Store)
+        .filter_map(|x| {
+            let v = x.env_value("MOONCAKE_GLOBAL_SEGMENT_SIZE")?;
+            let b = size::parse_mooncake_size(v).ok()?;
+            Some(format!("{} segment {}", x.name, size::Bytes(b)))
+        })
+        .collect();
+    let hicache: Vec<String> = p
+        .memory
+        .hicache
+        .iter()
+        .filter_map(|h| match h {
+            HiCacheL2::Sized {
+                role,
+                bytes,
+                per_rank_gb,
+                ranks,
+                ..
+            } => Some(format!(
+                "HiCache L2 ({role}) {} = {per_rank_gb} GB x {ranks} ranks",
+                size::Bytes(*bytes)
+            )),
+            HiCacheL2::Ratio { role, ratio, .. } => Some(format!(
+                "HiCache L2 ({role}) by hicache-ratio {ratio}: unknown before the GPU starts"
+            )),
+            HiCacheL2::None { .. } => None,
+        })
+        .collect();
+    if !segments.is_empty() || !hicache.is_empty() {
+        let mut items = segments;
+        items.extend(hicache);
+        items.push(format!("headroom {}", size::Bytes(p.memory.headroom_bytes)));
+        let _ = writeln!(o, "\nDRAM the preflight budgets: {}", items.join(" + "));
+    }
     let sd = &p.shutdown;
     let mut tiers: Vec<(u8, Vec<&str>)> = Vec::new();
     for proc_ in &p.processes {

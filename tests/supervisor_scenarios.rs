@@ -641,10 +641,17 @@ fn exit_codes_and_signal_deaths_propagate() {
         let mut m = env.start(&env.plan(vec![env.proc("master", ProcessKind::Master, &args)]));
         assert_eq!(m.wait_exit(T), want, "{args:?}: {}", m.stderr());
     }
-    // A program that does not exist: spawn failure.
+    // A program that does not exist: the preflight (which `run --plan-file` runs too) refuses
+    // to start, naming it; past the preflight, the spawn fails with exit 7.
     let mut p = env.proc("master", ProcessKind::Master, &[]);
-    p.argv = vec![env.path("no-such-program").display().to_string()];
-    let mut m = env.start(&env.plan(vec![p]));
+    let missing = env.path("no-such-program").display().to_string();
+    p.argv = vec![missing.clone()];
+    let plan = env.plan(vec![p]);
+    let mut m = env.start(&plan);
+    assert_eq!(m.wait_exit(T), 1);
+    let err = m.stderr();
+    assert!(err.contains("preflight") && err.contains(&missing), "{err}");
+    let mut m = env.start_with(&plan, &["--skip-preflight"]);
     assert_eq!(m.wait_exit(T), 7);
     env.assert_no_leftovers();
 }

@@ -2,7 +2,7 @@
 //!
 //! Responsibility: parse the kernel's sysfs text form of a GID and of its type, and answer the
 //! address questions the GID selection rules ask (empty slot? link-local? IPv4-mapped?).
-//! Must not: read files or decide which GID a program should use (that is `select`).
+//! Must not: read files or decide which GID a program should use (that is the caller's policy).
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -6,7 +6,7 @@
 //! empty GID slots and for the netdev of native IB GIDs), are missing or are empty become "no
 //! value", never an error. All file access goes through [`SysfsSource`], so tests can inject
 //! errors.
-//! Must not: judge the values (that is `select` and the caller), open device nodes (that is
+//! Must not: judge the values (that is the caller's job), open device nodes (that is
 //! `uverbs`), or know anything about Mooncake recipes or environment variables.
 
 use std::collections::HashMap;

@@ -1,5 +1,6 @@
 //! Reads every committed sysroot fixture (`tests/fixtures/sysroot/*`) and checks the parsed
-//! values and the GID selection on them; also checks builder-made trees against them.
+//! values; also checks builder-made trees against them. Which GID index Mooncake picks on these
+//! tables is Mooncake's policy, tested in the main crate (`tests/gid_select.rs`).
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -7,9 +8,8 @@ use std::path::{Path, PathBuf};
 
 use mcsup_rdma::fixture::{FixtureBuilder, FixtureDevice, FixturePort};
 use mcsup_rdma::{
-    evaluate_gid_index, select_gid, DegradedReason, Gid, GidAssessment, GidRank, GidRejection,
-    GidType, Guid, IbMtu, LinkLayer, NodeType, PhysState, PortState, RdmaPresence,
-    SelectionOutcome, SysfsReader, SysfsScan,
+    Gid, GidType, Guid, IbMtu, LinkLayer, NodeType, PhysState, PortState, RdmaPresence,
+    SysfsReader, SysfsScan,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -104,78 +104,6 @@ fn fixture_a_gid_table() {
 }
 
 #[test]
-fn fixture_a_auto_selection_picks_3_and_explains_0_1_2() {
-    let s = scan("roce-v2-ipv4");
-    let sel = select_gid(&s.devices[0].ports[0].gids);
-    assert_eq!(sel.chosen, Some(3));
-    let c3 = sel.chosen_candidate().expect("chosen");
-    assert_eq!(
-        c3.assessment,
-        GidAssessment::Eligible {
-            rank: GidRank::Routable {
-                netdev: "ens1f0np0".into()
-            }
-        }
-    );
-    assert_eq!(c3.outcome, SelectionOutcome::Chosen);
-
-    let c0 = sel.candidate(0).expect("0");
-    assert_eq!(
-        c0.assessment,
-        GidAssessment::Rejected {
-            reason: GidRejection::RoceV1
-        }
-    );
-    assert_eq!(c0.outcome, SelectionOutcome::Rejected);
-
-    let c1 = sel.candidate(1).expect("1");
-    assert_eq!(
-        c1.assessment,
-        GidAssessment::Eligible {
-            rank: GidRank::Degraded {
-                reason: DegradedReason::LinkLocal
-            }
-        }
-    );
-    assert_eq!(c1.outcome, SelectionOutcome::Outranked { by: 3 });
-
-    let c2 = sel.candidate(2).expect("2");
-    assert_eq!(
-        c2.assessment,
-        GidAssessment::Rejected {
-            reason: GidRejection::RoceV1
-        }
-    );
-
-    for index in 4..16 {
-        assert_eq!(
-            sel.candidate(index).map(|c| &c.assessment),
-            Some(&GidAssessment::Rejected {
-                reason: GidRejection::Empty
-            })
-        );
-    }
-    assert_eq!(sel.populated().count(), 4);
-}
-
-#[test]
-fn fixture_a_explicit_indices() {
-    let s = scan("roce-v2-ipv4");
-    let gids = &s.devices[0].ports[0].gids;
-    let v0 = evaluate_gid_index(gids, 0);
-    assert!(v0.in_table && v0.populated && v0.link_local);
-    assert_eq!(v0.gid_type, Some(GidType::RoceV1));
-    let v3 = evaluate_gid_index(gids, 3);
-    assert_eq!(v3.ipv4, Some(Ipv4Addr::new(192, 168, 1, 10)));
-    assert_eq!(v3.netdev.as_deref(), Some("ens1f0np0"));
-    let v4 = evaluate_gid_index(gids, 4);
-    assert!(v4.in_table && !v4.populated);
-    assert_eq!(v4.gid, Some(Gid::ZERO));
-    let v200 = evaluate_gid_index(gids, 200);
-    assert!(!v200.in_table);
-}
-
-#[test]
 fn fixture_a_roce_mtu() {
     let s = scan("roce-v2-ipv4");
     let mtu = s.devices[0].netdevs[0].mtu.expect("mtu");
@@ -210,13 +138,6 @@ fn fixture_b_infiniband() {
     assert_eq!(g0.gid_type, Some(GidType::Ib));
     assert_eq!(g0.netdev, None, "ndevs/0 is EINVAL on IB: no value");
     assert_eq!(p.populated_gids().count(), 1);
-
-    let sel = select_gid(&p.gids);
-    assert_eq!(sel.chosen, Some(0));
-    assert_eq!(
-        sel.chosen_candidate().map(|c| c.outcome),
-        Some(SelectionOutcome::Chosen)
-    );
 }
 
 #[test]
@@ -252,9 +173,6 @@ fn port_down() {
     assert!(!p.state.is_some_and(PortState::is_active));
     assert_eq!(p.phys_state, Some(PhysState::Disabled));
     assert_eq!(p.populated_gids().count(), 2);
-    // Only the link-local v2 GID is eligible: degraded, but still what Mooncake would pick.
-    let sel = select_gid(&p.gids);
-    assert_eq!(sel.chosen, Some(1));
 }
 
 #[test]
@@ -281,7 +199,6 @@ fn renamed_device() {
         p.gid(3).and_then(|g| g.gid.ipv4_mapped()),
         Some(Ipv4Addr::new(192, 168, 153, 10))
     );
-    assert_eq!(select_gid(&p.gids).chosen, Some(3));
 }
 
 #[test]
@@ -297,74 +214,49 @@ fn bond_device() {
     assert!(p
         .populated_gids()
         .all(|g| g.netdev.as_deref() == Some("bond0")));
-    let sel = select_gid(&p.gids);
-    assert_eq!(sel.chosen, Some(3));
-    assert_eq!(
-        sel.chosen_candidate().and_then(|c| c.assessment.rank()),
-        Some(&GidRank::Routable {
-            netdev: "bond0".into()
-        })
-    );
 }
 
 #[test]
-fn roce_v1_only_has_nothing_eligible() {
+fn roce_v1_only_has_only_v1_gids() {
     let s = scan("roce-v1-only");
     let p = s.devices[0].port(1).expect("port");
     assert_eq!(p.populated_gids().count(), 2);
     assert!(p
         .populated_gids()
         .all(|g| g.gid_type == Some(GidType::RoceV1)));
-    let sel = select_gid(&p.gids);
-    assert_eq!(sel.chosen, None);
-    assert!(sel.populated().all(|c| c.assessment
-        == GidAssessment::Rejected {
-            reason: GidRejection::RoceV1
-        }));
 }
 
 #[test]
-fn two_nics_compare_across_devices() {
+fn two_nics_device_facts() {
     let s = scan("two-nics");
     let names: Vec<_> = s.devices.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, ["mlx5_0", "mlx5_1"]);
-    // (device, chosen index, its IPv4, NUMA node, uverbs entry)
-    type Pick = (
-        String,
-        Option<u32>,
-        Option<Ipv4Addr>,
-        Option<u32>,
-        Option<String>,
-    );
-    let picked: Vec<Pick> = s
+    // (device, IPv4 at index 3, NUMA node, uverbs entry)
+    type Facts = (String, Option<Ipv4Addr>, Option<u32>, Option<String>);
+    let facts: Vec<Facts> = s
         .devices
         .iter()
         .map(|d| {
             let port = &d.ports[0];
-            let sel = select_gid(&port.gids);
-            let ip = sel.chosen_candidate().and_then(|c| c.gid.ipv4_mapped());
             (
                 d.name.clone(),
-                sel.chosen,
-                ip,
+                port.gid(3).and_then(|g| g.gid.ipv4_mapped()),
                 d.numa_node,
                 d.uverbs.as_ref().map(|u| u.name.clone()),
             )
         })
         .collect();
     assert_eq!(
-        picked,
+        facts,
         vec![
             (
                 "mlx5_0".into(),
-                Some(3),
                 Some(Ipv4Addr::new(192, 168, 1, 10)),
                 Some(0),
                 Some("uverbs0".into())
             ),
             (
                 "mlx5_1".into(),
-                Some(3),
                 Some(Ipv4Addr::new(192, 168, 1, 11)),
                 Some(1),
                 Some("uverbs1".into())
@@ -471,7 +363,7 @@ fn builder_missing_char_device() {
 }
 
 #[test]
-fn builder_docker_netdev_loses_to_routable() {
+fn builder_roce_pairs_keep_their_netdevs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let docker = Gid::from(Ipv4Addr::new(172, 17, 0, 1));
     let routable = Gid::from(Ipv4Addr::new(192, 168, 7, 2));
@@ -486,20 +378,19 @@ fn builder_docker_netdev_loses_to_routable() {
         .write(dir.path())
         .expect("write");
     let s = SysfsReader::new(dir.path()).scan().expect("scan");
-    let sel = select_gid(&s.devices[0].ports[0].gids);
-    assert_eq!(sel.chosen, Some(3));
+    let p = &s.devices[0].ports[0];
+    let slots: Vec<_> = p
+        .populated_gids()
+        .map(|g| (g.index, g.gid, g.gid_type, g.netdev.as_deref()))
+        .collect();
     assert_eq!(
-        sel.candidate(1).map(|c| (&c.assessment, c.outcome)),
-        Some((
-            &GidAssessment::Eligible {
-                rank: GidRank::Degraded {
-                    reason: DegradedReason::VirtualNetdev {
-                        netdev: "docker0".into()
-                    }
-                }
-            },
-            SelectionOutcome::Outranked { by: 3 }
-        ))
+        slots,
+        vec![
+            (0, docker, Some(GidType::RoceV1), Some("docker0")),
+            (1, docker, Some(GidType::RoceV2), Some("docker0")),
+            (2, routable, Some(GidType::RoceV1), Some("ens1f0np0")),
+            (3, routable, Some(GidType::RoceV2), Some("ens1f0np0")),
+        ]
     );
 }
 
@@ -536,13 +427,13 @@ fn builder_eight_nics_256_gids() {
         let p = &d.ports[0];
         assert_eq!(p.gid_table_len(), 256);
         assert_eq!(p.populated_gids().count(), 4);
-        let sel = select_gid(&p.gids);
-        // 10/8 is private, which still beats the link-local pair.
-        assert_eq!(sel.chosen, Some(3));
-        assert!(matches!(
-            sel.chosen_candidate().and_then(|c| c.assessment.rank()),
-            Some(GidRank::PrivateIpv4 { .. })
-        ));
+        assert_eq!(
+            p.gid(3).map(|g| (g.gid_type, g.gid.ipv4_mapped())),
+            Some((
+                Some(GidType::RoceV2),
+                Some(Ipv4Addr::new(10, 0, 0, n as u8 + 1))
+            ))
+        );
     }
 }
 

@@ -4,6 +4,7 @@
 //! Facts only, no I/O: the planner, the preflight and the renderer read them from here so that a
 //! Mooncake detail lives in one place. Sources are in shared/reference/mooncake*.md.
 
+pub mod gid;
 pub mod size;
 
 /// srt-slurm's master ports: RPC, HTTP metadata server, metrics/admin.

@@ -30,6 +30,8 @@ pub struct KindDefaults {
     pub supports_dedicated: bool,
     /// Why mcsup does not run this kind, if it does not.
     pub not_run: Option<&'static str>,
+    /// The signal that stops it cleanly, when not SIGTERM.
+    pub stop_signal: Option<crate::domain::SignalName>,
 }
 
 /// etcd's and NATS's client ports (srtctl `ports.py`).
@@ -50,6 +52,7 @@ const BASE: KindDefaults = KindDefaults {
     supports_external: false,
     supports_dedicated: false,
     not_run: None,
+    stop_signal: None,
 };
 
 /// The defaults of `kind`.
@@ -77,6 +80,8 @@ pub fn defaults(kind: ServiceType) -> KindDefaults {
             readiness_ports: &[NATS_PORT],
             readiness_timeout_s: 300.0,
             option_keys: &["max_payload_mb"],
+            // nats-server exits 0 on SIGINT, 1 on SIGTERM (2.9.10, measured).
+            stop_signal: Some(crate::domain::SignalName::SIGINT),
             supports_external: true,
             supports_dedicated: true,
             ..BASE

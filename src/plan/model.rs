@@ -250,6 +250,17 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         master_ports: [rpc, meta, metrics],
     };
 
+    if recipe.frontend.is_some() {
+        model
+            .ignored
+            .push("frontend (mcsup reads only frontend.type)".into());
+    }
+    if recipe.dynamo.is_some() {
+        model
+            .ignored
+            .push("dynamo (mcsup reads only request_plane / event_plane)".into());
+    }
+
     // ---- engine and roles ----
     if let (Some(_), Some(_)) = (&recipe.engine, &recipe.backend) {
         return Err(err(

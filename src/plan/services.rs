@@ -237,7 +237,10 @@ fn instance(
         );
     }
     let policy = s.mc.services.get(&svc.name);
-    let (stop, restart) = policy_defaults(kind);
+    let (mut stop, restart) = policy_defaults(kind);
+    if let Some(sig) = super::kinds::defaults(svc.kind).stop_signal {
+        stop.signal = sig;
+    }
     let (stop_cfg, restart_cfg, restart_key, liveness_cfg, liveness_key) = match kind {
         ProcessKind::Master => (
             s.mc.master.stop.as_ref(),

@@ -2,15 +2,18 @@
 //! Mooncake will use is populated and RoCE v2, the uverbs device opens, MTUs agree.
 //!
 //! Device facts come from the `mcsup-rdma` crate (sysfs under the sysroot; libibverbs as well on
-//! the live node). This module only turns them into verdicts with fixes.
+//! the live node), Mooncake's GID choice from [`crate::mooncake::gid`]. This module only turns
+//! them into verdicts with fixes.
 
 use mcsup_rdma::{
-    evaluate_gid_index, select_gid, CharDeviceError, Device, GidAssessment, GidRank, GidType,
-    LinkLayer, PortState, RdmaPresence, SelectionOutcome, SysfsReader,
+    CharDeviceError, Device, GidType, LinkLayer, PortState, RdmaPresence, SysfsReader,
 };
 
 use super::report::{Check, Report};
 use super::system::Sysroot;
+use crate::mooncake::gid::{
+    evaluate_gid_index, select_gid, DegradedReason, GidAssessment, GidRank, SelectionOutcome,
+};
 use crate::plan::{Plan, ProcessKind, ProcessSpec};
 
 const G: &str = "rdma";
@@ -94,9 +97,8 @@ fn rank_text(rank: &GidRank) -> String {
         GidRank::Degraded { reason } => format!(
             "degraded ({})",
             match reason {
-                mcsup_rdma::DegradedReason::VirtualNetdev { netdev } =>
-                    format!("virtual netdev {netdev}"),
-                mcsup_rdma::DegradedReason::LinkLocal => "IPv6 link-local".into(),
+                DegradedReason::VirtualNetdev { netdev } => format!("virtual netdev {netdev}"),
+                DegradedReason::LinkLocal => "IPv6 link-local".into(),
             }
         ),
     }

@@ -1,25 +1,38 @@
-//! GID index selection: Mooncake's automatic choice, and checks of an explicit index.
+//! Mooncake's automatic GID index choice ("auto GID"), and facts about an explicit index.
 //!
-//! Responsibility: given a port's GID table (as `sysfs` reads it), predict which index the
-//! Mooncake transfer engine picks when no index is configured, with a per-index explanation,
-//! and describe an explicitly configured index. Pure functions over values: no I/O.
-//! Must not: read environment variables or recipes (the caller knows whether an index was
-//! configured and where from), or word messages for users (the caller renders the verdicts).
+//! Responsibility: given one port's GID table (as `mcsup_rdma`'s sysfs reader returns it),
+//! predict which index the Mooncake transfer engine picks when no index is configured
+//! (`MC_GID_INDEX`/`NCCL_IB_GID_INDEX` unset), with a per-index explanation, and describe an
+//! explicitly configured index. The rule is Mooncake's (`findBestGidIndex` and
+//! `rdma_gid_probe.h`), as described in shared/reference/mooncake-internals.md §A1 for
+//! HEAD = v0.3.12 (= v0.3.12.post1), which is also what 0.3.13 ships. This module reproduces
+//! that policy rather than inventing one: the point is to tell the user in advance what
+//! Mooncake will do. It lives here, not in the `mcsup-rdma` crate, because that crate knows
+//! devices and nothing about Mooncake.
+//! Must not: do any I/O (no sysfs, no libibverbs, no environment variables, no recipes: the
+//! caller reads the table and knows whether an index was configured and where from), or word
+//! messages for users (the caller renders the verdicts). Pure functions over values.
 //!
-//! The rule (Mooncake's automatic selection): only RoCE v2 and native IB GIDs are eligible
-//! (RoCE v1 fails with "transport retry counter exceeded" on routed fabrics) and all-zero slots
-//! are skipped. Eligible GIDs rank, best first: routable with a netdev, routable without a
-//! netdev, private IPv4 (10/8, 172.16/12, 100.64/10), degraded (netdev named `flannel*`,
-//! `cni*`, `calico*`, `vxlan*`, `docker*` or `tunl0`, or an IPv6 link-local address
-//! `fe80::/10`). Ties go to the lowest index. This crate reproduces that policy rather than
-//! inventing one: the point is to tell the user in advance what Mooncake will do.
+//! The rule as implemented: only RoCE v2 and native IB GIDs are eligible (RoCE v1 fails with
+//! "transport retry counter exceeded" on routed fabrics) and all-zero slots are skipped.
+//! Eligible GIDs rank, best first: routable with a netdev, routable without a netdev, private
+//! IPv4 (10/8, 172.16/12, 100.64/10), degraded (netdev named `flannel*`, `cni*`, `calico*`,
+//! `vxlan*`, `docker*` or `tunl0`, or an IPv6 link-local address `fe80::/10`). Ties go to the
+//! lowest index.
+//!
+//! Known differences from §A1, kept as they were when this code moved out of `mcsup-rdma`
+//! (the move did not change behaviour): §A1 applies the degraded and private flags to RoCE v2
+//! only (an IB GID is never demoted; here an `fe80::` IB GID ranks as link-local degraded);
+//! §A1 ranks private IPv4 and degraded GIDs *without* a netdev below degraded ones with a netdev
+//! (classes 4 and 5; here the netdev does not matter for those tiers); and when no RoCE v2 or IB
+//! GID exists, §A1 falls back to the first non-zero GID (class 6, in practice the lowest RoCE v1
+//! one) where this returns no choice.
 
 use std::net::Ipv4Addr;
 
 use serde::Serialize;
 
-use crate::gid::{Gid, GidType};
-use crate::sysfs::GidEntry;
+use mcsup_rdma::{Gid, GidEntry, GidType};
 
 /// Why an eligible GID is degraded.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
