@@ -1,0 +1,238 @@
+//! The 2.0 service model, rule by rule, on small inline recipes: external endpoints, `per:
+//! worker` instances, the discovery variables, per-service supervision, srtctl's placement
+//! defaults, phases and teardown tiers. Pure: plans only, nothing runs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use mcsup::node::{self, MasterMode, NodeInputs};
+use mcsup::plan::{self, Phase, Plan, ProcessKind, Role, ServiceHere, SignalName};
+use mcsup::recipe;
+
+fn dns(n: &str) -> Option<std::net::IpAddr> {
+    let i: u8 = n.strip_prefix("n")?.parse().ok()?;
+    format!("10.0.0.{i}").parse().ok()
+}
+
+fn plan_on(yaml: &str, node: &str, roles: &[Role]) -> Result<Plan, plan::PlanError> {
+    let r = recipe::parse_str(Path::new("t.yaml"), yaml).expect("recipe parses");
+    let inputs = NodeInputs {
+        node: Some(node.into()),
+        nodelist: Some("n[1-3]".into()),
+        job_id: Some("5".into()),
+        hostname: "x".into(),
+        cwd: "/w".into(),
+        tmp_dir: "/scratch".into(),
+        master: MasterMode::Auto,
+        ..Default::default()
+    };
+    let ctx = node::resolve(&inputs, &BTreeMap::new(), &dns).unwrap();
+    plan::plan(&r, roles, &ctx)
+}
+
+const HEAD: &str = "schema: 2\nengine: sglang\nroles:\n  prefill: {env: {MOONCAKE_GLOBAL_SEGMENT_SIZE: \"0\"}, args: {disaggregation-transfer-backend: mooncake}}\n  decode: {env: {MOONCAKE_GLOBAL_SEGMENT_SIZE: \"0\"}, args: {disaggregation-transfer-backend: mooncake}}\nfrontend: {type: sglang-router}\n";
+
+fn with(services: &str) -> String {
+    format!("{HEAD}services:\n{services}")
+}
+
+#[test]
+fn an_external_master_is_not_launched_and_clients_get_its_address() {
+    let y = with("  - {name: mm, type: mooncake-master, external: \"10.9.9.9:9700\"}\n  - {name: st, type: mooncake-store, placement: {node: decode}, args: [--port, \"8800\"], readiness: {port: 8800}, env: {MOONCAKE_GLOBAL_SEGMENT_SIZE: 1gb}}\n");
+    // Not even on the infra node.
+    let head = plan_on(&y, "n1", &[Role::Decode]).unwrap();
+    assert!(head.processes.iter().all(|p| p.kind != ProcessKind::Master));
+    let row = head.services.iter().find(|s| s.name == "mm").unwrap();
+    assert_eq!(
+        row.here,
+        ServiceHere::External {
+            endpoint: "10.9.9.9:9700".into()
+        }
+    );
+    let store = head
+        .processes
+        .iter()
+        .find(|p| p.kind == ProcessKind::Store)
+        .unwrap();
+    assert_eq!(store.env_value("MOONCAKE_MASTER"), Some("10.9.9.9:9700"));
+    assert_eq!(
+        store.env_value("MOONCAKE_TE_META_DATA_SERVER"),
+        Some("http://10.9.9.9:8701/metadata")
+    );
+    // Everything waits on the external master's RPC port.
+    let gate = head.gates.iter().find(|g| g.name == "mm@external").unwrap();
+    assert_eq!(gate.readiness.probes.len(), 1);
+    assert_eq!(gate.readiness.probes[0].to_string(), "tcp 10.9.9.9:9700");
+    assert!(store.depends_on.iter().any(|d| d.target == "mm@external"));
+}
+
+#[test]
+fn per_worker_services_get_one_instance_per_worker_with_worker_placeholders() {
+    let y = format!(
+        "{}mcsup:\n  workers:\n    decode:\n      - {{name: w, command: [sleep, \"9\"], count: 3}}\n",
+        with("  - {name: gpu-watch, command: [watch, \"{worker_role}-{worker_index}\"], placement: {node: decode, per: worker}, readiness: {log: {pattern: up}}}\n")
+    );
+    let p = plan_on(&y, "n2", &[Role::Decode]).unwrap();
+    let inst: Vec<_> = p
+        .processes
+        .iter()
+        .filter(|x| x.service.as_ref().is_some_and(|o| o.service == "gpu-watch"))
+        .collect();
+    assert_eq!(inst.len(), 3);
+    assert_eq!(inst[2].name, "gpu-watch-decode-2");
+    assert_eq!(inst[2].argv, vec!["watch", "decode-2"]);
+    assert_eq!(inst[2].roles, vec![Role::Decode]);
+    // A per-worker service on a prefill placement has no instance on a decode node.
+    let y2 = format!(
+        "{}mcsup:\n  workers:\n    decode:\n      - {{name: w, command: [sleep, \"9\"]}}\n",
+        with("  - {name: gw, command: [watch], placement: {node: prefill, per: worker}}\n")
+    );
+    let p2 = plan_on(&y2, "n2", &[Role::Decode]).unwrap();
+    assert_eq!(p2.services[0].here, ServiceHere::Elsewhere);
+}
+
+#[test]
+fn discovery_variables_only_for_effective_services_and_not_on_etcd_itself() {
+    // No dynamo frontend, no etcd/nats declared: no discovery variables at all.
+    let none = plan_on(
+        &with("  - {name: g, command: [sleep, \"1\"], placement: {node: decode}}\n"),
+        "n2",
+        &[Role::Decode],
+    )
+    .unwrap();
+    assert!(none
+        .processes
+        .iter()
+        .all(|p| p.env_value("ETCD_ENDPOINTS").is_none() && p.env_value("NATS_SERVER").is_none()));
+
+    // The default dynamo frontend implies etcd; NATS only with a NATS plane.
+    let dynamo = HEAD.replace("frontend: {type: sglang-router}\n", "");
+    let etcd_only = plan_on(&dynamo, "n2", &[Role::Decode]).unwrap();
+    let w = etcd_only
+        .processes
+        .iter()
+        .find(|p| p.kind == ProcessKind::Worker)
+        .unwrap();
+    assert_eq!(w.env_value("ETCD_ENDPOINTS"), Some("http://10.0.0.1:2379"));
+    assert_eq!(w.env_value("NATS_SERVER"), None);
+    let row = etcd_only
+        .services
+        .iter()
+        .find(|s| s.r#type == "etcd")
+        .unwrap();
+    assert_eq!(row.implied_by.as_deref(), Some("frontend.type dynamo"));
+
+    let with_nats = format!("{dynamo}dynamo: {{request_plane: nats}}\n");
+    let head = plan_on(&with_nats, "n1", &[Role::Prefill]).unwrap();
+    let etcd = head.processes.iter().find(|p| p.name == "etcd").unwrap();
+    assert_eq!(etcd.phase, Phase::Infra);
+    assert_eq!(
+        etcd.env_value("ETCD_ENDPOINTS"),
+        None,
+        "etcd gets no discovery env"
+    );
+    assert!(etcd.argv[0].ends_with("/configs/etcd"), "{:?}", etcd.argv);
+    assert!(
+        etcd.argv.contains(&"/scratch/mcsup-5-n1/etcd".to_string()),
+        "{:?}",
+        etcd.argv
+    );
+    let nats = head.processes.iter().find(|p| p.name == "nats").unwrap();
+    assert_eq!(nats.stop.signal, SignalName::SIGINT);
+    let w = head
+        .processes
+        .iter()
+        .find(|p| p.kind == ProcessKind::Worker)
+        .unwrap();
+    assert_eq!(w.env_value("NATS_SERVER"), Some("nats://10.0.0.1:4222"));
+
+    // inherit_discovery_env: false drops them from that service.
+    let y = format!("{dynamo}services:\n  - {{name: g, command: [sleep, \"1\"], placement: {{node: decode}}, inherit_discovery_env: false}}\n");
+    let p = plan_on(&y, "n2", &[Role::Decode]).unwrap();
+    let g = p.processes.iter().find(|x| x.name == "g").unwrap();
+    assert_eq!(g.env_value("ETCD_ENDPOINTS"), None);
+}
+
+#[test]
+fn per_service_supervision_and_unknown_names() {
+    let y = format!(
+        "{}mcsup:\n  services:\n    g: {{stop: {{signal: SIGINT, grace_seconds: 3}}, restart: {{policy: on-failure}}}}\n",
+        with("  - {name: g, command: [sleep, \"1\"], placement: {node: decode}}\n")
+    );
+    let p = plan_on(&y, "n2", &[Role::Decode]).unwrap();
+    let g = p.processes.iter().find(|x| x.name == "g").unwrap();
+    assert_eq!(g.stop.signal, SignalName::SIGINT);
+    assert_eq!(g.stop.grace.as_secs(), 3);
+    assert_eq!(g.restart.policy, plan::RestartPolicy::OnFailure);
+
+    let bad = y.replace("    g: {stop", "    gg: {stop");
+    let e = plan_on(&bad, "n2", &[Role::Decode]).unwrap_err();
+    assert_eq!(e.key_path, "mcsup.services.gg");
+    assert!(e.fix.contains("g"), "{e}");
+}
+
+#[test]
+fn a_placement_block_without_node_means_head_not_the_kinds_default() {
+    // srtctl's dataclass default: `placement: {per: node}` is `head`, although a generic
+    // service's kind default is head too; use lmcache-server, whose kind default is workers.
+    let y = with("  - {name: lm, type: lmcache-server, placement: {per: node}}\n");
+    let worker_node = plan_on(&y, "n2", &[Role::Decode]).unwrap();
+    assert_eq!(worker_node.services[0].placement, "head");
+    assert_eq!(worker_node.services[0].here, ServiceHere::Elsewhere);
+    // Without the block, the kind's default (workers) applies.
+    let y = with("  - {name: lm, type: lmcache-server}\n");
+    let p = plan_on(&y, "n2", &[Role::Decode]).unwrap();
+    assert!(matches!(p.services[0].here, ServiceHere::Runs { .. }));
+}
+
+#[test]
+fn phases_order_the_start_and_tiers_the_teardown() {
+    let y = format!(
+        "{}dynamo: {{request_plane: nats}}\nservices:\n  - {{name: mooncake-master, type: mooncake-master}}\n  - {{name: st, type: mooncake-store, placement: {{node: workers}}, args: [--port, \"8800\"], readiness: {{port: 8800}}, env: {{MOONCAKE_GLOBAL_SEGMENT_SIZE: 1gb}}}}\n  - {{name: ww, command: [sleep, \"1\"], placement: {{node: workers}}, start: with_workers}}\n  - {{name: af, command: [sleep, \"1\"], placement: {{node: workers}}}}\n",
+        HEAD.replace("frontend: {type: sglang-router}\n", "")
+    );
+    let p = plan_on(&y, "n1", &[Role::Prefill]).unwrap();
+    let names: Vec<&str> = p.processes.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "etcd",
+            "nats",
+            "mooncake-master",
+            "st",
+            "ww",
+            "sglang-prefill",
+            "af"
+        ]
+    );
+    let tier = |n: &str| {
+        p.processes
+            .iter()
+            .find(|x| x.name == n)
+            .unwrap()
+            .teardown_tier()
+    };
+    assert!(tier("af") < tier("sglang-prefill"));
+    assert_eq!(tier("ww"), tier("sglang-prefill"));
+    assert!(tier("sglang-prefill") < tier("st"));
+    assert!(tier("st") < tier("mooncake-master"));
+    assert!(tier("mooncake-master") < tier("etcd"));
+    let deps = |n: &str| -> Vec<String> {
+        p.processes
+            .iter()
+            .find(|x| x.name == n)
+            .unwrap()
+            .depends_on
+            .iter()
+            .map(|d| d.target.clone())
+            .collect()
+    };
+    assert_eq!(deps("mooncake-master"), ["etcd", "nats"]);
+    assert_eq!(deps("st"), ["etcd", "nats", "mooncake-master"]);
+    assert!(deps("sglang-prefill").contains(&"st".to_string()));
+    assert!(
+        !deps("sglang-prefill").contains(&"ww".to_string()),
+        "with_workers does not gate workers"
+    );
+    assert_eq!(deps("af"), ["etcd", "nats", "sglang-prefill"]);
+}
