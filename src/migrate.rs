@@ -243,17 +243,11 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
                     out.insert(key("services"), Value::Sequence(services.clone()));
                 }
                 for (bk, _) in backend.iter() {
-                    let known = [
-                        "type",
-                        "prefill_environment",
-                        "decode_environment",
-                        "aggregated_environment",
-                        "sglang_config",
-                        "vllm_config",
-                        "trtllm_config",
-                        "mooncake_kv_store",
-                    ];
-                    if let Some(name) = bk.as_str().filter(|b| !known.contains(b)) {
+                    // Every key mcsup reads is folded above; trtllm_config too (roles' args).
+                    if let Some(name) = bk
+                        .as_str()
+                        .filter(|b| !recipe::BACKEND_KEYS.contains(b) && *b != "trtllm_config")
+                    {
                         notes.push(format!("backend.{name} has no 2.0 rule in mcsup migrate; it was dropped — check `srtctl migrate` for it"));
                     }
                 }

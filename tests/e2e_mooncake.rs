@@ -7,80 +7,23 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::recipe::{metric, metrics, venv_bin, Ports, RecipeOpts};
-use common::{is_zombie_or_gone, proc_status_field, wait_for, Ev, Mcsup, TestEnv, MCSUP};
+use common::recipe::{metric, metrics, Ports, RecipeOpts};
+use common::{
+    cmdline, environ, is_zombie_or_gone, names, proc_status_field, wait_for, Ev, Mcsup, TestEnv,
+};
 use nix::sys::signal::Signal;
 
 const MIB: u64 = 1 << 20;
 
 /// Start `mcsup run` on a recipe for one node.
 fn start(env: &TestEnv, name: &str, recipe: &Path, args: &[&str]) -> Mcsup {
-    let dir = env.path(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = format!(
-        "{}:{}",
-        venv_bin().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let child = Command::new(MCSUP)
-        .arg("run")
-        .arg("--recipe")
-        .arg(recipe)
-        .args(args)
-        .env("PATH", path)
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .env_remove("SLURM_JOB_ID")
-        .env_remove("SLURM_JOB_NODELIST")
-        .env_remove("SLURMD_NODENAME")
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(dir.join("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(dir.join("mcsup.stderr")).unwrap())
-        .spawn()
-        .expect("spawn mcsup");
-    let node = args
-        .windows(2)
-        .find(|w| w[0] == "--node")
-        .map(|w| w[1].to_string())
-        .unwrap_or_else(|| nix::unistd::gethostname().unwrap().into_string().unwrap());
-    let log_dir = env.log_dir();
-    Mcsup {
-        child,
-        events_path: log_dir.join(format!("{node}.events.jsonl")),
-        status_path: log_dir.join(format!("{node}.status.json")),
-        dir,
-        started: Instant::now(),
-    }
+    common::start_recipe(env, name, &[], recipe, args)
 }
 
 fn log_of(env: &TestEnv, node: &str, process: &str) -> String {
     std::fs::read_to_string(env.log_dir().join(format!("{node}.{process}.log"))).unwrap_or_default()
-}
-
-fn cmdline(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .unwrap_or_default()
-        .split(|&b| b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-        .collect()
-}
-
-fn environ(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap_or_default()
-        .split(|&b| b == 0)
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-        .collect()
-}
-
-fn names(evs: &[Ev]) -> Vec<String> {
-    evs.iter()
-        .map(|e| format!("{} {}", e.process, e.event))
-        .collect()
 }
 
 /// Assert the teardown went workers, then store, then master, each fully stopped before the next

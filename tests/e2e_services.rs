@@ -14,10 +14,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::recipe::{metric, repo, venv_bin};
-use common::{wait_for, Ev, Mcsup, TestEnv, MCSUP};
+use common::recipe::{metric, repo};
+use common::{environ, names, wait_for, Ev, Mcsup, TestEnv};
 use nix::sys::signal::Signal;
 
 const MIB: u64 = 1 << 20;
@@ -174,53 +174,14 @@ mcsup:
 }
 
 fn start(env: &TestEnv, ns: &Netns, node: &str, role: &str, recipe: &Path) -> Mcsup {
-    let dir = env.path(node);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = format!(
-        "{}:{}",
-        venv_bin().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let child = Command::new("nsenter")
-        .arg(ns.path())
-        .arg("--")
-        .arg(MCSUP)
-        .args(["run", "--recipe"])
-        .arg(recipe)
-        .args(["--role", role, "--node", node, "--nodelist", "n[1-2]"])
-        .env("PATH", path)
-        .env("TMPDIR", &dir)
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .env_remove("SLURM_JOB_ID")
-        .env_remove("SLURM_JOB_NODELIST")
-        .env_remove("SLURMD_NODENAME")
-        .current_dir(&dir)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(dir.join("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(dir.join("mcsup.stderr")).unwrap())
-        .spawn()
-        .expect("nsenter mcsup");
-    Mcsup {
-        child,
-        events_path: env.log_dir().join(format!("{node}.events.jsonl")),
-        status_path: env.log_dir().join(format!("{node}.status.json")),
-        dir,
-        started: Instant::now(),
-    }
-}
-
-fn environ(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap_or_default()
-        .split(|&b| b == 0)
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-        .collect()
-}
-
-fn names(evs: &[Ev]) -> Vec<String> {
-    evs.iter()
-        .map(|e| format!("{} {}", e.process, e.event))
-        .collect()
+    let wrapper = ["nsenter".to_string(), ns.path(), "--".to_string()];
+    common::start_recipe(
+        env,
+        node,
+        &wrapper,
+        recipe,
+        &["--role", role, "--node", node, "--nodelist", "n[1-2]"],
+    )
 }
 
 /// `a` happened (first) before `b`.

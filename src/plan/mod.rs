@@ -10,6 +10,7 @@
 //! orders it all into phases and gates. [`spec`] is the output.
 
 mod env;
+mod error;
 pub mod kinds;
 pub mod lints;
 pub mod memory;
@@ -22,5 +23,6 @@ pub mod spec;
 pub mod workers;
 
 pub use env::EnvBuilder;
+pub use error::PlanError;
 pub use resolve::*;
 pub use spec::*;

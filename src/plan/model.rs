@@ -12,8 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::error::{err, PlanError};
 use super::kinds::{self, KindDefaults};
-use super::PlanError;
 use crate::domain::Role;
 use crate::mooncake;
 use crate::recipe::*;
@@ -189,14 +189,6 @@ impl JobModel {
     /// The effective service of `kind`, if one is declared or implied and enabled.
     pub fn effective(&self, kind: ServiceType) -> Option<&ServiceModel> {
         self.enabled().find(|s| s.kind == kind)
-    }
-}
-
-fn err(key: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> PlanError {
-    PlanError {
-        key_path: key.into(),
-        message: message.into(),
-        fix: fix.into(),
     }
 }
 

@@ -3,22 +3,10 @@
 
 use std::time::Duration;
 
+use super::error::{err, PlanError};
 use super::placeholders::Placeholders;
 use super::spec::*;
-use super::PlanError;
 use crate::recipe::*;
-
-fn err(
-    key_path: impl Into<String>,
-    message: impl Into<String>,
-    fix: impl Into<String>,
-) -> PlanError {
-    PlanError {
-        key_path: key_path.into(),
-        message: message.into(),
-        fix: fix.into(),
-    }
-}
 
 pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
     let stop = match kind {

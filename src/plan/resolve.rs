@@ -10,10 +10,10 @@
 //! No I/O happens here: the node's identity and paths arrive in [`NodeContext`].
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::error::{err, PlanError};
 use super::kinds;
 use super::lints;
 use super::model::*;
@@ -30,37 +30,6 @@ pub use crate::mooncake::{
     DEFAULT_MASTER_TUNABLES, DEFAULT_METADATA_PORT, DEFAULT_METRICS_PORT, DEFAULT_RPC_PORT,
 };
 pub use workers::flags_to_args;
-
-/// A recipe that is syntactically fine but cannot be planned for this node.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct PlanError {
-    /// Dotted key path in the recipe (or a CLI flag such as `--role`).
-    pub key_path: String,
-    pub message: String,
-    pub fix: String,
-}
-
-impl fmt::Display for PlanError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}\n  fix: {}",
-            self.key_path, self.message, self.fix
-        )
-    }
-}
-
-fn err(
-    key_path: impl Into<String>,
-    message: impl Into<String>,
-    fix: impl Into<String>,
-) -> PlanError {
-    PlanError {
-        key_path: key_path.into(),
-        message: message.into(),
-        fix: fix.into(),
-    }
-}
 
 /// Parse `--role` text: `prefill`, `decode`, `agg`/`aggregated`, or a comma list.
 pub fn parse_roles(text: &str) -> Result<Vec<Role>, PlanError> {

@@ -11,12 +11,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::env::EnvBuilder;
+use super::error::{err, PlanError};
 use super::lints;
 use super::model::*;
 use super::policy::*;
 use super::services::{set_local_defaults, NodeScope};
 use super::spec::*;
-use super::PlanError;
 use crate::domain::Role;
 use crate::mooncake;
 use crate::recipe::*;
@@ -27,14 +27,6 @@ pub const VLLM_DEFAULT_PORT: u16 = 8000;
 /// How long a derived server may take to answer `/health`: loading a large model's weights
 /// takes many minutes; a recipe sets its own with `mcsup.workers`.
 pub const DERIVED_READY_TIMEOUT: Duration = Duration::from_secs(1800);
-
-fn err(key: impl Into<String>, message: impl Into<String>, fix: impl Into<String>) -> PlanError {
-    PlanError {
-        key_path: key.into(),
-        message: message.into(),
-        fix: fix.into(),
-    }
-}
 
 /// The workers of this node's roles. `vllm_config_path` is where the vLLM client JSON goes.
 pub fn plan_workers(

@@ -174,7 +174,8 @@ pub struct Backend {
     pub ignored: Vec<String>,
 }
 
-const BACKEND_KEYS: &[&str] = &[
+/// The `backend:` keys mcsup reads.
+pub const BACKEND_KEYS: &[&str] = &[
     "type",
     "prefill_environment",
     "decode_environment",

@@ -466,3 +466,86 @@ pub fn counts(evs: &[Ev]) -> HashMap<(String, String), usize> {
     }
     m
 }
+
+/// A process's argv or environment, from /proc.
+fn proc_strings(pid: i32, what: &str) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/{what}"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// A process's argv.
+pub fn cmdline(pid: i32) -> Vec<String> {
+    proc_strings(pid, "cmdline")
+}
+
+/// A process's environment as `NAME=value` strings.
+pub fn environ(pid: i32) -> Vec<String> {
+    proc_strings(pid, "environ")
+}
+
+/// Events as `process event` lines, for assertion messages.
+pub fn names(evs: &[Ev]) -> Vec<String> {
+    evs.iter()
+        .map(|e| format!("{} {}", e.process, e.event))
+        .collect()
+}
+
+/// Start `mcsup run --recipe RECIPE ARGS` in `<env>/<dir_name>` (its own TMPDIR too), with the
+/// venv first on PATH, outside any Slurm job; `wrapper` runs it (e.g. `nsenter --net=...`).
+pub fn start_recipe(
+    env: &TestEnv,
+    dir_name: &str,
+    wrapper: &[String],
+    recipe: &Path,
+    args: &[&str],
+) -> Mcsup {
+    let dir = env.path(dir_name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = format!(
+        "{}:{}",
+        recipe::venv_bin().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (program, pre): (&str, &[String]) = match wrapper.split_first() {
+        Some((p, rest)) => (p.as_str(), rest),
+        None => (MCSUP, &[]),
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(pre);
+    if !wrapper.is_empty() {
+        cmd.arg(MCSUP);
+    }
+    let child = cmd
+        .arg("run")
+        .arg("--recipe")
+        .arg(recipe)
+        .args(args)
+        .env("PATH", path)
+        .env("TMPDIR", &dir)
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_JOB_NODELIST")
+        .env_remove("SLURMD_NODENAME")
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.join("mcsup.stderr")).unwrap())
+        .spawn()
+        .expect("spawn mcsup");
+    let node = args
+        .windows(2)
+        .find(|w| w[0] == "--node")
+        .map(|w| w[1].to_string())
+        .unwrap_or_else(|| nix::unistd::gethostname().unwrap().into_string().unwrap());
+    Mcsup {
+        child,
+        events_path: env.log_dir().join(format!("{node}.events.jsonl")),
+        status_path: env.log_dir().join(format!("{node}.status.json")),
+        dir,
+        started: Instant::now(),
+    }
+}
