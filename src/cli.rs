@@ -313,14 +313,26 @@ fn print_report(report: &crate::preflight::Report, args: &PreflightArgs) -> Resu
 fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::usage(format!("{}: cannot read the plan: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
+    let plan: Plan = serde_json::from_str(&text).map_err(|e| {
         CliError::usage(format!(
             "{}:{}:{}: not a plan: {e}\n  fix: create it with `mcsup plan --json ... > FILE`",
             path.display(),
             e.line(),
             e.column()
         ))
-    })
+    })?;
+    // A plan printed without --show-secrets would run its children with `<redacted>` values.
+    let has_placeholder = plan.processes.iter().any(|p| {
+        p.env.iter().any(|v| v.value == crate::secrets::REDACTED)
+            || p.argv.iter().any(|a| a.contains(crate::secrets::REDACTED))
+    });
+    if plan.redacted || has_placeholder {
+        return Err(CliError::usage(format!(
+            "{}: this plan has secret values replaced by `<redacted>`; running it would hand them to the processes\n  fix: write the plan with `mcsup plan --json --show-secrets ... > FILE` (and keep the file private)",
+            path.display()
+        )));
+    }
+    Ok(plan)
 }
 
 fn init_tracing(format: LogFormatArg) {

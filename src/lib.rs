@@ -14,4 +14,5 @@ pub mod plan;
 pub mod preflight;
 pub mod recipe;
 pub mod render;
+pub mod secrets;
 pub mod supervisor;

@@ -1,66 +1,55 @@
 //! Human and JSON renderings of a [`Plan`]. Both come from the same value; neither does I/O.
 //!
-//! Secrets: values of variables whose names look secret (TOKEN, SECRET, PASSWORD, KEY,
-//! CREDENTIAL), and argv values following such flags, are replaced by `<redacted>` unless the
-//! caller asks to show them.
+//! Secrets ([`crate::secrets`]): values of secret variables and flags, and credential-shaped
+//! words, are replaced by `<redacted>` everywhere (env, argv, files, warnings) unless the caller
+//! asks to show them; a redacted plan says so (`"redacted": true`) and `run --plan-file` refuses
+//! it.
 
 use std::fmt::Write as _;
 
 use crate::mooncake::size;
 use crate::plan::*;
 use crate::recipe::SIZE_VARIABLES;
+use crate::secrets::{self, REDACTED};
 
-const SECRET_MARKERS: [&str; 5] = ["TOKEN", "SECRET", "PASSWORD", "KEY", "CREDENTIAL"];
-const REDACTED: &str = "<redacted>";
-
-/// Does this variable or flag name look like it holds a secret?
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    SECRET_MARKERS.iter().any(|m| upper.contains(m))
-}
-
-fn redact_argv(argv: &[String]) -> Vec<String> {
-    let mut out = Vec::with_capacity(argv.len());
-    let mut hide_next = false;
-    for a in argv {
-        if hide_next {
-            out.push(REDACTED.to_string());
-            hide_next = false;
-            continue;
-        }
-        if let Some(flag) = a.strip_prefix('-') {
-            let flag = flag.trim_start_matches('-');
-            match flag.split_once('=') {
-                Some((name, _)) if looks_secret(name) => {
-                    out.push(format!(
-                        "{}={REDACTED}",
-                        &a[..a.len() - flag.len() + name.len()]
-                    ));
-                    continue;
-                }
-                None if looks_secret(flag) => hide_next = true,
-                _ => {}
-            }
-        }
-        out.push(a.clone());
-    }
-    out
-}
-
-/// A copy of the plan with secret-looking values replaced.
+/// A copy of the plan with secret values replaced, and marked as redacted when any was.
 pub fn redacted(plan: &Plan) -> Plan {
     let mut p = plan.clone();
+    let mut hidden: Vec<String> = Vec::new();
     for proc_ in &mut p.processes {
-        proc_.argv = redact_argv(&proc_.argv);
+        let argv = secrets::redact_argv(&proc_.argv);
+        for (old, new) in proc_.argv.iter().zip(&argv) {
+            if old != new {
+                hidden.push(
+                    old.split_once('=')
+                        .map_or(old.as_str(), |(_, v)| v)
+                        .to_string(),
+                );
+            }
+        }
+        proc_.argv = argv;
         for v in &mut proc_.env {
-            if looks_secret(&v.name) {
-                v.value = REDACTED.into();
-                for o in &mut v.overrode {
-                    o.value = REDACTED.into();
+            if secrets::shown(&v.name, &v.value) == REDACTED {
+                hidden.push(std::mem::replace(&mut v.value, REDACTED.into()));
+            }
+            for o in &mut v.overrode {
+                if secrets::shown(&v.name, &o.value) == REDACTED {
+                    hidden.push(std::mem::replace(&mut o.value, REDACTED.into()));
                 }
             }
         }
     }
+    let refs: Vec<&str> = hidden.iter().map(String::as_str).collect();
+    for w in &mut p.warnings {
+        *w = secrets::redact_text(w, &refs);
+    }
+    for f in &mut p.files {
+        let text = secrets::redact_text(&f.contents, &refs);
+        if text != f.contents {
+            f.contents = text;
+        }
+    }
+    p.redacted = !hidden.is_empty();
     p
 }
 
@@ -399,13 +388,14 @@ services (the job's, as srtctl's dry-run lists them):"
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secrets::{redact_argv, secret_name};
 
     #[test]
     fn secret_names_and_flags() {
         assert!(
-            looks_secret("HF_TOKEN")
-                && looks_secret("aws_secret_access_key")
-                && !looks_secret("MOONCAKE_MASTER")
+            secret_name("HF_TOKEN")
+                && secret_name("aws_secret_access_key")
+                && !secret_name("MOONCAKE_MASTER")
         );
         let argv: Vec<String> = ["srv", "--api-key", "abc", "--token=xyz", "--port", "1"]
             .iter()

@@ -13,6 +13,9 @@ pub fn shared_env_override(
     role_source: &str,
     role_value: &str,
 ) -> String {
+    // Values of secrets never reach a warning (it is printed and logged as is).
+    let value = crate::secrets::shown(name, value);
+    let role_value = crate::secrets::shown(name, role_value);
     format!(
         "{process}: {shared_source}.{name}=\"{value}\" silently overrides {role_source}.{name}=\"{role_value}\" (srt-slurm layering) — remove one of them"
     )

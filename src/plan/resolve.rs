@@ -505,6 +505,7 @@ pub fn plan_with(
         log_dir,
         ignored_sections: ignored,
         warnings,
+        redacted: false,
     })
 }
 

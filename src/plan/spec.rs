@@ -126,6 +126,10 @@ pub struct Plan {
     pub ignored_sections: Vec<String>,
     /// Things that are legal but probably wrong.
     pub warnings: Vec<String>,
+    /// Secret values were replaced by `<redacted>` (a plan printed without `--show-secrets`);
+    /// such a plan cannot be run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
 }
 
 /// Identity of the node the plan was made for.

@@ -118,6 +118,7 @@ impl TestEnv {
             services: vec![],
             recipe_schema: String::new(),
             memory: Default::default(),
+            redacted: false,
             files: vec![],
             shutdown: ShutdownSpec {
                 deadline: ms(10_000),

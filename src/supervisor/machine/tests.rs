@@ -100,6 +100,7 @@ fn plan(processes: Vec<ProcessSpec>) -> Plan {
         services: vec![],
         recipe_schema: String::new(),
         memory: Default::default(),
+        redacted: false,
         files: vec![],
         shutdown: ShutdownSpec {
             deadline: d(25_000),

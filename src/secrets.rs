@@ -1,0 +1,241 @@
+//! Which values are secrets, for every output mcsup writes for people (the plan, its JSON,
+//! warnings, logs): one rule, used everywhere.
+//!
+//! A variable or flag is secret when the LAST word of its name (split on `_` and `-`) is a
+//! secret word — `HF_TOKEN`, `--api-key`, `AWS_SECRET_ACCESS_KEY`, `DB_PASSWORD` — so names that
+//! merely contain one stay visible: `--max-prefill-tokens`, `SGLANG_PER_TOKEN_GROUP_QUANT_8BIT_V2`,
+//! `--dbo-decode-token-threshold`, `--ssl-keyfile`. A value shaped like a known credential
+//! (`hf_…`, `sk-…`, `ghp_…`, `AKIA…`, `nvapi-…`, `xox?-…`) is secret whatever its name. Pure.
+
+/// The placeholder shown instead of a secret.
+pub const REDACTED: &str = "<redacted>";
+
+/// Last words that make a name secret.
+const SECRET_WORDS: [&str; 10] = [
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "KEY",
+    "APIKEY",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTH",
+];
+
+/// Is a variable or flag with this name a secret? (`--api-key`, `HF_TOKEN`, `api_key`)
+pub fn secret_name(name: &str) -> bool {
+    let trimmed = name.trim_start_matches('-');
+    let last = trimmed
+        .rsplit(['_', '-', '.'])
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    let upper = last.to_ascii_uppercase();
+    SECRET_WORDS.contains(&upper.as_str())
+}
+
+/// Does this value look like a credential of a known provider?
+pub fn secret_value(value: &str) -> bool {
+    let v = value.trim();
+    let tail_ok = |rest: &str, min: usize| {
+        rest.len() >= min
+            && rest
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+    };
+    const PREFIXES: [(&str, usize); 9] = [
+        ("hf_", 20),
+        ("sk-", 20),
+        ("ghp_", 20),
+        ("gho_", 20),
+        ("ghs_", 20),
+        ("github_pat_", 20),
+        ("nvapi-", 20),
+        ("xoxb-", 10),
+        ("xoxp-", 10),
+    ];
+    if PREFIXES
+        .iter()
+        .any(|(p, min)| v.strip_prefix(p).is_some_and(|rest| tail_ok(rest, *min)))
+    {
+        return true;
+    }
+    // AWS access key ids.
+    v.len() == 20
+        && (v.starts_with("AKIA") || v.starts_with("ASIA"))
+        && v.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
+/// An environment variable's value as it may be shown.
+pub fn shown<'a>(name: &str, value: &'a str) -> &'a str {
+    if secret_name(name) || secret_value(value) {
+        REDACTED
+    } else {
+        value
+    }
+}
+
+/// An argv with secret values replaced: `--api-key X`, `--api-key=X` and credential-shaped
+/// words. A secret flag followed by another flag is a boolean and swallows nothing.
+pub fn redact_argv(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    for a in argv {
+        if hide_next && !a.starts_with('-') {
+            out.push(REDACTED.to_string());
+            hide_next = false;
+            continue;
+        }
+        hide_next = false;
+        if let Some(flag) = a.strip_prefix('-') {
+            let flag = flag.trim_start_matches('-');
+            match flag.split_once('=') {
+                Some((name, value)) if secret_name(name) || secret_value(value) => {
+                    out.push(format!(
+                        "{}={REDACTED}",
+                        &a[..a.len() - flag.len() + name.len()]
+                    ));
+                    continue;
+                }
+                None if secret_name(flag) => hide_next = true,
+                _ => {}
+            }
+        }
+        out.push(if secret_value(a) {
+            REDACTED.to_string()
+        } else {
+            a.clone()
+        });
+    }
+    out
+}
+
+/// Replace every known secret value that occurs in a free text (a warning built from values).
+pub fn redact_text(text: &str, secrets: &[&str]) -> String {
+    let mut out = text.to_string();
+    for s in secrets.iter().filter(|s| s.len() >= 4) {
+        out = out.replace(s, REDACTED);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Real names from srt-slurm recipes and the tools around them, both ways.
+    #[test]
+    fn names_that_are_and_are_not_secrets() {
+        let secret = [
+            "HF_TOKEN",
+            "HUGGING_FACE_HUB_TOKEN",
+            "HUGGINGFACE_TOKEN",
+            "GITHUB_TOKEN",
+            "AWS_SESSION_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "WANDB_API_KEY",
+            "OPENAI_API_KEY",
+            "NGC_API_KEY",
+            "NVIDIA_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "DB_PASSWORD",
+            "REDIS_PASSWORD",
+            "MINIO_SECRET",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "--api-key",
+            "--hf-token",
+            "--admin-api-key",
+            "api_key",
+            "--password",
+            "SLACK_BOT_TOKEN",
+        ];
+        let visible = [
+            "SGLANG_PER_TOKEN_GROUP_QUANT_8BIT_V2",
+            "SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK",
+            "--max-prefill-tokens",
+            "--speculative-num-draft-tokens",
+            "--num-draft-tokens",
+            "--swa-full-tokens-ratio",
+            "--dbo-decode-token-threshold",
+            "--skip-tokenizer-init",
+            "--max-total-tokens",
+            "--chunked-prefill-size",
+            "--tokenizer-path",
+            "--ssl-keyfile",
+            "--key-prefix",
+            "MOONCAKE_GLOBAL_SEGMENT_SIZE",
+            "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+            "TORCH_DISTRIBUTED_DEFAULT_TIMEOUT",
+            "DYN_SYSTEM_PORT",
+            "NCCL_IB_GID_INDEX",
+            "MC_GID_INDEX",
+            "VLLM_NIXL_SIDE_CHANNEL_HOST",
+            "--kv-cache-dtype",
+            "--max-running-requests",
+            "SGLANG_ENABLE_JIT_DEEPGEMM",
+            "TOKENIZERS_PARALLELISM",
+            "--enable-tokenizer-batch-encode",
+        ];
+        for n in secret {
+            assert!(secret_name(n), "{n} should be secret");
+        }
+        for n in visible {
+            assert!(!secret_name(n), "{n} should be visible");
+        }
+        assert!(secret.len() + visible.len() >= 40);
+    }
+
+    #[test]
+    fn credential_shaped_values() {
+        assert!(secret_value("hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"));
+        assert!(secret_value("sk-proj-abcdefghijklmnopqrstuvwxyz"));
+        assert!(secret_value("ghp_0123456789abcdefghijABCDEFGHIJ"));
+        assert!(secret_value("AKIAIOSFODNN7EXAMPLE"));
+        assert!(!secret_value("hf_transfer"));
+        assert!(!secret_value("sk-1"));
+        assert!(!secret_value("400gb"));
+        assert!(!secret_value("/models/DeepSeek-R1"));
+        assert_eq!(
+            shown("MY_VAR", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"),
+            REDACTED
+        );
+        assert_eq!(shown("MC_GID_INDEX", "3"), "3");
+    }
+
+    #[test]
+    fn a_boolean_flag_never_swallows_the_next_word() {
+        let argv: Vec<String> = [
+            "sglang",
+            "--skip-tokenizer-init",
+            "--trust-remote-code",
+            "--api-key",
+            "s3cret",
+            "--hf-token=abc",
+            "--max-prefill-tokens",
+            "16384",
+            "--auth",
+            "--port",
+            "30000",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            redact_argv(&argv),
+            [
+                "sglang",
+                "--skip-tokenizer-init",
+                "--trust-remote-code",
+                "--api-key",
+                REDACTED,
+                "--hf-token=<redacted>",
+                "--max-prefill-tokens",
+                "16384",
+                "--auth",
+                "--port",
+                "30000"
+            ]
+        );
+    }
+}

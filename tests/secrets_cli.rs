@@ -1,0 +1,147 @@
+//! Secrets through the real binary: `mcsup plan` (human and JSON) shows no secret value anywhere,
+//! warnings included; a redacted JSON plan is marked and `run --plan-file` refuses it; the
+//! `--show-secrets` plan runs and its child gets the real value. Non-secrets whose names contain
+//! a secret word (`--max-prefill-tokens`, `*_TOKENS_*`) stay visible.
+
+mod common;
+
+use std::process::Command;
+
+use common::{TestEnv, MCSUP};
+
+const TOKEN: &str = "hf_S3cretS3cretS3cretS3cret0123";
+
+fn recipe(env: &TestEnv) -> std::path::PathBuf {
+    let out = env.path("seen.txt");
+    let text = format!(
+        r#"backend:
+  type: sglang
+  decode_environment:
+    HF_TOKEN: "{TOKEN}"
+    SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK: "4096"
+  mooncake_kv_store:
+    env:
+      HF_TOKEN: "hf_AnotherS3cretAnotherS3cret99"
+mcsup:
+  log_dir: {logs}
+  workers:
+    decode:
+      - name: w
+        command: [sh, -c, 'printf %s "$HF_TOKEN" > {out}', sh, --max-prefill-tokens, "16384", --api-key, "k3y-value", --skip-tokenizer-init, --trust-remote-code]
+        critical: false
+  allow_empty_node: false
+"#,
+        logs = env.log_dir().display(),
+        out = out.display(),
+    );
+    let path = env.path("job.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn mcsup(env: &TestEnv, args: &[&str]) -> std::process::Output {
+    Command::new(MCSUP)
+        .args(args)
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_JOB_NODELIST")
+        .current_dir(env.dir.path())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn plans_hide_secrets_everywhere_and_a_redacted_plan_cannot_run() {
+    let env = TestEnv::new();
+    let r = recipe(&env);
+    let r = r.to_str().unwrap();
+    for extra in [&[][..], &["--json"][..]] {
+        let out = mcsup(
+            &env,
+            &[&["plan", "--role", "decode", "--recipe", r][..], extra].concat(),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(!text.contains("S3cret"), "a secret leaked:\n{text}");
+        assert!(!text.contains("k3y-value"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
+        // The override warning names the variable but not the values.
+        assert!(text.contains("silently overrides"), "{text}");
+        // Non-secrets stay visible, and a boolean flag hides nothing.
+        assert!(
+            text.contains("16384") && text.contains("--trust-remote-code"),
+            "{text}"
+        );
+        assert!(
+            text.contains("SGLANG_OPT_DEEPGEMM_MEGA_MOE_NUM_MAX_TOKENS_PER_RANK=4096")
+                || text.contains("\"4096\""),
+            "{text}"
+        );
+    }
+
+    // The redacted JSON is marked, and run refuses it before anything starts.
+    let out = mcsup(&env, &["plan", "--role", "decode", "--recipe", r, "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["redacted"], serde_json::Value::Bool(true));
+    let redacted = env.path("redacted.json");
+    std::fs::write(&redacted, &out.stdout).unwrap();
+    let run = mcsup(
+        &env,
+        &[
+            "run",
+            "--plan-file",
+            redacted.to_str().unwrap(),
+            "--skip-preflight",
+        ],
+    );
+    assert_eq!(run.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("<redacted>") && err.contains("--show-secrets"),
+        "{err}"
+    );
+    assert!(!env.path("seen.txt").exists(), "nothing may start");
+
+    // With --show-secrets the plan runs, and the child sees the real (mooncake_kv_store) value.
+    let out = mcsup(
+        &env,
+        &[
+            "plan",
+            "--role",
+            "decode",
+            "--recipe",
+            r,
+            "--json",
+            "--show-secrets",
+        ],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.get("redacted").is_none());
+    let full = env.path("full.json");
+    std::fs::write(&full, &out.stdout).unwrap();
+    let run = mcsup(
+        &env,
+        &[
+            "run",
+            "--plan-file",
+            full.to_str().unwrap(),
+            "--skip-preflight",
+        ],
+    );
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("seen.txt")).unwrap(),
+        "hf_AnotherS3cretAnotherS3cret99"
+    );
+    env.assert_no_leftovers();
+}
