@@ -80,6 +80,9 @@ pub struct NodeContext {
     /// Inside a Slurm job (or given a node list) rather than a single local machine.
     pub slurm: bool,
     pub cwd: PathBuf,
+    /// The address of every node of `nodelist`, in order (resolved like this node's; a name that
+    /// does not resolve stands for itself).
+    pub node_ips: Vec<String>,
     /// This job's scratch directory on this node (`<tmp>/mcsup-<job>-<node>`): data directories
     /// of etcd and NATS, which srtctl keeps in its container's private `/tmp`.
     pub scratch_dir: PathBuf,
@@ -111,6 +114,9 @@ pub fn system_resolver(name: &str) -> Option<IpAddr> {
         .copied()
 }
 
+/// The largest job mcsup plans for (every node's address is resolved).
+pub const MAX_NODES: usize = 4096;
+
 /// Expand a Slurm hostlist expression.
 pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     let bad = |reason: String| NodeError::BadNodelist {
@@ -123,6 +129,12 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     let nodes = hostlist_parser::parse(list.trim()).map_err(|e| bad(e.to_string()))?;
     if nodes.is_empty() {
         return Err(bad("it names no node".into()));
+    }
+    if nodes.len() > MAX_NODES {
+        return Err(bad(format!(
+            "it names {} nodes; mcsup plans jobs of at most {MAX_NODES} nodes",
+            nodes.len()
+        )));
     }
     Ok(nodes)
 }
@@ -205,7 +217,20 @@ pub fn resolve(
         None if infra_node == name => ip.clone(),
         None => address_of(&infra_node, &mut warnings)?,
     };
+    let node_ips = nodelist
+        .iter()
+        .map(|n| {
+            if *n == name {
+                Ok(ip.clone())
+            } else if *n == infra_node {
+                Ok(infra_ip.clone())
+            } else {
+                address_of(n, &mut Vec::new())
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(NodeContext {
+        node_ips,
         ip,
         node_id,
         nodelist,

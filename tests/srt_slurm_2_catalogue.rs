@@ -100,6 +100,11 @@ fn every_fixture_every_declared_role_on_infra_and_worker_nodes() {
 /// the prefill store on its node gets 100gb, the decode stores 400gb, each with the master's
 /// address forced over the recipe's `MOONCAKE_MASTER: ignored:9999`; JSON braces in values and
 /// the preamble's newlines survive placeholder rendering.
+///
+/// Layout: srtctl's `Nodes.from_slurm` makes every node of the list a worker node unless one is
+/// dedicated, so 1P + 2D on node[0-3] puts prefill on node0 (also head and infra) and decode on
+/// node1 and node2. (The upstream test builds its runtime with a head node that runs no worker,
+/// so there prefill is on node1; its `{role}-{node_id}` = `prefill-0` holds here too.)
 #[test]
 fn role_sized_stores_with_forced_master_address() {
     for file in [
@@ -107,7 +112,7 @@ fn role_sized_stores_with_forced_master_address() {
         "test-mooncake-stores-backend-form-early.yaml",
     ] {
         let r = load(file);
-        let prefill = plan::plan(&r, &[Role::Prefill], &ctx("node1")).unwrap();
+        let prefill = plan::plan(&r, &[Role::Prefill], &ctx("node0")).unwrap();
         let store = prefill
             .processes
             .iter()
@@ -136,29 +141,41 @@ fn role_sized_stores_with_forced_master_address() {
         );
         assert_eq!(
             store.env_value("MOONCAKE_LOCAL_HOSTNAME"),
-            Some("10.0.0.11")
+            Some("10.0.0.10")
         );
         assert_eq!(
             store.preamble.as_deref(),
-            Some("ulimit -n 1048576\necho starting-prefill-on-node1\n")
+            Some("ulimit -n 1048576\necho starting-prefill-on-node0\n")
         );
-        // srtctl's `{node_id}` indexes the worker nodes (its test's head node0 runs no worker, so
-        // node1 is 0); mcsup's is the node's position in the job's node list.
         assert!(
             store
                 .argv
-                .ends_with(&["--label".into(), "prefill-1".into()]),
+                .ends_with(&["--label".into(), "prefill-0".into()]),
             "{:?}",
             store.argv
         );
-        // Gated on the master on node0, and critical.
         assert!(store.critical);
-        assert!(prefill
-            .gates
+        // The master runs once, here on the infra node, implied by the Mooncake block, and the
+        // store waits for it.
+        let masters: Vec<_> = prefill
+            .processes
             .iter()
-            .any(|g| g.name.starts_with("mooncake-master@node0")));
+            .filter(|p| p.kind == ProcessKind::Master)
+            .collect();
+        assert_eq!(masters.len(), 1, "{file}");
+        assert_eq!(masters[0].name, "mooncake-master");
+        assert!(store
+            .depends_on
+            .iter()
+            .any(|d| d.target == "mooncake-master"));
+        let row = prefill
+            .services
+            .iter()
+            .find(|s| s.name == "mooncake-master")
+            .unwrap();
+        assert!(row.implied_by.is_some(), "{file}");
 
-        for node_name in ["node2", "node3"] {
+        for node_name in ["node1", "node2"] {
             let decode = plan::plan(&r, &[Role::Decode], &ctx(node_name)).unwrap();
             let stores: Vec<_> = decode
                 .processes
@@ -175,22 +192,11 @@ fn role_sized_stores_with_forced_master_address() {
                 stores[0].env_value("MOONCAKE_MASTER"),
                 Some("10.0.0.10:8700")
             );
+            assert!(decode
+                .gates
+                .iter()
+                .any(|g| g.name == "mooncake-master@node0"));
         }
-        // The master runs once, on the infra node, implied by the Mooncake block.
-        let head = plan::plan(&r, &[Role::Prefill], &ctx("node0")).unwrap();
-        let masters: Vec<_> = head
-            .processes
-            .iter()
-            .filter(|p| p.kind == ProcessKind::Master)
-            .collect();
-        assert_eq!(masters.len(), 1, "{file}");
-        assert_eq!(masters[0].name, "mooncake-master");
-        let row = head
-            .services
-            .iter()
-            .find(|s| s.name == "mooncake-master")
-            .unwrap();
-        assert!(row.implied_by.is_some(), "{file}");
     }
 }
 
@@ -217,7 +223,7 @@ fn co_located_role_stores_on_one_port_are_rejected() {
 #[test]
 fn external_etcd_is_not_launched_and_reaches_the_workers() {
     let r = load("test-etcd-external.yaml");
-    let p = plan::plan(&r, &[Role::Decode], &ctx("node0")).unwrap();
+    let p = plan::plan(&r, &[Role::Decode], &ctx("node1")).unwrap();
     let etcd = p.services.iter().find(|s| s.r#type == "etcd").unwrap();
     let ServiceHere::External { endpoint } = &etcd.here else {
         panic!("{:?}", etcd.here)

@@ -12,6 +12,7 @@
 mod env;
 mod error;
 pub mod kinds;
+pub mod launch;
 pub mod lints;
 pub mod memory;
 pub mod model;
@@ -20,6 +21,7 @@ pub mod policy;
 mod resolve;
 pub mod services;
 pub mod spec;
+pub mod topology;
 pub mod workers;
 
 pub use env::EnvBuilder;

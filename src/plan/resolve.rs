@@ -176,8 +176,17 @@ pub fn plan_with(
     let mut taken = BTreeSet::new();
     // Services' errors come first (a store conflict explains more than a worker's name clash),
     // but `per: worker` services need the workers: plan both, report in that order.
-    let workers_planned =
-        workers::plan_workers(&scope, &mut taken, &vllm_config_path, &mut warnings);
+    let workers_planned = match topo_plan(recipe, &model, &mc, roles, ctx, &log_dir, &mut warnings)
+    {
+        Ok(topo) => workers::plan_workers(
+            &scope,
+            topo.as_ref(),
+            &mut taken,
+            &vllm_config_path,
+            &mut warnings,
+        ),
+        Err(e) => Err(e),
+    };
     let no_workers = Vec::new();
     let slots: Vec<WorkerSlot> = workers_planned
         .as_ref()
@@ -507,6 +516,207 @@ pub fn plan_with(
         warnings,
         redacted: false,
     })
+}
+
+/// srtctl's worker layout for this node, when the recipe gives worker counts and mcsup derives
+/// the workers (SGLang; roles without `mcsup.workers`). `--role` must name exactly the roles the
+/// layout puts here.
+fn topo_plan(
+    recipe: &Recipe,
+    model: &JobModel,
+    mc: &McsupSection,
+    roles: &[Role],
+    ctx: &NodeContext,
+    log_dir: &std::path::Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<workers::TopoPlan>, PlanError> {
+    let Some(inputs) = super::topology::inputs(recipe)? else {
+        return Ok(None);
+    };
+    let derived = |r: Role| mc.workers.for_role(r).is_none();
+    if !Role::ALL
+        .iter()
+        .any(|r| derived(*r) && inputs.size(*r).workers > 0)
+    {
+        return Ok(None);
+    }
+    if model.engine != BackendType::Sglang {
+        warnings.push(format!(
+            "{}: mcsup lays out {} workers one per role on each node, not yet as srtctl does (GPUs, ports, data parallelism); list them under mcsup.workers to control them",
+            inputs.source, model.engine_name
+        ));
+        return Ok(None);
+    }
+    let flag = |path: &[&str]| {
+        recipe
+            .raw_get(path)
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    };
+    // srtctl's Nodes.from_slurm: a dedicated infra/frontend node is the first of the list, a
+    // dedicated benchmark client the last (unless it shares the frontend's).
+    let front =
+        flag(&["infra", "etcd_nats_dedicated_node"]) || flag(&["frontend", "dedicated_node"]);
+    let colocate = recipe
+        .raw_get(&["benchmark", "colocate_with_frontend"])
+        .and_then(|v| v.as_bool())
+        .unwrap_or(true);
+    let back = flag(&["benchmark", "client_dedicated_node"]) && !(front && colocate);
+    let n = ctx.nodelist.len();
+    let start = usize::from(front).min(n);
+    let end = n.saturating_sub(usize::from(back)).max(start);
+    let worker_nodes = start..end;
+    let endpoints = super::topology::allocate(&inputs, worker_nodes.len())?;
+    let all = super::topology::processes(&endpoints);
+    let here_idx = ctx
+        .nodelist
+        .iter()
+        .position(|x| *x == ctx.name)
+        .filter(|i| worker_nodes.contains(i))
+        .map(|i| i - start);
+    let here: Vec<_> = all
+        .into_iter()
+        .filter(|p| Some(p.node) == here_idx)
+        .collect();
+    let v2 = |r: Role| {
+        if r == Role::Aggregated {
+            "agg"
+        } else {
+            r.as_str()
+        }
+    };
+    let placed: Vec<Role> = Role::ALL
+        .into_iter()
+        .filter(|r| here.iter().any(|p| p.mode == *r))
+        .collect();
+    let list = |rs: &[Role]| rs.iter().map(|r| v2(*r)).collect::<Vec<_>>().join(",");
+    for r in &placed {
+        if derived(*r) && !roles.contains(r) {
+            return Err(err(
+                "--role",
+                format!(
+                    "srtctl's layout puts {} workers on {} ({}), but --role does not name {}",
+                    v2(*r),
+                    ctx.name,
+                    list(&placed),
+                    v2(*r)
+                ),
+                format!("run this node with --role {}", list(&placed)),
+            ));
+        }
+    }
+    for r in roles {
+        if derived(*r) && !placed.contains(r) {
+            return Err(err(
+                "--role",
+                format!(
+                    "srtctl's layout puts no {} worker on {} ({})",
+                    v2(*r),
+                    ctx.name,
+                    if placed.is_empty() {
+                        "it runs no worker there".to_string()
+                    } else {
+                        format!("it runs {} there", list(&placed))
+                    }
+                ),
+                if placed.is_empty() {
+                    "run this node with the role its services need, or not at all".to_string()
+                } else {
+                    format!("run this node with --role {}", list(&placed))
+                },
+            ));
+        }
+    }
+    let frontend = recipe
+        .raw_get(&["frontend", "type"])
+        .and_then(|v| v.as_str())
+        .unwrap_or("dynamo");
+    let raw_model = recipe
+        .raw_get(&["model", "path"])
+        .and_then(|v| v.as_str())
+        .unwrap_or("model");
+    let (model_arg, basename) = match raw_model.strip_prefix("hf:") {
+        Some(id) => (
+            id.to_string(),
+            id.rsplit('/').next().unwrap_or(id).to_string(),
+        ),
+        None => {
+            warnings.push(format!(
+                "model.path `{raw_model}`: srtctl resolves it (an srtslurm.yaml alias or a path) and mounts it at /model; mcsup passes --model-path /model as srtctl does, so the model must be there"
+            ));
+            (
+                "/model".to_string(),
+                raw_model
+                    .trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(raw_model)
+                    .to_string(),
+            )
+        }
+    };
+    let served = [Role::Prefill, Role::Aggregated, Role::Decode]
+        .iter()
+        .filter_map(|r| model.roles.get(r)?.flags.as_ref())
+        .find_map(|f| {
+            f.get("served-model-name")
+                .or(f.get("served_model_name"))
+                .map(workers_str)
+        })
+        .unwrap_or(basename);
+    let plane = |k: &str| {
+        recipe
+            .raw_get(&["dynamo", k])
+            .and_then(|v| v.as_str())
+            .map(String::from)
+    };
+    let kv_events = if recipe.roles.is_some() {
+        let mut m = serde_yaml::Mapping::new();
+        for r in Role::ALL {
+            if let Some(v) = recipe.raw_get(&["roles", v2(r), "kv_events"]) {
+                m.insert(serde_yaml::Value::from(r.as_str()), v.clone());
+            }
+        }
+        (!m.is_empty()).then_some(serde_yaml::Value::Mapping(m))
+    } else {
+        recipe.raw_get(&["backend", "kv_events_config"]).cloned()
+    };
+    let attempts = recipe
+        .raw_get(&["health_check", "max_attempts"])
+        .and_then(|v| v.as_f64())
+        .unwrap_or(180.0);
+    let interval = recipe
+        .raw_get(&["health_check", "interval_seconds"])
+        .and_then(|v| v.as_f64())
+        .unwrap_or(10.0);
+    let ready_timeout =
+        Duration::try_from_secs_f64(attempts * interval).unwrap_or(Duration::from_secs(1800));
+    Ok(Some(workers::TopoPlan {
+        launch: super::launch::LaunchContext {
+            dynamo: !matches!(frontend, "sglang" | "sglang-router"),
+            model_arg,
+            served_model_name: served,
+            request_plane: plane("request_plane").unwrap_or_else(|| "tcp".into()),
+            event_plane: plane("event_plane"),
+            log_dir: log_dir.display().to_string(),
+            node_names: ctx.nodelist[worker_nodes.clone()].to_vec(),
+            node_ips: ctx.node_ips[worker_nodes].to_vec(),
+            head_ip: ctx
+                .node_ips
+                .first()
+                .cloned()
+                .unwrap_or_else(|| ctx.infra_ip.clone()),
+            infra_node: ctx.infra_node.clone(),
+            gpus_per_node: inputs.gpus_per_node,
+        },
+        here,
+        kv_events,
+        ready_timeout,
+    }))
+}
+
+fn workers_str(v: &serde_yaml::Value) -> String {
+    super::launch::python_str(v)
 }
 
 /// Checks on one store instance as planned for this node.

@@ -12,11 +12,13 @@ use std::time::Duration;
 
 use super::env::EnvBuilder;
 use super::error::{err, PlanError};
+use super::launch::{kv_events_for, sglang_argv, sglang_env, LaunchContext};
 use super::lints;
 use super::model::*;
 use super::policy::*;
 use super::services::{set_local_defaults, NodeScope};
 use super::spec::*;
+use super::topology::TopoProcess;
 use crate::domain::Role;
 use crate::mooncake;
 use crate::recipe::*;
@@ -28,9 +30,96 @@ pub const VLLM_DEFAULT_PORT: u16 = 8000;
 /// takes many minutes; a recipe sets its own with `mcsup.workers`.
 pub const DERIVED_READY_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// srtctl's worker processes on this node (see [`super::topology`] and [`super::launch`]).
+#[derive(Debug, Clone)]
+pub struct TopoPlan {
+    pub launch: LaunchContext,
+    /// The processes the topology puts on this node.
+    pub here: Vec<TopoProcess>,
+    /// Per mode (`prefill`/`decode`/`aggregated`, or `true`): srtctl's kv-events config.
+    pub kv_events: Option<serde_yaml::Value>,
+    /// `health_check.max_attempts` x `interval_seconds` (srtctl's default 180 x 10 s).
+    pub ready_timeout: Duration,
+}
+
+/// What a topology worker adds to the common worker path.
+struct TopoExtra {
+    /// Set before the role env (srtctl's base env and DYN_LOG).
+    base: Vec<(String, String)>,
+    /// Set after `environment:` (the partial-node CUDA_VISIBLE_DEVICES).
+    after: Vec<(String, String)>,
+    readiness: Option<ReadinessSpec>,
+}
+
+fn topo_entry(
+    t: &TopoPlan,
+    p: &TopoProcess,
+    rm: &RoleModel,
+) -> (String, WorkerConfig, bool, Option<TopoExtra>) {
+    let mode = if p.mode == Role::Aggregated {
+        "agg"
+    } else {
+        p.mode.as_str()
+    };
+    let argv = sglang_argv(
+        &t.launch,
+        p,
+        rm.flags.as_ref(),
+        kv_events_for(t.kv_events.as_ref(), p.mode),
+    );
+    let (base, after) = sglang_env(&t.launch, p);
+    // The leader answers /health: dynamo.sglang on its system port, sglang.launch_server on
+    // --port; followers run no server of their own ("started").
+    let readiness = p.is_leader().then(|| {
+        let port = if t.launch.dynamo {
+            p.sys_port
+        } else {
+            p.http_port
+        };
+        readiness(
+            vec![ProbeSpec::Http {
+                host: "127.0.0.1".into(),
+                port,
+                path: "/health".into(),
+                status: 200,
+                body_contains: None,
+            }],
+            t.ready_timeout,
+        )
+    });
+    let name = format!("sglang-{mode}-{}", p.index);
+    (
+        format!(
+            "{} ({mode}[{}], node rank {})",
+            rm.flags_key, p.index, p.node_rank
+        ),
+        WorkerConfig {
+            name,
+            command: Command(argv),
+            args: Words::default(),
+            env: EnvMap::default(),
+            count: 1,
+            preamble: None,
+            cwd: None,
+            readiness: None,
+            liveness: None,
+            stop: None,
+            restart: None,
+            critical: rm.critical.unwrap_or(true),
+        },
+        true,
+        Some(TopoExtra {
+            base,
+            after,
+            readiness,
+        }),
+    )
+}
+
 /// The workers of this node's roles. `vllm_config_path` is where the vLLM client JSON goes.
 pub fn plan_workers(
     s: &NodeScope<'_>,
+    topo: Option<&TopoPlan>,
     taken: &mut BTreeSet<String>,
     vllm_config_path: &std::path::Path,
     warnings: &mut Vec<String>,
@@ -46,14 +135,25 @@ pub fn plan_workers(
     let mut out = Vec::new();
     for &role in s.roles {
         let rm = model.roles.get(&role).cloned().unwrap_or_default();
-        let entries: Vec<(String, WorkerConfig, bool)> = match mc.workers.for_role(role) {
+        let entries: Vec<(String, WorkerConfig, bool, Option<TopoExtra>)> = match mc
+            .workers
+            .for_role(role)
+        {
             Some(list) => list
                 .iter()
                 .enumerate()
-                .map(|(i, w)| (format!("mcsup.workers.{role}[{i}]"), w.clone(), false))
+                .map(|(i, w)| (format!("mcsup.workers.{role}[{i}]"), w.clone(), false, None))
                 .collect(),
+            None if topo.is_some() => {
+                let t = topo.expect("checked");
+                t.here
+                    .iter()
+                    .filter(|p| p.mode == role)
+                    .map(|p| topo_entry(t, p, &rm))
+                    .collect()
+            }
             None => match derived_worker(model, &rm, role) {
-                Some(w) => vec![(rm.flags_key.clone(), w, true)],
+                Some(w) => vec![(rm.flags_key.clone(), w, true, None)],
                 None => {
                     let hint = if model.spelling == Spelling::V2 {
                         format!(
@@ -74,7 +174,7 @@ pub fn plan_workers(
                 }
             },
         };
-        for (key, w, derived) in entries {
+        for (key, w, derived, extra) in entries {
             if w.count == 0 {
                 return Err(err(
                     format!("{key}.count"),
@@ -115,6 +215,18 @@ pub fn plan_workers(
                 for (k, v) in &s.discovery {
                     env.set(k, v.clone(), "discovery");
                 }
+                if let Some(x) = &extra {
+                    // In 2.0 the discovery plane is the effective etcd/NATS services (an
+                    // external one included), set above; v1 srtctl always points at the infra
+                    // node's.
+                    let v2 = model.spelling == Spelling::V2;
+                    for (k, v) in &x.base {
+                        if v2 && matches!(k.as_str(), "ETCD_ENDPOINTS" | "NATS_SERVER") {
+                            continue;
+                        }
+                        env.set(k, v.clone(), "srtctl");
+                    }
+                }
                 if model.mooncake.is_some() {
                     set_local_defaults(&mut env, s.ctx);
                 }
@@ -127,6 +239,11 @@ pub fn plan_workers(
                     w.env.iter().map(|(k, v)| (k, wp.apply(v))),
                     &format!("{key}.env"),
                 );
+                if let Some(x) = &extra {
+                    for (k, v) in &x.after {
+                        env.set(k, v.clone(), "srtctl");
+                    }
+                }
                 if let Some(mm) = &model.mooncake {
                     let source = format!("{}.env", mm.key);
                     for (k, v) in mm.worker_env.iter() {
@@ -221,6 +338,7 @@ pub fn plan_workers(
                         }
                         Some(spec)
                     }
+                    None if extra.is_some() => extra.as_ref().and_then(|x| x.readiness.clone()),
                     None if derived => Some(readiness(
                         vec![ProbeSpec::Http {
                             host: "127.0.0.1".into(),

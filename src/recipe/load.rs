@@ -62,6 +62,7 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
     match serde_path_to_error::deserialize::<_, Recipe>(de) {
         Ok(mut r) => {
             r.positions = super::locate::KeyIndex::build(text);
+            r.raw = serde_yaml::from_str(text).unwrap_or_default();
             Ok(r)
         }
         Err(e) => Err(convert(path, text, e)),

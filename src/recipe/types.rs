@@ -35,6 +35,21 @@ pub struct Recipe {
     /// Where each key stands in the file, for errors found after parsing.
     #[serde(skip)]
     pub positions: super::locate::KeyIndex,
+    /// The whole document, for the few values the planner reads from sections mcsup does not
+    /// type (`resources`, `model`, `health_check`, `backend.kv_events_config`).
+    #[serde(skip)]
+    pub raw: serde_yaml::Value,
+}
+
+impl Recipe {
+    /// A value of the raw document by key path (`["resources", "gpus_per_node"]`).
+    pub fn raw_get(&self, path: &[&str]) -> Option<&serde_yaml::Value> {
+        let mut v = &self.raw;
+        for k in path {
+            v = v.get(*k)?;
+        }
+        Some(v).filter(|v| !v.is_null())
+    }
 }
 
 /// Names this many edits (or fewer) away from a known key are treated as typos, not as foreign

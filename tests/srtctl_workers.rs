@@ -1,0 +1,268 @@
+//! Workers exactly as srtctl starts them: for real upstream srt-slurm v1 recipes
+//! (tests/fixtures/srt-slurm-v1/*.yaml, each citing its path and commit), on EVERY node of the
+//! job, the worker processes mcsup plans must be srtctl's: same processes in the same order,
+//! same argv, same environment.
+//!
+//! The expected side (`<recipe>.srtctl.txt`) is what srtctl's own worker stage produced for the
+//! recipe (NVIDIA/srt-slurm main @ c88ef731: `SweepOrchestrator.endpoints` /
+//! `backend_processes`, `WorkerStageMixin.start_worker` with `start_srun_process` captured) on
+//! nodes `node0..` with addresses `10.0.0.<i+1>` and log directory `/LOGS`; each file's header
+//! states the assumptions. The srun/container wrapping and the container-side preamble are not
+//! part of either side.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use mcsup::node::{self, MasterMode, NodeInputs};
+use mcsup::plan::{self, ProcessKind, Role};
+use mcsup::recipe;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/srt-slurm-v1")
+}
+
+/// One process as srtctl started it.
+#[derive(Debug, Default)]
+struct Expected {
+    node: String,
+    mode: String,
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+    unset: Vec<String>,
+}
+
+/// Python's shlex.split for what shlex.join wrote (plain words and single-quoted parts).
+fn shell_split(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    cur.push(q);
+                }
+            }
+            '"' => {
+                in_word = true;
+                while let Some(q) = chars.next() {
+                    match q {
+                        '"' => break,
+                        '\\' => cur.extend(chars.next()),
+                        q => cur.push(q),
+                    }
+                }
+            }
+            ' ' if in_word => {
+                out.push(std::mem::take(&mut cur));
+                in_word = false;
+            }
+            ' ' => {}
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        out.push(cur);
+    }
+    out
+}
+
+fn parse(text: &str) -> (usize, Vec<Expected>) {
+    let nodes = text
+        .lines()
+        .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("nodes=")))
+        .and_then(|n| n.parse().ok())
+        .expect("a `nodes=` header");
+    let mut out: Vec<Expected> = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("## ") {
+            let mut w = rest.split_whitespace();
+            let node = w.next().unwrap().to_string();
+            let mode = w.next().unwrap().split('[').next().unwrap().to_string();
+            out.push(Expected {
+                node,
+                mode,
+                ..Default::default()
+            });
+        } else if let Some(argv) = line.strip_prefix("ARGV: ") {
+            out.last_mut().unwrap().argv = shell_split(argv);
+        } else if let Some(kv) = line.strip_prefix("ENV ") {
+            let (k, v) = kv.split_once('=').unwrap();
+            out.last_mut().unwrap().env.insert(k.into(), v.into());
+        } else if let Some(k) = line.strip_prefix("UNSET ") {
+            out.last_mut().unwrap().unset.push(k.trim().into());
+        }
+    }
+    (nodes, out)
+}
+
+fn role(mode: &str) -> Role {
+    match mode {
+        "prefill" => Role::Prefill,
+        "decode" => Role::Decode,
+        _ => Role::Aggregated,
+    }
+}
+
+/// Variables mcsup adds that srtctl does not, on purpose.
+const MCSUP_ONLY: [&str; 1] = [
+    // Mooncake clients advertise the first non-loopback interface without it (0.3.13).
+    "MC_TCP_BIND_ADDRESS",
+];
+
+/// The vLLM layout (data parallelism per node, --device-ids, connector JSON) is not reproduced
+/// yet: these are planned one worker per role, with a warning saying so.
+const NOT_YET: [&str; 1] = ["vllm-dsr1-dp16"];
+
+fn check(stem: &str) -> usize {
+    let yaml = dir().join(format!("{stem}.yaml"));
+    let text = std::fs::read_to_string(dir().join(format!("{stem}.srtctl.txt"))).unwrap();
+    let (n, expected) = parse(&text);
+    let r = recipe::load_file(&yaml).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let addrs: BTreeMap<String, String> = (0..n)
+        .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
+        .collect();
+    let mut compared = 0;
+    for i in 0..n {
+        let name = format!("node{i}");
+        let here: Vec<&Expected> = expected.iter().filter(|e| e.node == name).collect();
+        let mut roles: Vec<Role> = Vec::new();
+        for e in &here {
+            if !roles.contains(&role(&e.mode)) {
+                roles.push(role(&e.mode));
+            }
+        }
+        if roles.is_empty() {
+            continue;
+        }
+        let inputs = NodeInputs {
+            node: Some(name.clone()),
+            nodelist: Some(format!("node[0-{}]", n - 1)),
+            job_id: Some("1".into()),
+            hostname: "x".into(),
+            cwd: "/job".into(),
+            master: MasterMode::Auto,
+            ..Default::default()
+        };
+        let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+        let p = plan::plan(&r, &roles, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
+        let workers: Vec<_> = p
+            .processes
+            .iter()
+            .filter(|x| x.kind == ProcessKind::Worker)
+            .collect();
+        let log_dir = p.log_dir.display().to_string();
+        // srtctl launches prefill, decode, agg; mcsup's --role order: compare per mode.
+        for mode in ["prefill", "decode", "agg"] {
+            let want: Vec<&&Expected> = here.iter().filter(|e| e.mode == mode).collect();
+            let got: Vec<_> = workers
+                .iter()
+                .filter(|w| w.roles == vec![role(mode)])
+                .collect();
+            assert_eq!(got.len(), want.len(), "{stem} {name} {mode}: process count");
+            for (g, w) in got.iter().zip(want) {
+                let want_argv: Vec<String> = w
+                    .argv
+                    .iter()
+                    .map(|a| a.replace("/LOGS", &log_dir))
+                    .collect();
+                assert_eq!(g.argv, want_argv, "{stem} {name} {}: argv", g.name);
+                for (k, v) in &w.env {
+                    if w.unset.contains(k) {
+                        continue;
+                    }
+                    assert_eq!(
+                        g.env_value(k),
+                        Some(v.as_str()),
+                        "{stem} {name} {}: {k}",
+                        g.name
+                    );
+                }
+                for v in &g.env {
+                    assert!(
+                        w.env.contains_key(&v.name) || MCSUP_ONLY.contains(&v.name.as_str()),
+                        "{stem} {name} {}: mcsup sets {}={} which srtctl does not",
+                        g.name,
+                        v.name,
+                        v.value
+                    );
+                }
+                compared += 1;
+            }
+        }
+    }
+    compared
+}
+
+#[test]
+fn every_node_runs_srtctls_worker_processes() {
+    let mut stems: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            (p.extension()? == "yaml")
+                .then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    stems.sort();
+    assert!(stems.len() >= 8, "{stems:?}");
+    let mut total = 0;
+    for stem in stems.iter().filter(|s| !NOT_YET.contains(&s.as_str())) {
+        let n = check(stem);
+        assert!(n > 0, "{stem}: nothing compared");
+        total += n;
+    }
+    // 46 processes over the 8 recipes; the vLLM one's 4 are not reproduced yet.
+    assert_eq!(total, 42);
+}
+
+#[test]
+fn every_fixture_cites_its_upstream_source() {
+    let re = regex::Regex::new(r"(?m)^# source: NVIDIA/srt-slurm \S+ @ [0-9a-f]{40}$").unwrap();
+    for e in std::fs::read_dir(dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "yaml") {
+            let t = std::fs::read_to_string(&p).unwrap();
+            assert!(re.is_match(&t), "{} has no source line", p.display());
+        }
+    }
+}
+
+#[test]
+fn the_role_must_match_the_layout() {
+    let r = recipe::load_file(&dir().join("qwen3-32b-disagg-tp2.yaml")).unwrap();
+    let addrs: BTreeMap<String, String> = (0..2)
+        .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
+        .collect();
+    let inputs = NodeInputs {
+        node: Some("node1".into()),
+        nodelist: Some("node[0-1]".into()),
+        hostname: "x".into(),
+        cwd: "/job".into(),
+        ..Default::default()
+    };
+    let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+    // node1 runs prefill 4, 5 and decode 0, 1: --role decode alone would drop two prefills.
+    let e = plan::plan(&r, &[Role::Decode], &ctx).unwrap_err();
+    assert_eq!(e.key_path, "--role");
+    assert!(e.fix.contains("--role prefill,decode"), "{e}");
+    let ok = plan::plan(&r, &[Role::Prefill, Role::Decode], &ctx).unwrap();
+    let names: Vec<&str> = ok.processes.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "sglang-prefill-4",
+            "sglang-prefill-5",
+            "sglang-decode-0",
+            "sglang-decode-1"
+        ]
+    );
+}
