@@ -203,6 +203,31 @@ services (the job's, as srtctl's dry-run lists them):"
             tags.push("critical".into());
         }
         let _ = writeln!(o, "\n{}. {}  [{}]", i + 1, s.name, tags.join(", "));
+        if let Some(w) = &s.placement {
+            let gpus = w
+                .gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let ports = w
+                .ports
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(o, "   worker {}: GPUs {gpus}; ports {ports}", w.endpoint);
+            if w.nodes.len() > 1 {
+                let _ = writeln!(
+                    o,
+                    "   multi-node: rank {} of {} ({}), leader {}",
+                    w.rank,
+                    w.nodes.len(),
+                    w.nodes.join(", "),
+                    w.nodes[0]
+                );
+            }
+        }
         if let Some(pre) = &s.preamble {
             let _ = writeln!(o, "   preamble: {pre}");
         }

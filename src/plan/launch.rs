@@ -39,12 +39,20 @@ pub struct LaunchContext {
 pub fn kv_events_for(
     cfg: Option<&serde_yaml::Value>,
     mode: Role,
+    vllm: bool,
 ) -> Option<Vec<(String, serde_json::Value)>> {
     let defaults = || {
-        vec![
+        let mut d = vec![
             ("publisher".to_string(), serde_json::Value::from("zmq")),
             ("topic".to_string(), serde_json::Value::from("kv-events")),
-        ]
+        ];
+        if vllm {
+            d.push((
+                "enable_kv_cache_events".into(),
+                serde_json::Value::Bool(true),
+            ));
+        }
+        d
     };
     let cfg = cfg?;
     match cfg {
@@ -154,6 +162,272 @@ pub fn sglang_argv(
         ));
     }
     argv
+}
+
+/// How srtctl runs vLLM for a mode (`backend.connector`, `dp_launch_mode`, ...).
+#[derive(Debug, Clone)]
+pub struct VllmMode {
+    /// `backend.connector` (default `nixl`), overridden by the mode's `connector` flag.
+    pub connector: Option<String>,
+    /// `dp_launch_mode: per_node` (the default) or `per_gpu`.
+    pub per_node: bool,
+    /// `backend.set_cuda_visible_devices` (default false: `--device-ids` instead).
+    pub set_cvd: bool,
+    /// `frontend.type: vllm`: `vllm serve` on an aggregated worker.
+    pub direct: bool,
+    /// TP x PP, and whether the mode sets data-parallel-size.
+    pub replica: u32,
+    pub dp: bool,
+}
+
+fn has(flags: Option<&FlagMap>, names: &[&str]) -> bool {
+    flags.is_some_and(|f| f.0.iter().any(|(k, _)| names.contains(&k.as_str())))
+}
+
+fn flag_value(flags: Option<&FlagMap>, names: &[&str]) -> Option<String> {
+    flags?
+        .0
+        .iter()
+        .find(|(k, _)| names.contains(&k.as_str()))
+        .map(|(_, v)| python_str(v))
+}
+
+/// srtctl's `_connector_to_kv_transfer_config`.
+fn kv_transfer_config(connector: &str) -> String {
+    let preset: Option<&[(&str, &str)]> = match connector.to_ascii_lowercase().as_str() {
+        "nixl" => Some(&[("kv_connector", "NixlConnector"), ("kv_role", "kv_both")]),
+        "lmcache" => Some(&[
+            ("kv_connector", "LMCacheConnectorV1"),
+            ("kv_role", "kv_both"),
+        ]),
+        "kvbm" => Some(&[
+            ("kv_connector", "DynamoConnector"),
+            (
+                "kv_connector_module_path",
+                "kvbm.vllm_integration.connector",
+            ),
+            ("kv_role", "kv_both"),
+        ]),
+        _ => None,
+    };
+    match preset {
+        Some(p) => python_json_dumps(
+            &p.iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+                .collect::<Vec<_>>(),
+        ),
+        None => connector.to_string(),
+    }
+}
+
+/// The vLLM worker argv for `p` (srtctl's `VLLMProtocol.build_worker_command`).
+pub fn vllm_argv(
+    c: &LaunchContext,
+    v: &VllmMode,
+    p: &TopoProcess,
+    flags: Option<&FlagMap>,
+    kv_events: Option<Vec<(String, serde_json::Value)>>,
+) -> Vec<String> {
+    let multi = p.endpoint_nodes.len() > 1;
+    let leader_ip = c.node_ips[p.endpoint_nodes[0]].clone();
+    let rank_in_endpoint = p
+        .endpoint_nodes
+        .iter()
+        .position(|n| *n == p.node)
+        .unwrap_or(0);
+    let device_ids = || {
+        [
+            "--device-ids".to_string(),
+            p.gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ]
+    };
+    let mut skip: Vec<&str> = vec!["connector"];
+    if v.direct {
+        let mut argv = vec!["vllm".to_string(), "serve".into(), c.model_arg.clone()];
+        skip.extend([
+            "headless",
+            "host",
+            "port",
+            "master-addr",
+            "nnodes",
+            "node-rank",
+        ]);
+        if rank_in_endpoint == 0 {
+            argv.extend([
+                "--host".into(),
+                "0.0.0.0".into(),
+                "--port".into(),
+                "8000".into(),
+            ]);
+        }
+        if multi {
+            argv.extend([
+                "--master-addr".into(),
+                leader_ip,
+                "--nnodes".into(),
+                p.endpoint_nodes.len().to_string(),
+                "--node-rank".into(),
+                rank_in_endpoint.to_string(),
+            ]);
+            if rank_in_endpoint > 0 {
+                argv.push("--headless".into());
+                skip.push("api-server-count");
+            }
+        }
+        if !v.set_cvd {
+            argv.extend(device_ids());
+        }
+        let mut f = flags.cloned().unwrap_or_default();
+        if !has(Some(&f), &["served-model-name"]) {
+            f.0.push((
+                "served-model-name".into(),
+                serde_yaml::Value::from(c.served_model_name.clone()),
+            ));
+        }
+        argv.extend(config_to_cli_args(&f, &skip));
+        return argv;
+    }
+    let mut argv: Vec<String> = [
+        "python3",
+        "-m",
+        "dynamo.vllm",
+        "--model",
+        &c.model_arg,
+        "--served-model-name",
+        &c.served_model_name,
+    ]
+    .map(String::from)
+    .to_vec();
+    if p.mode != Role::Aggregated {
+        argv.extend(["--disaggregation-mode".into(), p.mode.as_str().into()]);
+    }
+    let connector = flag_value(flags, &["connector"]).or_else(|| v.connector.clone());
+    if let Some(conn) = connector.filter(|c| !matches!(c.as_str(), "null" | "none" | "")) {
+        argv.extend(["--kv-transfer-config".into(), kv_transfer_config(&conn)]);
+    }
+    if !v.set_cvd {
+        argv.extend(device_ids());
+    }
+    if v.dp && v.per_node {
+        let rpc = p
+            .dp_rpc_port
+            .map(|r| r.to_string())
+            .or_else(|| flag_value(flags, &["data-parallel-rpc-port", "data_parallel_rpc_port"]))
+            .unwrap_or_else(|| ports::DP_RPC.to_string());
+        skip.extend([
+            "data-parallel-rpc-port",
+            "data_parallel_rpc_port",
+            "data-parallel-size-local",
+            "data_parallel_size_local",
+            "data-parallel-start-rank",
+            "data_parallel_start_rank",
+            "data-parallel-hybrid-lb",
+            "data_parallel_hybrid_lb",
+            "headless",
+        ]);
+        let local = p.gpus.len() as u32;
+        if v.replica > local {
+            argv.extend([
+                "--master-addr".into(),
+                leader_ip.clone(),
+                "--nnodes".into(),
+                p.endpoint_nodes.len().to_string(),
+                "--node-rank".into(),
+                rank_in_endpoint.to_string(),
+                "--data-parallel-address".into(),
+                leader_ip,
+                "--data-parallel-rpc-port".into(),
+                rpc,
+            ]);
+            if rank_in_endpoint > 0 {
+                argv.push("--headless".into());
+            }
+        } else {
+            argv.extend([
+                "--data-parallel-size-local".into(),
+                (local / v.replica.max(1)).to_string(),
+                "--data-parallel-start-rank".into(),
+                p.node_rank.to_string(),
+                "--data-parallel-address".into(),
+                leader_ip,
+                "--data-parallel-rpc-port".into(),
+                rpc,
+                "--data-parallel-hybrid-lb".into(),
+            ]);
+        }
+    } else if v.dp {
+        let rpc = p
+            .dp_rpc_port
+            .map(|r| r.to_string())
+            .or_else(|| flag_value(flags, &["data-parallel-rpc-port", "data_parallel_rpc_port"]))
+            .unwrap_or_else(|| ports::DP_RPC.to_string());
+        skip.extend(["data-parallel-rpc-port", "data_parallel_rpc_port"]);
+        argv.extend([
+            "--data-parallel-rank".into(),
+            p.node_rank.to_string(),
+            "--data-parallel-address".into(),
+            leader_ip,
+            "--data-parallel-rpc-port".into(),
+            rpc,
+        ]);
+    } else if multi {
+        argv.extend([
+            "--master-addr".into(),
+            leader_ip,
+            "--nnodes".into(),
+            p.endpoint_nodes.len().to_string(),
+            "--node-rank".into(),
+            rank_in_endpoint.to_string(),
+        ]);
+        if rank_in_endpoint > 0 {
+            argv.push("--headless".into());
+        }
+    }
+    argv.extend(["--request-plane".into(), c.request_plane.clone()]);
+    argv.extend([
+        "--dump-config-to".into(),
+        format!("{}/{}_config.json", c.log_dir, c.node_names[p.node]),
+    ]);
+    if let Some(mut kv) = kv_events {
+        kv.retain(|(k, _)| k != "endpoint");
+        kv.push((
+            "endpoint".into(),
+            format!("tcp://*:{}", p.kv_events_port).into(),
+        ));
+        argv.extend(["--kv-events-config".into(), python_json_dumps(&kv)]);
+    }
+    if let Some(f) = flags {
+        argv.extend(config_to_cli_args(f, &skip));
+    }
+    argv
+}
+
+/// vLLM's per-process variables (`get_process_environment`), set after `CUDA_VISIBLE_DEVICES`;
+/// `VLLM_PORT` is unset for a worker over several nodes.
+pub fn vllm_process_env(c: &LaunchContext, p: &TopoProcess) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "DYN_VLLM_KV_EVENT_PORT".to_string(),
+            p.kv_events_port.to_string(),
+        ),
+        (
+            "VLLM_NIXL_SIDE_CHANNEL_PORT".into(),
+            p.nixl_port.to_string(),
+        ),
+        (
+            "VLLM_NIXL_SIDE_CHANNEL_HOST".into(),
+            c.node_ips[p.node].clone(),
+        ),
+    ];
+    if p.endpoint_nodes.len() == 1 {
+        let index = u32::from(p.sys_port.saturating_sub(ports::DYN_SYSTEM));
+        env.push(("VLLM_PORT".into(), (20000 + index * 50).to_string()));
+    }
+    env
 }
 
 /// The environment srtctl sets on the worker before the role env (`start_worker`), in its
@@ -379,10 +653,10 @@ mod tests {
     #[test]
     fn kv_events_configs() {
         let t: serde_yaml::Value = serde_yaml::from_str("true").unwrap();
-        assert!(kv_events_for(Some(&t), Role::Prefill).is_some());
-        assert!(kv_events_for(Some(&t), Role::Aggregated).is_none());
+        assert!(kv_events_for(Some(&t), Role::Prefill, false).is_some());
+        assert!(kv_events_for(Some(&t), Role::Aggregated, false).is_none());
         let m: serde_yaml::Value = serde_yaml::from_str("{aggregated: {topic: x}}").unwrap();
-        let kv = kv_events_for(Some(&m), Role::Aggregated).unwrap();
+        let kv = kv_events_for(Some(&m), Role::Aggregated, false).unwrap();
         assert_eq!(
             python_json_dumps(&kv),
             r#"{"publisher": "zmq", "topic": "x"}"#

@@ -488,6 +488,38 @@ pub fn plan_with(
         ));
     }
 
+    let memory = {
+        let mut m = super::memory::memory_spec(&model, &mc, roles);
+        // With srtctl's layout known, a role's HiCache ranks on this node are its workers'
+        // GPUs here (one rank per GPU), unless the recipe says otherwise.
+        for l in &mut m.hicache {
+            if let HiCacheL2::Sized {
+                role,
+                per_rank_gb,
+                ranks,
+                bytes,
+                ranks_from,
+                ..
+            } = l
+            {
+                let gpus: usize = processes
+                    .iter()
+                    .filter(|p| p.roles == [*role])
+                    .filter_map(|p| p.placement.as_ref())
+                    .map(|w| w.gpus.len())
+                    .sum();
+                if gpus > 0 && !mc.preflight.hicache_ranks.contains_key(role.as_str()) {
+                    *ranks = gpus as u64;
+                    *bytes = per_rank_gb
+                        .saturating_mul(1_000_000_000)
+                        .saturating_mul(*ranks);
+                    *ranks_from =
+                        format!("srtctl's layout: {gpus} GPUs of {role} workers on this node");
+                }
+            }
+        }
+        m
+    };
     Ok(Plan {
         node: NodeSummary {
             name: ctx.name.clone(),
@@ -510,7 +542,7 @@ pub fn plan_with(
         recipe_schema: model.spelling.as_str().into(),
         files,
         shutdown,
-        memory: super::memory::memory_spec(&model, &mc, roles),
+        memory,
         log_dir,
         ignored_sections: ignored,
         warnings,
@@ -540,13 +572,14 @@ fn topo_plan(
     {
         return Ok(None);
     }
-    if model.engine != BackendType::Sglang {
+    if !matches!(model.engine, BackendType::Sglang | BackendType::Vllm) {
         warnings.push(format!(
-            "{}: mcsup lays out {} workers one per role on each node, not yet as srtctl does (GPUs, ports, data parallelism); list them under mcsup.workers to control them",
+            "{}: mcsup derives no {} workers; list them under mcsup.workers",
             inputs.source, model.engine_name
         ));
         return Ok(None);
     }
+    let mut inputs = inputs;
     let flag = |path: &[&str]| {
         recipe
             .raw_get(path)
@@ -566,8 +599,108 @@ fn topo_plan(
     let start = usize::from(front).min(n);
     let end = n.saturating_sub(usize::from(back)).max(start);
     let worker_nodes = start..end;
+    let frontend = recipe
+        .raw_get(&["frontend", "type"])
+        .and_then(|v| v.as_str())
+        .unwrap_or("dynamo");
+    // How vLLM runs each mode (srtctl's VLLMProtocol settings; v1 backend.*, 2.0 engine.*).
+    let engine_key = if recipe.engine.is_some() {
+        "engine"
+    } else {
+        "backend"
+    };
+    let eng = |k: &str| recipe.raw_get(&[engine_key, k]);
+    let vllm = (model.engine == BackendType::Vllm).then(|| {
+        let flag_num = |f: Option<&FlagMap>, names: [&str; 2]| -> Option<u32> {
+            f?.0.iter()
+                .find(|(k, _)| names.contains(&k.as_str()))
+                .and_then(|(_, v)| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
+                .and_then(|n| u32::try_from(n).ok())
+        };
+        Role::ALL
+            .into_iter()
+            .map(|r| {
+                let f = model.roles.get(&r).and_then(|m| m.flags.as_ref());
+                let tp = flag_num(f, ["tensor-parallel-size", "tensor_parallel_size"])
+                    .unwrap_or(1)
+                    .max(1);
+                let pp = flag_num(f, ["pipeline-parallel-size", "pipeline_parallel_size"])
+                    .unwrap_or(1)
+                    .max(1);
+                let dp = f.is_some_and(|f| {
+                    f.0.iter()
+                        .any(|(k, v)| k.replace('_', "-") == "data-parallel-size" && !v.is_null())
+                });
+                let connector = match eng("connector") {
+                    None if recipe
+                        .raw_get(&[engine_key])
+                        .and_then(|b| b.get("connector"))
+                        .is_some() =>
+                    {
+                        None
+                    }
+                    None => Some("nixl".to_string()),
+                    Some(v) => Some(super::launch::python_str(v)),
+                };
+                (
+                    r,
+                    super::launch::VllmMode {
+                        connector,
+                        per_node: eng("dp_launch_mode").and_then(|v| v.as_str()) != Some("per_gpu"),
+                        set_cvd: eng("set_cuda_visible_devices")
+                            .and_then(|v| v.as_bool())
+                            .unwrap_or(false),
+                        direct: frontend == "vllm",
+                        replica: tp * pp,
+                        dp,
+                    },
+                )
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    });
+    if let Some(v) = &vllm {
+        // VLLMProtocol.should_colocate_prefill_decode
+        let allow = eng("allow_prefill_decode_colocation")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        let across = eng("allow_prefill_decode_colocation_across_nodes")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        let total: u32 = Role::ALL
+            .iter()
+            .map(|r| inputs.size(*r).workers * inputs.size(*r).gpus_per_worker)
+            .sum();
+        inputs.pd_colocation = allow
+            && inputs.prefill.workers > 0
+            && inputs.decode.workers > 0
+            && (total <= inputs.gpus_per_node || across);
+        let _ = v;
+    }
     let endpoints = super::topology::allocate(&inputs, worker_nodes.len())?;
-    let all = super::topology::processes(&endpoints);
+    let all = match &vllm {
+        None => super::topology::processes(&endpoints),
+        Some(v) => {
+            let per_node = v.values().all(|m| m.per_node);
+            let direct = frontend == "vllm";
+            let dp_of = |r: Role| super::topology::VllmDp {
+                dp_size: v.get(&r).filter(|m| m.dp).map(|_| {
+                    model
+                        .roles
+                        .get(&r)
+                        .and_then(|m| m.flags.as_ref())
+                        .and_then(|f| {
+                            f.0.iter()
+                                .find(|(k, _)| k.replace('_', "-") == "data-parallel-size")
+                        })
+                        .and_then(|(_, v)| v.as_u64())
+                        .and_then(|n| u32::try_from(n).ok())
+                        .unwrap_or(0)
+                }),
+                replica: v.get(&r).map_or(1, |m| m.replica),
+            };
+            super::topology::vllm_processes(&endpoints, &dp_of, per_node, direct)?
+        }
+    };
     let here_idx = ctx
         .nodelist
         .iter()
@@ -627,10 +760,6 @@ fn topo_plan(
             ));
         }
     }
-    let frontend = recipe
-        .raw_get(&["frontend", "type"])
-        .and_then(|v| v.as_str())
-        .unwrap_or("dynamo");
     let raw_model = recipe
         .raw_get(&["model", "path"])
         .and_then(|v| v.as_str())
@@ -712,6 +841,7 @@ fn topo_plan(
         here,
         kv_events,
         ready_timeout,
+        vllm,
     }))
 }
 

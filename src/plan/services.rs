@@ -351,6 +351,7 @@ fn instance(
             name,
             kind,
             phase,
+            placement: None,
             service: Some(ServiceOrigin {
                 service: svc.name.clone(),
                 r#type: svc.kind.to_string(),

@@ -158,6 +158,9 @@ pub struct ProcessSpec {
     /// For a `services:` entry: its type and where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceOrigin>,
+    /// For a worker in srtctl's layout: its GPUs, ports, rank and leader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<WorkerPlacement>,
     /// Roles this process serves (a co-located store can serve several).
     pub roles: Vec<Role>,
     /// The program and its arguments, exec'd directly (no shell).
@@ -200,6 +203,20 @@ impl ProcessSpec {
             .find(|v| v.name == name)
             .map(|v| v.value.as_str())
     }
+}
+
+/// Where srtctl's layout puts a worker process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerPlacement {
+    /// `prefill[0]`: the worker (endpoint) this process belongs to.
+    pub endpoint: String,
+    /// The worker's nodes; the first is its leader.
+    pub nodes: Vec<String>,
+    /// This node's rank in the worker (vLLM data parallelism: the DP start rank or DP rank).
+    pub rank: u32,
+    pub gpus: Vec<u32>,
+    /// Named ports (`http`, `dyn_system`, `nccl`, `bootstrap`, `kv_events`, `nixl`, `dp_rpc`).
+    pub ports: Vec<(String, u16)>,
 }
 
 /// Which `services:` entry a process runs.

@@ -45,6 +45,8 @@ pub struct TopologyInputs {
     pub decode: RoleSize,
     pub agg: RoleSize,
     pub spread_workers: bool,
+    /// vLLM's `allow_prefill_decode_colocation` (as `should_colocate_prefill_decode` decides).
+    pub pd_colocation: bool,
     /// Where the sizes came from (`resources`, `roles`), for messages.
     pub source: &'static str,
 }
@@ -88,6 +90,8 @@ pub struct TopoProcess {
     pub bootstrap_port: Option<u16>,
     pub kv_events_port: u16,
     pub nixl_port: u16,
+    /// vLLM data parallelism: the endpoint's DP RPC port (per leader node from 8400).
+    pub dp_rpc_port: Option<u16>,
 }
 
 impl TopoProcess {
@@ -224,6 +228,7 @@ pub fn inputs(recipe: &Recipe) -> Result<Option<TopologyInputs>, PlanError> {
             gpus_per_worker: derive(ag, an, aw),
         },
         spread_workers: spread,
+        pd_colocation: false,
         source,
     };
     for role in Role::ALL {
@@ -257,7 +262,7 @@ pub fn allocate(t: &TopologyInputs, n_nodes: usize) -> Result<Vec<Endpoint>, Pla
         if size.workers == 0 {
             continue;
         }
-        if role == Role::Decode && gpu_offset > 0 && node_idx + 1 < n_nodes {
+        if role == Role::Decode && !t.pd_colocation && gpu_offset > 0 && node_idx + 1 < n_nodes {
             node_idx += 1;
             gpu_offset = 0;
         }
@@ -300,32 +305,66 @@ pub fn allocate(t: &TopologyInputs, n_nodes: usize) -> Result<Vec<Endpoint>, Pla
     Ok(out)
 }
 
-/// srtctl's `endpoints_to_processes` with a fresh `NodePortAllocator`: one process per
-/// (endpoint, node), in allocation order.
-pub fn processes(endpoints: &[Endpoint]) -> Vec<TopoProcess> {
-    let mut http: HashMap<usize, u16> = HashMap::new();
-    let mut bootstrap: HashMap<usize, u16> = HashMap::new();
-    let mut kv = ports::KV_EVENTS;
-    let mut nixl = ports::NIXL;
-    let mut sys = ports::DYN_SYSTEM;
-    let mut out = Vec::new();
-    for e in endpoints {
-        let leader = e.nodes[0];
-        let boot = (e.mode == Role::Prefill).then(|| {
-            let p = bootstrap.entry(leader).or_insert(ports::BOOTSTRAP);
-            let port = *p;
-            *p = p.saturating_add(1);
-            port
-        });
+/// srtctl's `NodePortAllocator`: per-node HTTP, bootstrap and DP-RPC ports, global kv-events
+/// and NIXL ports, and the global system-port counter.
+#[derive(Debug, Default)]
+pub struct PortAllocator {
+    http: HashMap<usize, u16>,
+    bootstrap: HashMap<usize, u16>,
+    dp_rpc: HashMap<usize, u16>,
+    kv: u16,
+    nixl: u16,
+    sys: u16,
+}
+
+fn next_on(map: &mut HashMap<usize, u16>, node: usize, base: u16, step: u16) -> u16 {
+    let p = map.entry(node).or_insert(base);
+    let port = *p;
+    *p = p.saturating_add(step);
+    port
+}
+
+impl PortAllocator {
+    fn http(&mut self, node: usize) -> u16 {
+        next_on(&mut self.http, node, ports::HTTP, ports::HTTP_STRIDE)
+    }
+    fn bootstrap(&mut self, node: usize) -> u16 {
+        next_on(&mut self.bootstrap, node, ports::BOOTSTRAP, 1)
+    }
+    fn dp_rpc(&mut self, node: usize) -> u16 {
+        next_on(&mut self.dp_rpc, node, ports::DP_RPC, 1)
+    }
+    fn kv_block(&mut self, size: u16) -> u16 {
+        if self.kv == 0 {
+            self.kv = ports::KV_EVENTS;
+        }
+        let p = self.kv;
+        self.kv = self.kv.saturating_add(size);
+        p
+    }
+    fn nixl_block(&mut self, size: u16) -> u16 {
+        if self.nixl == 0 {
+            self.nixl = ports::NIXL;
+        }
+        let p = self.nixl;
+        self.nixl = self.nixl.saturating_add(size);
+        p
+    }
+    fn sys(&mut self) -> u16 {
+        if self.sys == 0 {
+            self.sys = ports::DYN_SYSTEM;
+        }
+        let p = self.sys;
+        self.sys = self.sys.saturating_add(1);
+        p
+    }
+
+    /// srtctl's generic `endpoints_to_processes` for one endpoint: a process per node.
+    fn generic(&mut self, e: &Endpoint, out: &mut Vec<TopoProcess>) {
+        let boot = (e.mode == Role::Prefill).then(|| self.bootstrap(e.nodes[0]));
         for (rank, &node) in e.nodes.iter().enumerate() {
-            let http_port = if rank == 0 {
-                let p = http.entry(node).or_insert(ports::HTTP);
-                let port = *p;
-                *p = p.saturating_add(ports::HTTP_STRIDE);
-                port
-            } else {
-                0
-            };
+            let http_port = if rank == 0 { self.http(node) } else { 0 };
+            let (kv, nixl) = (self.kv_block(1), self.nixl_block(1));
             out.push(TopoProcess {
                 mode: e.mode,
                 index: e.index,
@@ -333,18 +372,143 @@ pub fn processes(endpoints: &[Endpoint]) -> Vec<TopoProcess> {
                 endpoint_nodes: e.nodes.clone(),
                 node_rank: rank as u32,
                 gpus: e.gpus.clone(),
-                sys_port: sys,
+                sys_port: self.sys(),
                 http_port,
                 bootstrap_port: boot,
                 kv_events_port: kv,
                 nixl_port: nixl,
+                dp_rpc_port: None,
             });
-            sys = sys.saturating_add(1);
-            kv = kv.saturating_add(1);
-            nixl = nixl.saturating_add(1);
         }
     }
+}
+
+/// srtctl's `endpoints_to_processes` with a fresh `NodePortAllocator`: one process per
+/// (endpoint, node), in allocation order (SGLang, and vLLM without data parallelism).
+pub fn processes(endpoints: &[Endpoint]) -> Vec<TopoProcess> {
+    let mut ports = PortAllocator::default();
+    let mut out = Vec::new();
+    for e in endpoints {
+        ports.generic(e, &mut out);
+    }
     out
+}
+
+/// A vLLM mode's parallelism (`data-parallel-size`, TP x PP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VllmDp {
+    /// `None`: the recipe sets no data-parallel-size (not a DP mode).
+    pub dp_size: Option<u32>,
+    /// tensor-parallel-size x pipeline-parallel-size.
+    pub replica: u32,
+}
+
+/// srtctl's `VLLMProtocol.endpoints_to_processes`: the generic layout for the direct vLLM
+/// frontend and for modes without data parallelism; with it, one process per node owning its
+/// local DP ranks (`per_node`, `node_rank` = the DP start rank) or one per GPU (`per_gpu`,
+/// `node_rank` = the DP rank).
+pub fn vllm_processes(
+    endpoints: &[Endpoint],
+    dp_of: &dyn Fn(Role) -> VllmDp,
+    per_node: bool,
+    direct: bool,
+) -> Result<Vec<TopoProcess>, PlanError> {
+    let mut ports = PortAllocator::default();
+    let mut out = Vec::new();
+    let any_dp = endpoints.iter().any(|e| dp_of(e.mode).dp_size.is_some());
+    for e in endpoints {
+        let dp = dp_of(e.mode);
+        let total = e.gpus.len() as u32 * e.nodes.len() as u32;
+        match (direct || !any_dp, dp.dp_size) {
+            (true, _) | (false, None) => ports.generic(e, &mut out),
+            (false, Some(dp_size)) if per_node => {
+                let replica = dp.replica.max(1);
+                let dp_size = if dp_size == 0 {
+                    total / replica
+                } else {
+                    dp_size
+                };
+                let key = format!(
+                    "{}",
+                    if e.mode == Role::Aggregated {
+                        "agg"
+                    } else {
+                        e.mode.as_str()
+                    }
+                );
+                if dp_size * replica != total {
+                    return Err(err(
+                        key,
+                        format!("{} data-parallel-size={dp_size} x TP x PP {replica} need {} GPUs, but the worker has {total}", e.mode, dp_size * replica),
+                        "make data-parallel-size x tensor-parallel-size x pipeline-parallel-size equal the worker's GPUs",
+                    ));
+                }
+                let local = e.gpus.len() as u32;
+                if replica > local {
+                    ports.generic(e, &mut out);
+                    continue;
+                }
+                if local % replica != 0 {
+                    return Err(err(key, format!("{} TP x PP replica size {replica} does not divide the node's {local} GPUs", e.mode), "pick a TP x PP that divides the GPUs per node"));
+                }
+                let local_dp = local / replica;
+                let rpc = ports.dp_rpc(e.nodes[0]);
+                let nixl = ports.nixl_block(u16::try_from(dp_size).unwrap_or(u16::MAX));
+                let mut start = 0u32;
+                for &node in &e.nodes {
+                    let http_port = ports.http(node);
+                    let boot = (e.mode == Role::Prefill).then(|| ports.bootstrap(node));
+                    let kv = ports.kv_block(u16::try_from(local_dp).unwrap_or(u16::MAX));
+                    out.push(TopoProcess {
+                        mode: e.mode,
+                        index: e.index,
+                        node,
+                        endpoint_nodes: e.nodes.clone(),
+                        node_rank: start,
+                        gpus: e.gpus.clone(),
+                        sys_port: ports.sys(),
+                        http_port,
+                        bootstrap_port: boot,
+                        kv_events_port: kv,
+                        nixl_port: nixl,
+                        dp_rpc_port: Some(rpc),
+                    });
+                    start += local_dp;
+                }
+            }
+            (false, Some(dp_size)) => {
+                let rpc = ports.dp_rpc(e.nodes[0]);
+                let size = if dp_size == 0 { total } else { dp_size };
+                let nixl = ports.nixl_block(u16::try_from(size).unwrap_or(u16::MAX));
+                let mut rank = 0u32;
+                for &node in &e.nodes {
+                    for &gpu in &e.gpus {
+                        let leader = rank == 0;
+                        let http_port = if leader { ports.http(node) } else { 0 };
+                        let boot =
+                            (e.mode == Role::Prefill && leader).then(|| ports.bootstrap(node));
+                        let kv = ports.kv_block(1);
+                        out.push(TopoProcess {
+                            mode: e.mode,
+                            index: e.index,
+                            node,
+                            endpoint_nodes: e.nodes.clone(),
+                            node_rank: rank,
+                            gpus: vec![gpu],
+                            sys_port: ports.sys(),
+                            http_port,
+                            bootstrap_port: boot,
+                            kv_events_port: kv,
+                            nixl_port: nixl,
+                            dp_rpc_port: Some(rpc),
+                        });
+                        rank += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -362,6 +526,7 @@ mod tests {
             decode: s(d),
             agg: s(a),
             spread_workers: false,
+            pd_colocation: false,
             source: "resources",
         }
     }
@@ -423,6 +588,44 @@ mod tests {
         );
         assert_eq!(ps[5].kv_events_port, 5205);
         assert_eq!(ps[1].node_rank, 1);
+    }
+
+    #[test]
+    fn vllm_per_gpu_and_per_node_data_parallel_layouts() {
+        // One DP8 prefill worker over one 8-GPU node.
+        let eps = allocate(&t(8, (1, 8), (0, 8), (0, 8)), 1).unwrap();
+        let dp = |_: Role| VllmDp {
+            dp_size: Some(8),
+            replica: 1,
+        };
+        let per_gpu = vllm_processes(&eps, &dp, false, false).unwrap();
+        assert_eq!(per_gpu.len(), 8);
+        assert_eq!(per_gpu[3].gpus, vec![3]);
+        assert_eq!(per_gpu[3].node_rank, 3);
+        assert_eq!((per_gpu[0].http_port, per_gpu[1].http_port), (6100, 0));
+        assert_eq!(
+            (per_gpu[0].bootstrap_port, per_gpu[1].bootstrap_port),
+            (Some(7200), None)
+        );
+        assert!(per_gpu
+            .iter()
+            .all(|p| p.nixl_port == 5400 && p.dp_rpc_port == Some(8400)));
+        assert_eq!(per_gpu[7].sys_port, 7507);
+        // per_node: one process owning the 8 local ranks; kv-events ports reserved as a block.
+        let per_node = vllm_processes(&eps, &dp, true, false).unwrap();
+        assert_eq!(per_node.len(), 1);
+        assert_eq!(per_node[0].node_rank, 0);
+        // A direct `vllm serve` frontend keeps srtctl's generic layout.
+        let direct = vllm_processes(&eps, &dp, true, true).unwrap();
+        assert_eq!(direct.len(), 1);
+        assert_eq!(direct[0].dp_rpc_port, None);
+        // dp x replica must equal the worker's GPUs.
+        let bad = |_: Role| VllmDp {
+            dp_size: Some(4),
+            replica: 1,
+        };
+        let e = vllm_processes(&eps, &bad, true, false).unwrap_err();
+        assert!(e.message.contains("need 4 GPUs"), "{e}");
     }
 
     #[test]

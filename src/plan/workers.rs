@@ -12,13 +12,15 @@ use std::time::Duration;
 
 use super::env::EnvBuilder;
 use super::error::{err, PlanError};
-use super::launch::{kv_events_for, sglang_argv, sglang_env, LaunchContext};
+use super::launch::{
+    kv_events_for, sglang_argv, sglang_env, vllm_argv, vllm_process_env, LaunchContext, VllmMode,
+};
 use super::lints;
 use super::model::*;
 use super::policy::*;
 use super::services::{set_local_defaults, NodeScope};
 use super::spec::*;
-use super::topology::TopoProcess;
+use super::topology::{ports as ports_base, TopoProcess};
 use crate::domain::Role;
 use crate::mooncake;
 use crate::recipe::*;
@@ -40,6 +42,8 @@ pub struct TopoPlan {
     pub kv_events: Option<serde_yaml::Value>,
     /// `health_check.max_attempts` x `interval_seconds` (srtctl's default 180 x 10 s).
     pub ready_timeout: Duration,
+    /// vLLM: how each mode runs (`None`: SGLang).
+    pub vllm: Option<std::collections::BTreeMap<Role, VllmMode>>,
 }
 
 /// What a topology worker adds to the common worker path.
@@ -49,6 +53,7 @@ struct TopoExtra {
     /// Set after `environment:` (the partial-node CUDA_VISIBLE_DEVICES).
     after: Vec<(String, String)>,
     readiness: Option<ReadinessSpec>,
+    placement: WorkerPlacement,
 }
 
 fn topo_entry(
@@ -61,21 +66,57 @@ fn topo_entry(
     } else {
         p.mode.as_str()
     };
-    let argv = sglang_argv(
-        &t.launch,
-        p,
-        rm.flags.as_ref(),
-        kv_events_for(t.kv_events.as_ref(), p.mode),
-    );
-    let (base, after) = sglang_env(&t.launch, p);
-    // The leader answers /health: dynamo.sglang on its system port, sglang.launch_server on
-    // --port; followers run no server of their own ("started").
-    let readiness = p.is_leader().then(|| {
-        let port = if t.launch.dynamo {
-            p.sys_port
-        } else {
-            p.http_port
-        };
+    let rank_in_endpoint = p
+        .endpoint_nodes
+        .iter()
+        .position(|n| *n == p.node)
+        .unwrap_or(0);
+    let vllm = t.vllm.as_ref().and_then(|m| m.get(&p.mode));
+    let kv = kv_events_for(t.kv_events.as_ref(), p.mode, vllm.is_some());
+    let (base, mut after) = sglang_env(&t.launch, p);
+    let (engine, argv, probe_port, name) = match vllm {
+        None => {
+            // The leader answers /health: dynamo.sglang on its system port,
+            // sglang.launch_server on --port; followers run no server ("started").
+            let port = if t.launch.dynamo {
+                p.sys_port
+            } else {
+                p.http_port
+            };
+            let argv = sglang_argv(&t.launch, p, rm.flags.as_ref(), kv);
+            (
+                "sglang",
+                argv,
+                p.is_leader().then_some(port),
+                format!("sglang-{mode}-{}", p.index),
+            )
+        }
+        Some(v) => {
+            // srtctl: CUDA_VISIBLE_DEVICES only when asked (else --device-ids), then the
+            // per-process ports.
+            after.retain(|(k, _)| k != "CUDA_VISIBLE_DEVICES" || v.set_cvd);
+            after.extend(vllm_process_env(&t.launch, p));
+            let argv = vllm_argv(&t.launch, v, p, rm.flags.as_ref(), kv);
+            // Every process that runs a front (not --headless) registers and answers: a
+            // per-node DP process on its own node, otherwise the endpoint's first node.
+            let fronted = if v.dp && v.per_node && v.replica <= p.gpus.len() as u32 {
+                true
+            } else if v.dp && !v.per_node {
+                p.node_rank == 0
+            } else {
+                rank_in_endpoint == 0
+            };
+            let port = if v.direct { 8000 } else { p.sys_port };
+            let name = if v.dp && !v.per_node {
+                format!("vllm-{mode}-{}-dp{}", p.index, p.node_rank)
+            } else {
+                format!("vllm-{mode}-{}", p.index)
+            };
+            ("vllm", argv, fronted.then_some(port), name)
+        }
+    };
+    let _ = engine;
+    let readiness = probe_port.map(|port| {
         readiness(
             vec![ProbeSpec::Http {
                 host: "127.0.0.1".into(),
@@ -87,7 +128,6 @@ fn topo_entry(
             t.ready_timeout,
         )
     });
-    let name = format!("sglang-{mode}-{}", p.index);
     (
         format!(
             "{} ({mode}[{}], node rank {})",
@@ -112,6 +152,39 @@ fn topo_entry(
             base,
             after,
             readiness,
+            placement: WorkerPlacement {
+                endpoint: format!("{mode}[{}]", p.index),
+                nodes: p
+                    .endpoint_nodes
+                    .iter()
+                    .map(|n| t.launch.node_names[*n].clone())
+                    .collect(),
+                rank: p.node_rank,
+                gpus: p.gpus.clone(),
+                ports: {
+                    let mut ports = vec![("dyn_system".to_string(), p.sys_port)];
+                    if p.http_port != 0 {
+                        ports.push(("http".into(), p.http_port));
+                    }
+                    if vllm.is_none() {
+                        ports.push((
+                            "nccl".into(),
+                            ports_base::NCCL + (p.sys_port - ports_base::DYN_SYSTEM),
+                        ));
+                    }
+                    if let Some(b) = p.bootstrap_port {
+                        ports.push(("bootstrap".into(), b));
+                    }
+                    ports.push(("kv_events".into(), p.kv_events_port));
+                    if vllm.is_some() {
+                        ports.push(("nixl".into(), p.nixl_port));
+                    }
+                    if let Some(r) = p.dp_rpc_port {
+                        ports.push(("dp_rpc".into(), r));
+                    }
+                    ports
+                },
+            },
         }),
     )
 }
@@ -365,6 +438,7 @@ pub fn plan_workers(
                     kind: ProcessKind::Worker,
                     phase: Phase::Workers,
                     service: None,
+                    placement: extra.as_ref().map(|x| x.placement.clone()),
                     roles: vec![role],
                     argv,
                     preamble: w.preamble.as_ref().map(|p| wp.apply(p)),

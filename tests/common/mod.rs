@@ -69,6 +69,7 @@ impl TestEnv {
             kind,
             phase: Phase::default_for(kind),
             service: None,
+            placement: None,
             roles: vec![],
             argv,
             preamble: None,

@@ -16,6 +16,7 @@ fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
         kind,
         phase: crate::plan::Phase::default_for(kind),
         service: None,
+        placement: None,
         roles: vec![],
         argv: vec!["/bin/true".into()],
         preamble: None,
