@@ -1,6 +1,7 @@
 //! Fuzz the whole pipeline on recipes that parse: node resolution with the recipe's
 //! `mcsup.node_addresses`, `plan::plan` for every role alone and a co-located prefill+decode pair,
-//! on a fixed two-node Slurm context and a local one, then both renderers. Any panic is a bug.
+//! on a fixed two-node Slurm context and a local one, then both renderers. Every input also goes
+//! through `migrate::migrate` (v1 -> 2.0). Any panic is a bug.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -9,7 +10,7 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 use mcsup::node::{self, MasterMode, NodeInputs};
 use mcsup::plan::{self, Role};
-use mcsup::{recipe, render, mooncake::size};
+use mcsup::{migrate, recipe, render, mooncake::size};
 
 /// The node contexts tried on every recipe: the second node of a two-node Slurm job (the master
 /// runs elsewhere), its infra node, and a single local machine. No DNS: names do not resolve.
@@ -41,6 +42,10 @@ const ROLE_SETS: [&[Role]; 4] = [
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let _ = size::parse_mooncake_size(text);
+    // The v1 -> 2.0 migrator (`mcsup migrate`): Ok or Err, never a panic; its error must render.
+    if let Err(e) = migrate::migrate(Path::new("fuzz.yaml"), text) {
+        let _ = e.to_string();
+    }
     let Ok(recipe) = recipe::parse_str(Path::new("fuzz.yaml"), text) else { return };
 
     let addresses: BTreeMap<String, String> =
