@@ -127,6 +127,11 @@ const MCSUP_ONLY: [&str; 1] = [
 ];
 
 fn check(stem: &str) -> usize {
+    check_with(stem, &mut |_, _| {})
+}
+
+/// [`check`], handing every node's plan to `also`.
+fn check_with(stem: &str, also: &mut dyn FnMut(&str, &plan::Plan)) -> usize {
     let yaml = dir().join(format!("{stem}.yaml"));
     let text = std::fs::read_to_string(dir().join(format!("{stem}.srtctl.txt"))).unwrap();
     let (n, expected) = parse(&text);
@@ -158,6 +163,7 @@ fn check(stem: &str) -> usize {
         };
         let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
         let p = plan::plan(&r, &roles, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
+        also(&name, &p);
         let workers: Vec<_> = p
             .processes
             .iter()
@@ -270,4 +276,27 @@ fn the_role_must_match_the_layout() {
             "sglang-decode-1"
         ]
     );
+}
+
+/// No real recipe holds a secret, so none of their plans may show `<redacted>`: the redaction
+/// rule must not hide flags such as --max-prefill-tokens or *_TOKENS_* variables.
+#[test]
+fn no_non_secret_is_redacted_in_real_recipes() {
+    let mut plans = 0;
+    for e in std::fs::read_dir(dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "yaml") {
+            let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+            check_with(&stem, &mut |node, plan| {
+                let text = mcsup::render::plan_human(plan, false);
+                assert!(!text.contains("<redacted>"), "{stem} {node}:\n{text}");
+                assert!(
+                    !plan.redacted && !mcsup::render::redacted(plan).redacted,
+                    "{stem} {node}"
+                );
+                plans += 1;
+            });
+        }
+    }
+    assert!(plans >= 20, "{plans}");
 }

@@ -591,6 +591,30 @@ mod tests {
     }
 
     #[test]
+    fn tp4_prefill_and_decode_share_one_node_or_not() {
+        // P TP4 + D TP4 and a single 8-GPU node: decode takes the other half.
+        let eps = allocate(&t(8, (1, 4), (1, 4), (0, 8)), 1).unwrap();
+        assert_eq!(
+            (eps[0].nodes.clone(), eps[0].gpus.clone()),
+            (vec![0], vec![0, 1, 2, 3])
+        );
+        assert_eq!(
+            (eps[1].nodes.clone(), eps[1].gpus.clone()),
+            (vec![0], vec![4, 5, 6, 7])
+        );
+        // With a second node, decode moves there.
+        let eps = allocate(&t(8, (1, 4), (1, 4), (0, 8)), 2).unwrap();
+        assert_eq!(
+            (eps[1].nodes.clone(), eps[1].gpus.clone()),
+            (vec![1], vec![0, 1, 2, 3])
+        );
+        // Two TP4 decodes after a TP4 prefill on two nodes: both on node 1.
+        let eps = allocate(&t(8, (1, 4), (2, 4), (0, 8)), 2).unwrap();
+        assert_eq!(eps[2].gpus, vec![4, 5, 6, 7]);
+        assert_eq!(eps[2].nodes, vec![1]);
+    }
+
+    #[test]
     fn vllm_per_gpu_and_per_node_data_parallel_layouts() {
         // One DP8 prefill worker over one 8-GPU node.
         let eps = allocate(&t(8, (1, 8), (0, 8), (0, 8)), 1).unwrap();
