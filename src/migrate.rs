@@ -10,7 +10,8 @@
 //! `engine`. Beyond srtctl: the seed's placements become `mooncake-store` services (one per role,
 //! or one `placement.node: workers` entry when every role's placement is identical, which is what
 //! the seed's co-located merge meant), and `master_args`, which replaced the master's tunables,
-//! becomes the master's whole `command`. Every other key stays where it was, in order. Comments
+//! becomes the master's whole `command`. Other backend keys ride on the engine mapping
+//! (`engine: {type: vllm, connector: nixl}`), `kv_events_config` moves to `roles.<role>.kv_events`. Every other key stays where it was, in order. Comments
 //! are not kept (serde_yaml drops them). Pure: text in, text out.
 
 use serde_yaml::{Mapping, Value};
@@ -121,6 +122,23 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
         }
     }
 
+    // kv_events_config → roles.<role>.kv_events: `true` (prefill and decode, as the v1 backend
+    // reads it) or per mode.
+    if let Some(kv) = backend.get("kv_events_config").filter(|v| !v.is_null()) {
+        for role in Role::ALL {
+            let name = v2_role(role);
+            let value = match kv {
+                Value::Bool(true) if role != Role::Aggregated => Some(Value::Bool(true)),
+                Value::Mapping(m) => m.get(role.as_str()).or_else(|| m.get(name)).cloned(),
+                _ => None,
+            };
+            if let (Some(v), Some(r)) = (value, roles.get_mut(name).and_then(Value::as_mapping_mut))
+            {
+                r.insert(key("kv_events"), v);
+            }
+        }
+    }
+
     // ---- the Mooncake block → services ----
     let mut services: Vec<Value> = Vec::new();
     let mut leftover = Mapping::new();
@@ -227,12 +245,30 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
     for (k, v) in &top {
         match k.as_str() {
             Some("backend") => {
-                let engine = if leftover.is_empty() {
+                // srtctl's _fold_engine: what is left of backend rides on the engine mapping;
+                // kv_events_config moves to the roles.
+                let mut rest = Mapping::new();
+                for (bk, bv) in backend.iter() {
+                    let Some(name) = bk.as_str() else { continue };
+                    if recipe::BACKEND_KEYS.contains(&name)
+                        || name == "trtllm_config"
+                        || name == "kv_events_config"
+                    {
+                        continue;
+                    }
+                    rest.insert(bk.clone(), bv.clone());
+                }
+                if !leftover.is_empty() {
+                    rest.insert(key("mooncake_kv_store"), Value::Mapping(leftover.clone()));
+                }
+                let engine = if rest.is_empty() {
                     key(&engine_type)
                 } else {
                     let mut e = Mapping::new();
                     e.insert(key("type"), key(&engine_type));
-                    e.insert(key("mooncake_kv_store"), Value::Mapping(leftover.clone()));
+                    for (rk, rv) in rest {
+                        e.insert(rk, rv);
+                    }
                     Value::Mapping(e)
                 };
                 out.insert(key("engine"), engine);
@@ -241,15 +277,6 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
                 }
                 if !services.is_empty() {
                     out.insert(key("services"), Value::Sequence(services.clone()));
-                }
-                for (bk, _) in backend.iter() {
-                    // Every key mcsup reads is folded above; trtllm_config too (roles' args).
-                    if let Some(name) = bk
-                        .as_str()
-                        .filter(|b| !recipe::BACKEND_KEYS.contains(b) && *b != "trtllm_config")
-                    {
-                        notes.push(format!("backend.{name} has no 2.0 rule in mcsup migrate; it was dropped — check `srtctl migrate` for it"));
-                    }
                 }
             }
             Some("resources") => {

@@ -127,11 +127,12 @@ const MCSUP_ONLY: [&str; 1] = [
 ];
 
 fn check(stem: &str) -> usize {
-    check_with(stem, &mut |_, _| {})
+    check_with(stem, &mut |_, _, _| {})
 }
 
 /// [`check`], handing every node's plan to `also`.
-fn check_with(stem: &str, also: &mut dyn FnMut(&str, &plan::Plan)) -> usize {
+/// `also` gets the node's name, the job's node count and the plan.
+fn check_with(stem: &str, also: &mut dyn FnMut(&str, usize, &plan::Plan)) -> usize {
     let yaml = dir().join(format!("{stem}.yaml"));
     let text = std::fs::read_to_string(dir().join(format!("{stem}.srtctl.txt"))).unwrap();
     let (n, expected) = parse(&text);
@@ -163,7 +164,7 @@ fn check_with(stem: &str, also: &mut dyn FnMut(&str, &plan::Plan)) -> usize {
         };
         let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
         let p = plan::plan(&r, &roles, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
-        also(&name, &p);
+        also(&name, n, &p);
         let workers: Vec<_> = p
             .processes
             .iter()
@@ -287,7 +288,7 @@ fn no_non_secret_is_redacted_in_real_recipes() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "yaml") {
             let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
-            check_with(&stem, &mut |node, plan| {
+            check_with(&stem, &mut |node, _, plan| {
                 let text = mcsup::render::plan_human(plan, false);
                 assert!(!text.contains("<redacted>"), "{stem} {node}:\n{text}");
                 assert!(
@@ -299,4 +300,59 @@ fn no_non_secret_is_redacted_in_real_recipes() {
         }
     }
     assert!(plans >= 20, "{plans}");
+}
+
+/// Both recipe generations: each recipe above, migrated to 2.0 (`roles:` with nodes / workers /
+/// gpus / env / args / kv_events, `engine:` with the backend's other keys), plans the same
+/// worker processes on every node. The discovery variables differ on purpose: 2.0 points
+/// ETCD_ENDPOINTS at the infra node's address and sets NATS_SERVER only with a NATS plane.
+#[test]
+fn the_2_0_form_of_each_recipe_runs_the_same_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut compared = 0;
+    for e in std::fs::read_dir(dir()).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let m = mcsup::migrate::migrate(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+        let out = tmp.path().join(format!("{stem}.yaml"));
+        std::fs::write(&out, &m.yaml).unwrap();
+        let v2 = recipe::load_file(&out).unwrap_or_else(|e| panic!("{stem}: {e}\n{}", m.yaml));
+        let addrs: BTreeMap<String, String> = (0..16)
+            .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
+            .collect();
+        check_with(&stem, &mut |node, nodes, v1_plan| {
+            let inputs = NodeInputs {
+                node: Some(node.to_string()),
+                nodelist: Some(format!("node[0-{}]", nodes - 1)),
+                job_id: Some("1".into()),
+                hostname: "x".into(),
+                cwd: "/job".into(),
+                ..Default::default()
+            };
+            let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+            let p2 = plan::plan(&v2, &v1_plan.roles, &ctx)
+                .unwrap_or_else(|e| panic!("{stem} {node}: {e}"));
+            let workers = |p: &plan::Plan| -> Vec<(Vec<String>, Vec<(String, String)>)> {
+                p.processes
+                    .iter()
+                    .filter(|x| x.kind == ProcessKind::Worker)
+                    .map(|x| {
+                        let env = x
+                            .env
+                            .iter()
+                            .filter(|v| v.name != "ETCD_ENDPOINTS" && v.name != "NATS_SERVER")
+                            .map(|v| (v.name.clone(), v.value.clone()))
+                            .collect();
+                        (x.argv.clone(), env)
+                    })
+                    .collect()
+            };
+            assert_eq!(workers(v1_plan), workers(&p2), "{stem} {node}\n{}", m.yaml);
+            compared += workers(&p2).len();
+        });
+    }
+    assert_eq!(compared, 46);
 }
