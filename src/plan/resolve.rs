@@ -784,6 +784,18 @@ fn topo_plan(
             )
         }
     };
+    let dynamo_workers = !matches!(frontend, "sglang" | "sglang-router" | "vllm");
+    if dynamo_workers && !here.is_empty() {
+        warnings.push(format!(
+            "workers run {} (frontend.type {frontend}): srtctl installs Dynamo into the container before them (dynamo.version/hash/wheel); mcsup runs them inside this step's container, which must already have it",
+            if model.engine == BackendType::Vllm { "dynamo.vllm" } else { "dynamo.sglang" }
+        ));
+    }
+    if let Some(script) = recipe.raw_get(&["setup_script"]).and_then(|v| v.as_str()) {
+        warnings.push(format!(
+            "setup_script {script}: srtctl runs it in the container before each worker; mcsup does not — run it in the step before mcsup"
+        ));
+    }
     let served = [Role::Prefill, Role::Aggregated, Role::Decode]
         .iter()
         .filter_map(|r| model.roles.get(r)?.flags.as_ref())
