@@ -172,7 +172,8 @@ pub fn plan_with(
     };
 
     // ---- workers, then the services placed here ----
-    let vllm_config_path = log_dir.join("mooncake_store_config.json");
+    // Per node: the file carries this node's local_hostname, and log_dir is often shared.
+    let vllm_config_path = log_dir.join(format!("{}.mooncake_store_config.json", ctx.name));
     let mut taken = BTreeSet::new();
     // Services' errors come first (a store conflict explains more than a worker's name clash),
     // but `per: worker` services need the workers: plan both, report in that order.
@@ -283,13 +284,21 @@ pub fn plan_with(
             "metadata_server".into(),
             serde_json::Value::String(scope.metadata_url.clone()),
         );
+        // Mooncake's loader requires local_hostname: the address this node's clients advertise
+        // (the workers' MOONCAKE_LOCAL_HOSTNAME: the node's, or the recipe's pinned NIC).
+        if !cfg.contains_key("local_hostname") {
+            let host = worker_procs
+                .iter()
+                .find_map(|p| p.env_value(mooncake::env::LOCAL_HOSTNAME))
+                .unwrap_or(&ctx.ip)
+                .to_string();
+            cfg.insert("local_hostname".into(), serde_json::Value::String(host));
+        }
         let contents = serde_json::to_string_pretty(&cfg).unwrap_or_else(|_| "{}".into());
         files.push(FileSpec {
             path: vllm_config_path.clone(),
             contents: contents + "\n",
-            purpose:
-                "vLLM MooncakeStoreConnector config (MOONCAKE_CONFIG_PATH); master address forced"
-                    .into(),
+            purpose: "vLLM Mooncake store client config (MOONCAKE_CONFIG_PATH) for this node: master and metadata addresses forced, local_hostname this node's".into(),
         });
     }
 

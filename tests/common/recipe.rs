@@ -54,6 +54,8 @@ pub struct RecipeOpts<'a> {
     pub worker_args: &'a str,
     pub workers: u32,
     pub store_restart: &'a str,
+    /// `mcsup.master.restart`, when set.
+    pub master_restart: Option<&'a str>,
     pub node_addresses: &'a str,
     pub deadline_seconds: u32,
 }
@@ -71,6 +73,7 @@ impl<'a> RecipeOpts<'a> {
             worker_args: "",
             workers: 1,
             store_restart: "{policy: on-failure, max_restarts: 3, window_seconds: 60, backoff_initial_seconds: 0.2}",
+            master_restart: None,
             node_addresses: "{}",
             deadline_seconds: 25,
         }
@@ -121,7 +124,7 @@ mcsup:
     metadata_port: {meta}
     metrics_port: {metrics}
     timeout_seconds: 60
-  store:
+{master_restart}  store:
     restart: {restart}
   workers:
 {wp}{wd}{wa}  preflight:
@@ -141,6 +144,10 @@ mcsup:
             meta = self.ports.meta,
             metrics = self.ports.metrics,
             restart = self.store_restart,
+            master_restart = self
+                .master_restart
+                .map(|r| format!("    restart: {r}\n"))
+                .unwrap_or_default(),
             wp = worker("prefill"),
             wd = worker("decode"),
             wa = worker("aggregated"),
