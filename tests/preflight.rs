@@ -212,6 +212,57 @@ fn gid_index_1_2_5_and_unset() {
     );
 }
 
+/// Mooncake reads MC_GID_INDEX with atoi and accepts 0..=255: `-1` and out-of-range values mean
+/// automatic choice, `auto` and `""` pin slot 0 (config.cpp::loadGlobalConfig).
+#[test]
+fn gid_index_values_are_read_as_mooncake_reads_them() {
+    let n = node("two-nics", &Proc::default());
+    let with = |idx: &str| {
+        seed_recipe().replace("MC_GID_INDEX: \"3\"", &format!("MC_GID_INDEX: \"{idx}\""))
+    };
+    // -1: the documented way to ask for automatic choice; no complaint about the value.
+    let o = preflight(n.path(), &with("-1"), "decode", &[]);
+    assert_eq!(o.status("gid index mlx5_0"), "ok");
+    let t = o.text("gid index mlx5_0");
+    assert!(
+        t.contains("=-1 means automatic") && t.contains("Mooncake will pick 3"),
+        "{t}"
+    );
+    assert!(o.json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["name"] != "gid index value"));
+    // 300: Mooncake warns and chooses automatically.
+    let o = preflight(n.path(), &with("300"), "decode", &[]);
+    assert_eq!(o.status("gid index value"), "warn");
+    assert!(
+        o.text("gid index value").contains("outside 0..255"),
+        "{}",
+        o.text("gid index value")
+    );
+    assert!(o.text("gid index mlx5_0").contains("Mooncake will pick 3"));
+    // auto and "": atoi reads 0, which pins slot 0 (link-local here), not automatic choice.
+    for v in ["auto", ""] {
+        let o = preflight(n.path(), &with(v), "decode", &[]);
+        assert_eq!(o.status("gid index value"), "warn", "{v:?}");
+        let t = o.text("gid index value");
+        assert!(
+            t.contains("atoi as 0") && t.contains("does not mean automatic"),
+            "{v:?}: {t}"
+        );
+        assert!(
+            o.text("gid index mlx5_0").contains("=0"),
+            "{v:?}: {}",
+            o.text("gid index mlx5_0")
+        );
+        assert_eq!(
+            o.json["facts"]["rdma.gid_index"], "mlx5_0=0,mlx5_1=0",
+            "{v:?}"
+        );
+    }
+}
+
 #[test]
 fn nccl_gid_index_is_inherited_silently_warns() {
     let n = node("two-nics", &Proc::default());
@@ -552,4 +603,82 @@ fn human_output_groups_checks_and_prints_the_budget_with_units() {
     ] {
         assert!(text.contains(want), "missing `{want}` in:\n{text}");
     }
+}
+
+/// Move an HCA's `device` directory under a PCI root complex (as real sysfs has it, through a
+/// symlink) and add an NVIDIA GPU beside it; `peermem` loads nvidia_peermem.
+fn gpu_node(peermem: bool) -> tempfile::TempDir {
+    let n = node("two-nics", &Proc::default());
+    let root = n.path();
+    for (hca, port_dir) in [
+        ("mlx5_0", "pci0000:17/0000:17:01.0/0000:18:00.0"),
+        ("mlx5_1", "pci0000:97/0000:97:01.0/0000:98:00.0"),
+    ] {
+        let real = root.join("sys/devices").join(port_dir);
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        let link = root.join(format!("sys/class/infiniband/{hca}/device"));
+        std::fs::rename(&link, &real).unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+    }
+    for (bdf, complex, port, numa) in [
+        ("0000:19:00.0", "pci0000:17", "0000:17:01.0", "0"),
+        ("0000:99:00.0", "pci0000:97", "0000:97:01.0", "1"),
+    ] {
+        let dev = root.join(format!("sys/devices/{complex}/{port}/{bdf}"));
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(dev.join("class"), "0x030200\n").unwrap();
+        std::fs::write(dev.join("numa_node"), format!("{numa}\n")).unwrap();
+        let bus = root.join("sys/bus/pci/devices");
+        std::fs::create_dir_all(&bus).unwrap();
+        std::os::unix::fs::symlink(&dev, bus.join(bdf)).unwrap();
+    }
+    // A NIC that is not a GPU must not count.
+    let nic = root.join("sys/bus/pci/devices/0000:18:00.1");
+    std::fs::create_dir_all(&nic).unwrap();
+    std::fs::write(nic.join("vendor"), "0x15b3\n").unwrap();
+    std::fs::write(nic.join("class"), "0x020000\n").unwrap();
+    if peermem {
+        std::fs::create_dir_all(root.join("sys/module/nvidia_peermem")).unwrap();
+    }
+    n
+}
+
+/// srt-slurm #429: without nvidia_peermem every GPU KV transfer fails silently. The preflight
+/// fails on a GPU node without it, passes with it, and names the nearest HCA of each GPU.
+#[test]
+fn gpudirect_needs_nvidia_peermem_and_names_each_gpus_nearest_hca() {
+    let n = gpu_node(false);
+    let o = preflight(n.path(), &seed_recipe(), "decode", &[]);
+    assert_eq!(o.status("gpus"), "ok");
+    assert!(
+        o.text("gpus")
+            .contains("2 NVIDIA GPU(s): 0000:19:00.0, 0000:99:00.0"),
+        "{}",
+        o.text("gpus")
+    );
+    assert_eq!(o.status("gpudirect"), "fail");
+    assert!(
+        o.text("gpudirect").contains("nvidia_peermem is not loaded")
+            && o.text("gpudirect").contains("modprobe nvidia_peermem")
+    );
+    assert_eq!(o.code, 1);
+    let t = o.text("nearest hca 0000:19:00.0");
+    assert!(
+        t.contains("nearest HCA mlx5_0") && t.contains("NUMA 0") && t.contains("PCIe hops"),
+        "{t}"
+    );
+    assert!(o
+        .text("nearest hca 0000:99:00.0")
+        .contains("nearest HCA mlx5_1"));
+
+    let n = gpu_node(true);
+    let o = preflight(n.path(), &seed_recipe(), "decode", &[]);
+    assert_eq!(o.status("gpudirect"), "ok");
+    assert_eq!(o.code, 0, "{}", o.json);
+
+    // No GPU: skipped, and nothing fails.
+    let n = node("two-nics", &Proc::default());
+    let o = preflight(n.path(), &seed_recipe(), "decode", &[]);
+    assert_eq!(o.status("gpus"), "skip");
 }

@@ -326,6 +326,63 @@ pub fn evaluate_gid_index(gids: &[GidEntry], index: u32) -> ExplicitGidVerdict {
     }
 }
 
+/// What Mooncake makes of `MC_GID_INDEX` (or, when that is unset, `NCCL_IB_GID_INDEX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GidIndexSetting {
+    /// Automatic choice ([`select_gid`]).
+    Auto,
+    /// This slot of the table.
+    Index(u32),
+}
+
+/// How a configured value was read, beyond its plain meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GidParseNote {
+    /// A plain index in 0..=255, or `-1` (the documented way to force auto).
+    Plain,
+    /// Not a plain number: `atoi` read this much of it (`auto` and `""` become 0).
+    ReadAs(i64),
+    /// Outside 0..=255 (other than -1): Mooncake logs a warning and picks automatically.
+    OutOfRange(i64),
+}
+
+/// Mooncake's parsing (`config.cpp::loadGlobalConfig`): `atoi` of the value, accepted when it is
+/// in 0..=255, otherwise the index stays -1 (auto). C's `atoi` skips leading white space, takes
+/// an optional sign and the digits that follow, and stops at the first other character; no
+/// digits at all gives 0 — so `auto` and the empty string pin index 0, not automatic choice.
+pub fn parse_gid_index(value: &str) -> (GidIndexSetting, GidParseNote) {
+    let t = value.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (neg, rest) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    // atoi overflows are undefined in C; anything that long is out of range either way.
+    let magnitude: i64 = digits
+        .parse()
+        .unwrap_or(if digits.is_empty() { 0 } else { i64::MAX });
+    let n = if neg { -magnitude } else { magnitude };
+    // A plain value is exactly an optional sign and digits: what atoi reads is what was meant.
+    let body = value.strip_prefix(['+', '-']).unwrap_or(value);
+    let plain = !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit());
+    let setting = if (0..=255).contains(&n) {
+        GidIndexSetting::Index(n as u32)
+    } else {
+        GidIndexSetting::Auto
+    };
+    let note = if n == -1 && plain {
+        GidParseNote::Plain
+    } else if !(0..=255).contains(&n) {
+        GidParseNote::OutOfRange(n)
+    } else if plain {
+        GidParseNote::Plain
+    } else {
+        GidParseNote::ReadAs(n)
+    };
+    (setting, note)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,5 +599,31 @@ mod tests {
         let v = evaluate_gid_index(&gids, 300);
         assert!(!v.in_table && !v.populated);
         assert_eq!(v.assessment, None);
+    }
+
+    #[test]
+    fn gid_index_parsing_is_mooncakes_atoi() {
+        use GidIndexSetting::*;
+        assert_eq!(parse_gid_index("3"), (Index(3), GidParseNote::Plain));
+        assert_eq!(parse_gid_index(" 3"), (Index(3), GidParseNote::ReadAs(3)));
+        assert_eq!(parse_gid_index("-1"), (Auto, GidParseNote::Plain));
+        assert_eq!(parse_gid_index("auto"), (Index(0), GidParseNote::ReadAs(0)));
+        assert_eq!(parse_gid_index(""), (Index(0), GidParseNote::ReadAs(0)));
+        assert_eq!(parse_gid_index("3abc"), (Index(3), GidParseNote::ReadAs(3)));
+        assert_eq!(
+            parse_gid_index("300"),
+            (Auto, GidParseNote::OutOfRange(300))
+        );
+        assert_eq!(parse_gid_index("-5"), (Auto, GidParseNote::OutOfRange(-5)));
+        assert_eq!(parse_gid_index("255"), (Index(255), GidParseNote::Plain));
+        assert_eq!(
+            parse_gid_index("256"),
+            (Auto, GidParseNote::OutOfRange(256))
+        );
+        assert_eq!(
+            parse_gid_index("99999999999999999999"),
+            (Auto, GidParseNote::OutOfRange(i64::MAX))
+        );
+        assert_eq!(parse_gid_index("+7"), (Index(7), GidParseNote::Plain));
     }
 }

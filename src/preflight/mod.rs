@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod fixture;
+pub mod gpu;
 pub mod memory;
 pub mod rdma;
 pub mod report;
@@ -106,7 +107,18 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     // RDMA first: it decides how many NICs the memlock check multiplies by.
     report.node = plan.node.name.clone();
     let nics = if proto == "rdma" {
-        rdma::check(plan, &root, &opts.inherited_env, opts.live, &mut report)
+        let nics = rdma::check(plan, &root, &opts.inherited_env, opts.live, &mut report);
+        let hcas: Vec<gpu::HcaPlace> = mcsup_rdma::SysfsReader::new(root.path("/"))
+            .scan()
+            .map(|s| {
+                s.devices
+                    .iter()
+                    .map(|d| gpu::hca_place(&root, &d.name, d.numa_node))
+                    .collect()
+            })
+            .unwrap_or_default();
+        gpu::check(&root, &hcas, &mut report);
+        nics
     } else {
         report.push(Check::skip(
             "rdma",

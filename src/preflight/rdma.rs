@@ -12,7 +12,8 @@ use mcsup_rdma::{
 use super::report::{Check, Report};
 use super::system::Sysroot;
 use crate::mooncake::gid::{
-    evaluate_gid_index, select_gid, DegradedReason, GidAssessment, GidRank, SelectionOutcome,
+    evaluate_gid_index, parse_gid_index, select_gid, DegradedReason, GidAssessment,
+    GidIndexSetting, GidParseNote, GidRank, SelectionOutcome,
 };
 use crate::plan::{Plan, ProcessKind, ProcessSpec};
 
@@ -266,6 +267,40 @@ pub fn check(
         }),
     };
 
+    // Mooncake reads the value with atoi and accepts 0..=255; anything else means automatic.
+    let mut auto_because: Option<String> = None;
+    let explicit: Option<(u32, String, String)> = match &gid_setting {
+        None => None,
+        Some((text, src)) => {
+            let (setting, note) = parse_gid_index(text);
+            match note {
+                GidParseNote::Plain => {}
+                GidParseNote::ReadAs(n) => report.push(Check::warn(
+                    G,
+                    "gid index value",
+                    format!(
+                        "{src} is `{text}`: Mooncake reads it with atoi as {n}{}",
+                        if n == 0 { ", which pins GID slot 0; it does not mean automatic choice" } else { "" }
+                    ),
+                    "write a plain index such as 3, or -1 for Mooncake's automatic choice",
+                )),
+                GidParseNote::OutOfRange(n) => report.push(Check::warn(
+                    G,
+                    "gid index value",
+                    format!("{src} is `{text}` ({n}), outside 0..255: Mooncake logs a warning and chooses automatically"),
+                    "remove it (or write -1) for automatic choice, or give an index in 0..255",
+                )),
+            }
+            match setting {
+                GidIndexSetting::Index(i) => Some((i, text.clone(), src.clone())),
+                GidIndexSetting::Auto => {
+                    auto_because = Some(format!("{src}={text} means automatic"));
+                    None
+                }
+            }
+        }
+    };
+
     let mut mtus: Vec<(String, String)> = Vec::new();
     let mut chosen_indices: Vec<String> = Vec::new();
     for d in &selected {
@@ -327,15 +362,10 @@ pub fn check(
         }
         let ethernet = matches!(port.link_layer, Some(LinkLayer::Ethernet));
         let gname = format!("gid index {}", d.name);
-        match &gid_setting {
-            Some((text, src)) => match text.parse::<u32>() {
-                Err(_) => report.push(Check::fail(
-                    G,
-                    &gname,
-                    format!("{src} is `{text}`, not an index"),
-                    "set a number such as 3",
-                )),
-                Ok(idx) => {
+        match &explicit {
+            Some((idx, _text, src)) => {
+                let idx = *idx;
+                {
                     let v = evaluate_gid_index(&port.gids, idx);
                     chosen_indices.push(format!("{}={idx}", d.name));
                     if !v.in_table {
@@ -391,7 +421,7 @@ pub fn check(
                         ));
                     }
                 }
-            },
+            }
             None => {
                 let sel = select_gid(&port.gids);
                 match sel.chosen_candidate() {
@@ -413,13 +443,13 @@ pub fn check(
                         report.push(Check::ok(
                             G,
                             &gname,
-                            format!("MC_GID_INDEX unset: Mooncake will pick {} ({why}){}", c.index, if others.is_empty() { String::new() } else { format!("; others: {}", others.join("; ")) }),
+                            format!("{}: Mooncake will pick {} ({why}){}", auto_because.as_deref().unwrap_or("MC_GID_INDEX unset"), c.index, if others.is_empty() { String::new() } else { format!("; others: {}", others.join("; ")) }),
                         ));
                     }
                     None => report.push(Check::fail(
                         G,
                         &gname,
-                        format!("MC_GID_INDEX unset and no GID on {} port {port_no} is RoCE v2 or IB: Mooncake cannot pick one", d.name),
+                        format!("{} and no GID on {} port {port_no} is RoCE v2 or IB: Mooncake cannot pick one", auto_because.as_deref().unwrap_or("MC_GID_INDEX unset"), d.name),
                         "configure an IP on the RoCE netdev (it creates RoCE v2 GIDs), then set MC_GID_INDEX",
                     )),
                 }
