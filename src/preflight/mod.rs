@@ -9,6 +9,7 @@ pub mod aggregate;
 pub mod fixture;
 pub mod gpu;
 pub mod memory;
+pub mod mooncake_version;
 pub mod rdma;
 pub mod report;
 pub mod system;
@@ -128,6 +129,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
         0
     };
 
+    mooncake_version::check(opts.path_var.as_deref(), &mut report);
     let facts = memory::MemoryFacts::read(&root, &opts.slurm_env);
     memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
