@@ -682,3 +682,35 @@ fn gpudirect_needs_nvidia_peermem_and_names_each_gpus_nearest_hca() {
     let o = preflight(n.path(), &seed_recipe(), "decode", &[]);
     assert_eq!(o.status("gpus"), "skip");
 }
+
+/// Mooncake's path MTU is min(active MTU, MC_MTU, 4096); an MC_MTU it does not accept is
+/// ignored (with an error in Mooncake's log): warned here.
+#[test]
+fn path_mtu_follows_mc_mtu() {
+    let n = node("two-nics", &Proc::default());
+    let with = |v: &str| {
+        seed_recipe().replace(
+            "MC_GID_INDEX: \"3\"",
+            &format!("MC_GID_INDEX: \"3\"\n        MC_MTU: \"{v}\""),
+        )
+    };
+    let o = preflight(n.path(), &with("1024"), "decode", &[]);
+    assert_eq!(
+        o.json["facts"]["rdma.path_mtu"],
+        "1024",
+        "{}",
+        o.text("path mtu")
+    );
+    let o = preflight(n.path(), &seed_recipe(), "decode", &[]);
+    let active = o.json["facts"]["rdma.active_mtu"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        o.json["facts"]["rdma.path_mtu"].as_str().unwrap(),
+        active.as_str()
+    );
+    let o = preflight(n.path(), &with("9000"), "decode", &[]);
+    assert_eq!(o.status("mc_mtu"), "warn");
+    assert!(o.text("mc_mtu").contains("ignores it"));
+}

@@ -47,9 +47,42 @@ pub mod env {
     pub const TCP_BIND_ADDRESS: &str = "MC_TCP_BIND_ADDRESS";
 }
 
+/// The path MTU Mooncake's RDMA endpoints use: min(the port's active MTU, `MC_MTU`, 4096)
+/// (`rdma_endpoint.cpp` INIT→RTR; peers do not exchange it). `MC_MTU` counts only when it is
+/// 512, 1024, 2048 or 4096; otherwise Mooncake logs an error and ignores it, and the second
+/// value says so.
+pub fn path_mtu(active_bytes: u32, mc_mtu: Option<&str>) -> (u32, Option<String>) {
+    let cap = match mc_mtu.map(str::trim) {
+        None => 4096,
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if [512, 1024, 2048, 4096].contains(&n) => n,
+            _ => {
+                return (
+                    active_bytes.min(4096),
+                    Some(format!("MC_MTU={v} is not 512, 1024, 2048 or 4096: Mooncake logs an error and ignores it")),
+                )
+            }
+        },
+    };
+    (active_bytes.min(cap), None)
+}
+
 /// `host:port` of the master's RPC server.
 pub fn master_address(host: &str, rpc_port: u16) -> String {
     format!("{host}:{rpc_port}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn path_mtu_is_the_smallest_of_active_mc_mtu_and_4096() {
+        assert_eq!(super::path_mtu(4096, None), (4096, None));
+        assert_eq!(super::path_mtu(4096, Some("1024")), (1024, None));
+        assert_eq!(super::path_mtu(1024, Some("4096")), (1024, None));
+        let (m, note) = super::path_mtu(2048, Some("9000"));
+        assert_eq!(m, 2048);
+        assert!(note.unwrap().contains("ignores it"));
+    }
 }
 
 /// The URL of the master's embedded HTTP metadata server.

@@ -101,6 +101,15 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
         }
     }
 
+    let pmtu = group_by(reports, "rdma.path_mtu");
+    if pmtu.len() > 1 {
+        rep.push(Check::fail(
+            G,
+            "path mtu",
+            format!("the path MTU Mooncake uses differs between nodes: {} — peers do not exchange it, so connections between them fail", describe(&pmtu)),
+            "give every node the same MC_MTU (the smallest), or the same netdev MTU",
+        ));
+    }
     let mtu = group_by(reports, "rdma.active_mtu");
     match mtu.len() {
         0 => rep.push(Check::skip(G, "active mtu", "no node reported an RDMA MTU")),
@@ -226,6 +235,29 @@ mod tests {
         assert_eq!(st("node n2"), Status::Fail);
         assert_eq!(st("device names"), Status::Ok);
         assert!(!r.passed(false));
+    }
+
+    #[test]
+    fn path_mtu_differences_fail_even_with_equal_active_mtus() {
+        let doc = |node: &str, pmtu: &str| {
+            format!(
+                r#"{{"passed": true, "node": "{node}", "checks": [], "facts": {{"rdma.active_mtu": "4096", "rdma.path_mtu": "{pmtu}"}}}}"#
+            )
+        };
+        let r = aggregate(
+            &parse_reports(&format!("{}\n{}", doc("n1", "4096"), doc("n2", "1024"))).unwrap(),
+        );
+        let c = r.checks.iter().find(|c| c.name == "path mtu").unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.message.contains("n1") || c.message.contains("4096"),
+            "{}",
+            c.message
+        );
+        let same = aggregate(
+            &parse_reports(&format!("{}\n{}", doc("n1", "1024"), doc("n2", "1024"))).unwrap(),
+        );
+        assert!(same.checks.iter().all(|c| c.name != "path mtu"));
     }
 
     #[test]

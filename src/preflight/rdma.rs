@@ -495,6 +495,27 @@ pub fn check(
     } else if let Some((_, m)) = mtus.first() {
         report.push(Check::ok(G, "active mtu", format!("{m} on every device")));
         report.facts.insert("rdma.active_mtu".into(), m.clone());
+        let mc_mtu = lookup(main_spec, inherited, "MC_MTU").map(|(v, _)| v.to_string());
+        let (pmtu, note) = crate::mooncake::path_mtu(m.parse().unwrap_or(4096), mc_mtu.as_deref());
+        if let Some(note) = note {
+            report.push(Check::warn(
+                G,
+                "mc_mtu",
+                note,
+                "set MC_MTU to 512, 1024, 2048 or 4096, or remove it",
+            ));
+        }
+        report.push(Check::ok(
+            G,
+            "path mtu",
+            format!(
+                "{pmtu}: min(active {m}, MC_MTU {}, 4096), what Mooncake's RDMA endpoints use",
+                mc_mtu.as_deref().unwrap_or("unset")
+            ),
+        ));
+        report
+            .facts
+            .insert("rdma.path_mtu".into(), pmtu.to_string());
     }
     report
         .facts
