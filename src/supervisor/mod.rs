@@ -8,7 +8,8 @@
 //! - `spawn`: fork/exec of children (process group, signal dispositions, PDEATHSIG, fds).
 //! - `probes`: tcp/http/file probe attempts (exec probes are spawned through `spawn`).
 //! - `logs`: per-process log files with rotation, line splitting, the console mux.
-//! - `signals`: signal streams and the async-signal-safe SIGKILL backstop.
+//! - `signals`: what mcsup does with every signal (the table), signal streams and the
+//!   async-signal-safe SIGKILL backstop.
 //! - `status`: the events file (`<node>.events.jsonl`), the status file (`<node>.status.json`)
 //!   and [`print_status`].
 //!
@@ -28,13 +29,14 @@ use std::path::{Path, PathBuf};
 use crate::plan::Plan;
 
 pub use machine::ExitStatus;
-pub use runtime::init_tracing;
-pub use signals::hold_early_signals;
+pub use runtime::{flush_stderr, init_tracing, stderr_write};
+pub use signals::{hold_early_signals, survive_file_size_limit};
 pub use status::{events_path, print_status, status_path, StatusFile, StatusProcess};
 
 /// Exit codes of `mcsup run`, also documented on [`RunOutcome`].
 pub mod exit_codes {
-    /// A requested shutdown (signal, drain, workers finished) with everything stopped cleanly.
+    /// A requested shutdown (a stop signal, the drain signal, workers finished) with everything
+    /// stopped cleanly.
     pub const OK: i32 = 0;
     /// The supervisor could not set up (log directory, plan it cannot run, runtime).
     pub const SETUP_FAILED: i32 = 3;
@@ -81,7 +83,7 @@ pub struct RunOptions {
 ///
 /// | code | meaning |
 /// |---|---|
-/// | 0 | shutdown was requested (SIGTERM/SIGINT/SIGHUP, the drain signal, all workers finished) and everything stopped cleanly |
+/// | 0 | shutdown was requested (a stop signal: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGPWR... as tabled in `signals`; the drain signal; all workers finished) and everything stopped cleanly |
 /// | 1, 2 | (not used by the supervisor: preflight failure and usage/recipe error, from the CLI) |
 /// | 3 | supervisor setup error (returned as [`SupervisorError`]; see [`SupervisorError::exit_code`]) |
 /// | 4 | a critical long-running process exited with a success code nobody asked for |
@@ -104,6 +106,10 @@ pub struct RunOutcome {
     pub sigkill_needed: bool,
     /// Console lines dropped because mcsup's stdout was too slow (the log files have them all).
     pub console_dropped_lines: u64,
+    /// Lines of mcsup's own log lost because stderr was full (nobody reading) or failing.
+    pub log_dropped_lines: u64,
+    /// Writes (to any file) that failed with EFBIG because they went over `ulimit -f`.
+    pub writes_over_file_size_limit: u64,
 }
 
 /// Errors that stop the supervisor before or outside normal supervision.

@@ -2,17 +2,26 @@
 //!
 //! Sources of events, all awaited in a single `select!` on the current thread (every child is
 //! forked from this thread, which lives as long as mcsup: PR_SET_PDEATHSIG follows the forking
-//! thread): SIGCHLD (the reaper), SIGTERM/SIGINT/SIGHUP/drain, probe results and log-line matches
-//! (from tasks, over one channel), and the machine's next deadline.
+//! thread): SIGCHLD (the reaper), the stop requests and the drain signal (the table in
+//! `signals`), probe results and log-line matches (from tasks, over one channel), and the
+//! machine's next deadline.
 //!
 //! One owner of `wait()`: this loop reaps with `waitpid(-1, WNOHANG)` until nothing is left
 //! (several exits coalesce into one SIGCHLD) and routes each status to the process, exec probe or
 //! orphan it belongs to. Nothing else may wait (tokio::process is deliberately not used).
 //!
+//! mcsup's own log (tracing) goes to stderr through [`StderrQueue`]: a bounded queue and a writer
+//! thread, so a stderr nobody reads (a suspended srun) costs dropped, counted lines, never a
+//! blocked loop.
+//!
 //! This module decides nothing: every policy is in `machine.rs`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -26,6 +35,7 @@ use crate::plan::{Plan, ProbeSpec};
 
 use super::logs::{self, Console, PumpConfig};
 use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
+use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter, StatusFile};
 use super::{probes, signals, spawn, LogFormat, RunOptions, RunOutcome, SupervisorError};
 
@@ -43,7 +53,8 @@ const GROUP_RECHECK: Duration = Duration::from_millis(100);
 /// dead either way; only the decision waits.
 const SIGNAL_DEATH_SETTLE: Duration = Duration::from_millis(25);
 
-/// Install a tracing subscriber on stderr unless the caller already has one.
+/// Install a tracing subscriber on stderr (through [`StderrQueue`]) unless the caller already has
+/// one.
 pub fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     if tracing::dispatcher::has_been_set() {
@@ -53,12 +64,117 @@ pub fn init_tracing(format: LogFormat) {
     use std::io::IsTerminal as _;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| QueuedStderr)
         .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Human => b.with_target(false).try_init(),
         LogFormat::Json => b.json().try_init(),
     };
+}
+
+/// Bytes of mcsup's own log that may wait for stderr before lines are dropped: hundreds of lines,
+/// on top of the 64 KiB a pipe holds. A reader that falls this far behind is not reading, and
+/// old lines are worth less than a loop that keeps running (and a bounded RSS).
+const STDERR_QUEUE_BYTES: usize = 64 * 1024;
+const STDERR_QUEUE_BATCHES: usize = 1024;
+
+/// mcsup's own stderr, never waited for (the same shape as the children's console in `logs`):
+/// callers offer whole lines to a bounded queue and a writer thread does the blocking writes.
+/// What does not fit is dropped and counted; the count goes into the final events record and
+/// the last log line. fd 2 itself stays blocking: it is one open file description shared with
+/// srun or the shell, and O_NONBLOCK there would change it for them too.
+struct StderrQueue {
+    /// `None`: the writer thread could not start; lines are then written directly.
+    tx: Option<SyncSender<Vec<u8>>>,
+    queued: AtomicUsize,
+    dropped: AtomicU64,
+    failed: AtomicU64,
+}
+
+static STDERR_QUEUE: OnceLock<StderrQueue> = OnceLock::new();
+
+fn stderr_queue() -> &'static StderrQueue {
+    STDERR_QUEUE.get_or_init(|| {
+        let (tx, rx) = sync_channel::<Vec<u8>>(STDERR_QUEUE_BATCHES);
+        let spawned = std::thread::Builder::new()
+            .name("mcsup-stderr".into())
+            .spawn(move || stderr_thread(rx));
+        StderrQueue {
+            tx: spawned.ok().map(|_| tx),
+            queued: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
+    })
+}
+
+fn line_count(bytes: &[u8]) -> u64 {
+    (bytes.iter().filter(|&&b| b == b'\n').count() as u64).max(1)
+}
+
+fn stderr_thread(rx: Receiver<Vec<u8>>) {
+    while let Ok(batch) = rx.recv() {
+        let q = stderr_queue();
+        // Unbuffered and blocking: this thread is the only one that may wait for the reader.
+        if std::io::stderr().lock().write_all(&batch).is_err() {
+            q.failed.fetch_add(line_count(&batch), Ordering::Relaxed);
+        }
+        q.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+    }
+}
+
+/// Offer bytes (whole lines) to mcsup's stderr; never blocks while the writer thread runs.
+pub fn stderr_write(bytes: &[u8]) {
+    let q = stderr_queue();
+    let Some(tx) = &q.tx else {
+        let _ = std::io::stderr().lock().write_all(bytes);
+        return;
+    };
+    let len = bytes.len();
+    if q.queued.load(Ordering::Acquire) + len > STDERR_QUEUE_BYTES {
+        q.dropped.fetch_add(line_count(bytes), Ordering::Relaxed);
+        return;
+    }
+    q.queued.fetch_add(len, Ordering::AcqRel);
+    if tx.try_send(bytes.to_vec()).is_err() {
+        q.queued.fetch_sub(len, Ordering::AcqRel);
+        q.dropped.fetch_add(line_count(bytes), Ordering::Relaxed);
+    }
+}
+
+/// Lines of mcsup's own log lost so far: (dropped because stderr was full, failed to write).
+pub fn stderr_lost() -> (u64, u64) {
+    match STDERR_QUEUE.get() {
+        Some(q) => (
+            q.dropped.load(Ordering::Relaxed),
+            q.failed.load(Ordering::Relaxed),
+        ),
+        None => (0, 0),
+    }
+}
+
+/// Give the writer thread up to `within` to write what is queued (call before exiting); a
+/// stderr nobody reads is left behind, the process exit ends the thread.
+pub fn flush_stderr(within: Duration) {
+    let Some(q) = STDERR_QUEUE.get() else { return };
+    let end = Instant::now() + within;
+    while q.queued.load(Ordering::Acquire) > 0 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The tracing writer: the formatter hands each event over in one `write_all`.
+struct QueuedStderr;
+
+impl Write for QueuedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        stderr_write(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Messages from helper tasks to the loop.
@@ -103,6 +219,8 @@ struct Runtime {
     /// Leaders reaped whose exit is held back by [`SIGNAL_DEATH_SETTLE`].
     deferred: HashSet<Pid>,
     readers: Vec<JoinHandle<()>>,
+    /// Whether the first SIGXFSZ is in the events file.
+    file_size_reported: bool,
 }
 
 /// Run a plan to completion (see [`super::run_blocking`]).
@@ -113,6 +231,8 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
     let drain = plan.shutdown.drain_signal.0;
     let log_dir = plan.log_dir.clone();
     let node = plan.node.name.clone();
+    // Held until `run` returns: one mcsup per log directory and node (see `logs`).
+    let _log_dir_lock = logs::claim_log_dir(&plan)?;
     std::fs::create_dir_all(&log_dir).map_err(|e| SupervisorError::io(&log_dir, e))?;
     for f in &plan.files {
         if let Some(parent) = f.path.parent() {
@@ -154,6 +274,7 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
         watched: HashSet::new(),
         deferred: HashSet::new(),
         readers: Vec::new(),
+        file_size_reported: false,
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
@@ -167,7 +288,7 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
             // SIGINT's handler) and the resulting exits wake the loop together, the machine must
             // hear the signal first, or it sees the deaths as ordinary exits during teardown.
             biased;
-            sig = sigs.recv() => rt.feed(Event::Signal(sig)),
+            sig = sigs.recv() => rt.on_signal(sig),
             _ = sigchld.recv() => rt.reap(),
             Some(msg) = rx.recv() => rt.on_msg(msg),
             _ = sleep_until_opt(deadline) => rt.feed(Event::Tick),
@@ -178,6 +299,35 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
         rt.write_status(None);
     }
     rt.finish(&mut sigchld, &mut rx).await
+}
+
+/// The final record's detail plus what mcsup lost on the way: writes over the file size limit
+/// and lines of its own log that stderr did not take.
+fn with_losses(mut detail: String) -> String {
+    let mut add = |part: String| {
+        if !detail.is_empty() {
+            detail.push_str("; ");
+        }
+        detail.push_str(&part);
+    };
+    let exceeded = signals::file_size_exceeded();
+    if exceeded > 0 {
+        add(format!(
+            "{exceeded} writes over the file size limit (ulimit -f) failed with EFBIG"
+        ));
+    }
+    let (dropped, failed) = stderr_lost();
+    if dropped > 0 {
+        add(format!(
+            "{dropped} lines of mcsup's own log dropped (stderr was full)"
+        ));
+    }
+    if failed > 0 {
+        add(format!(
+            "{failed} lines of mcsup's own log lost (writing stderr failed)"
+        ));
+    }
+    detail
 }
 
 async fn sleep_until_opt(t: Option<Instant>) {
@@ -248,7 +398,10 @@ impl Runtime {
                     queue.push_back(ev);
                 }
             }
-            Action::Record(r) => {
+            Action::Record(mut r) => {
+                if r.kind == RecordKind::Finished {
+                    r.detail = Some(with_losses(r.detail.take().unwrap_or_default()));
+                }
                 self.events.write(&r, now, &self.clock);
                 let code = r.status.map(|s| s.code());
                 match r.kind {
@@ -373,6 +526,38 @@ impl Runtime {
         None
     }
 
+    fn on_signal(&mut self, sig: SignalEvent) {
+        match sig {
+            SignalEvent::Stop(sig) => self.feed(Event::Signal(sig)),
+            // Every failed write raises it again (the events file itself may be over the limit):
+            // report the first, count the rest for the final record.
+            SignalEvent::Ignored(libc::SIGXFSZ) => {
+                if !self.file_size_reported {
+                    self.file_size_reported = true;
+                    self.note_ignored(
+                        "SIGXFSZ: a write went over the file size limit (ulimit -f) and failed with EFBIG; the file misses output from here on (the final record counts the failed writes)",
+                    );
+                }
+            }
+            SignalEvent::Ignored(signo) => {
+                let name = signals::signal_name(signo);
+                self.note_ignored(&format!("{name}: not a signal mcsup acts on"));
+            }
+        }
+    }
+
+    fn note_ignored(&mut self, detail: &str) {
+        let r = Record {
+            unit: "mcsup".into(),
+            kind: RecordKind::SignalIgnored,
+            pid: None,
+            status: None,
+            detail: Some(detail.to_string()),
+        };
+        self.events.write(&r, Instant::now(), &self.clock);
+        tracing::warn!("signal ignored: {detail}");
+    }
+
     fn on_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Probe { attempt, result } => {
@@ -445,8 +630,8 @@ impl Runtime {
                 // Watch the group even if the machine does not: the backstop's table must drop
                 // the pgid once the group is gone (its number may be reused after that).
                 self.watched.insert(pid);
-                let stop_like = matches!(status, ExitStatus::Signal(s)
-                    if s == libc::SIGTERM || s == libc::SIGINT || s == libc::SIGHUP);
+                let stop_like =
+                    matches!(status, ExitStatus::Signal(s) if signals::is_stop_signal(s));
                 if stop_like && self.machine.phase() != Phase::Stopping {
                     self.deferred.insert(pid);
                     let tx = self.tx.clone();
@@ -551,12 +736,23 @@ impl Runtime {
                 "console was too slow: lines dropped from stdout (the log files have them)"
             );
         }
-        tracing::info!(exit_code = code, reason = %reason, "mcsup finished");
+        let (log_dropped, log_failed) = stderr_lost();
+        let file_size_exceeded = signals::file_size_exceeded();
+        tracing::info!(
+            exit_code = code,
+            reason = %reason,
+            log_lines_dropped = log_dropped,
+            log_lines_failed = log_failed,
+            writes_over_file_size_limit = file_size_exceeded,
+            "mcsup finished"
+        );
         Ok(RunOutcome {
             exit_code: code,
             reason,
             sigkill_needed,
             console_dropped_lines: dropped,
+            log_dropped_lines: log_dropped + log_failed,
+            writes_over_file_size_limit: file_size_exceeded,
         })
     }
 

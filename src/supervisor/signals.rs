@@ -1,10 +1,48 @@
-//! Signals as events, plus the backstop for a second SIGINT/SIGTERM.
+//! What mcsup does with every signal, signals as events for the runtime loop, and the backstop
+//! for a second SIGINT/SIGTERM.
 //!
-//! [`SignalEvents`] turns SIGTERM, SIGINT, SIGHUP and the drain signal into a stream for the
-//! runtime loop; SIGCHLD is handled by the runtime's reaper. The backstop is a signal-hook
-//! handler that, on a second SIGINT/SIGTERM at least [`ESCALATION_MIN_GAP`] after the first,
-//! SIGKILLs every registered process group straight from the handler, so a force-kill works even
-//! if the loop is stuck. It must stay async-signal-safe: atomics, `clock_gettime`, `kill` only.
+//! A signal whose default action ends mcsup must never do so while it supervises: the children's
+//! own groups, setsid'd grandchildren and the status file ("starting") would be left behind. So
+//! every catchable signal whose default action is "terminate" or "core" is either a **stop
+//! request** (the ordered teardown SIGTERM starts, exit code 0 when it ends cleanly; see
+//! [`super::RunOutcome`]) or **ignored**, deliberately; only synchronous fault signals keep their
+//! default:
+//!
+//! | signal | default | mcsup | why |
+//! |---|---|---|---|
+//! | SIGTERM, SIGINT | terminate | stop request | the stop signals; a second one ≥ [`ESCALATION_MIN_GAP`] later SIGKILLs every group (loop and backstop) |
+//! | SIGHUP | terminate | stop request | the terminal or the session went away (ssh, `srun --pty`) |
+//! | SIGQUIT | core | stop request | Ctrl-\\ at the terminal; `scancel -s QUIT`: a person wants mcsup gone, not a core |
+//! | SIGUSR1, SIGUSR2 | terminate | the drain signal, or a stop request | the configured drain signal (default SIGUSR1) drains; the other one is a stop request |
+//! | SIGALRM, SIGVTALRM, SIGPROF | terminate | stop request | mcsup arms no timers and links no profiler: only a sender (`timeout -s ALRM`) can mean them |
+//! | SIGPWR | terminate | stop request | init's power-failure warning: the node is going down |
+//! | SIGXCPU | core | stop request | the CPU-time soft limit: the hard limit's SIGKILL follows, so tear down while we can |
+//! | SIGIO (= SIGPOLL), SIGSTKFLT | terminate | stop request | mcsup sets no O_ASYNC fd and has no coprocessor stack: only a sender can mean them |
+//! | SIGSYS | core | stop request | `kill -SYS`, or a seccomp filter that traps (the trapped call does not run): tear down in order rather than die |
+//! | SIGXFSZ | core | ignored (counted) | a write over `ulimit -f` (Slurm propagates it) then fails with EFBIG and is reported instead of killing the node |
+//! | SIGPIPE | terminate | ignored | set by the Rust runtime: writes to a closed pipe fail with EPIPE |
+//! | SIGRTMIN..SIGRTMAX | terminate | ignored (reported) | application-defined and mcsup defines none: a stray one neither kills the node nor starts a teardown nobody meant |
+//! | SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV | core | default | synchronous faults (or a debugger's trap, which ptrace sees first): continuing would hide a bug or run on broken state; the children still get PDEATHSIG's SIGKILL |
+//! | signals 32, 33 | terminate | default | reserved by glibc for its threads; nobody else may send them |
+//! | SIGKILL, SIGSTOP | terminate, stop | (cannot be caught) | children still get PDEATHSIG's SIGKILL |
+//! | SIGTSTP, SIGTTIN, SIGTTOU | stop | default | they pause mcsup, they do not end it; SIGCONT resumes supervision |
+//! | SIGCHLD, SIGCONT, SIGURG, SIGWINCH | ignore | SIGCHLD → the reaper; others default | nothing to do |
+//!
+//! "Ignored" is a handler that does nothing (or counts), not SIG_IGN: an ignored disposition
+//! survives `exec` into the children, a handler does not, so the children keep their defaults.
+//!
+//! Before `mcsup run` listens (while it reads the recipe and runs the preflight) nothing is
+//! running, so a stop request's default action is the right outcome, with two exceptions
+//! installed first thing in `main` for every subcommand: SIGUSR1/SIGUSR2 are held (blocked)
+//! until the loop listens, because Slurm's early drain warning may come that soon (a held
+//! non-drain one then starts the teardown at once); SIGXFSZ is counted from the start.
+//!
+//! [`SignalEvents`] turns the table into a stream for the runtime loop ([`SignalEvent`]);
+//! SIGCHLD is handled by the runtime's reaper. The backstop is a signal-hook handler that, on a
+//! second SIGINT/SIGTERM at least [`ESCALATION_MIN_GAP`] after the first, SIGKILLs every
+//! registered process group straight from the handler, so a force-kill works even if the loop is
+//! stuck. Handlers here must stay async-signal-safe: atomics, `clock_gettime`, `kill` only.
+//! This module decides nothing about processes: the machine turns a stop request into a teardown.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Once;
@@ -23,9 +61,57 @@ static FIRST_STOP_NS: AtomicU64 = AtomicU64::new(0);
 static BACKSTOP_FIRED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
+/// The stop requests of the module table: each starts the ordered teardown, as SIGTERM does. The
+/// drain signal is listened for as well, whatever it is (by default SIGUSR1, which is here too).
+pub const STOP_SIGNALS: [Signal; 14] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGPWR,
+    Signal::SIGXCPU,
+    Signal::SIGIO,
+    Signal::SIGSTKFLT,
+    Signal::SIGSYS,
+];
+
+/// Whether `signo` is one of [`STOP_SIGNALS`]: a child killed by one while nobody asked it to
+/// stop may have been hit by the same step-wide signal that is on its way to mcsup.
+pub fn is_stop_signal(signo: i32) -> bool {
+    STOP_SIGNALS.iter().any(|&s| s as i32 == signo)
+}
+
+/// Writes that went over the file size limit (each one raises SIGXFSZ and fails with EFBIG).
+static FILE_SIZE_EXCEEDED: AtomicU64 = AtomicU64::new(0);
+static XFSZ_INSTALL: Once = Once::new();
+
+/// Count SIGXFSZ instead of dying of it: call first thing in `main`. A handler, not SIG_IGN, so
+/// the children (exec resets handlers, not ignores) keep the default action.
+pub fn survive_file_size_limit() {
+    XFSZ_INSTALL.call_once(|| {
+        // SAFETY: the handler only increments an atomic.
+        let _ = unsafe {
+            signal_hook::low_level::register(libc::SIGXFSZ, || {
+                FILE_SIZE_EXCEEDED.fetch_add(1, Ordering::Relaxed);
+            })
+        };
+    });
+}
+
+/// Writes that failed so far because they went over the file size limit (`ulimit -f`).
+pub fn file_size_exceeded() -> u64 {
+    FILE_SIZE_EXCEEDED.load(Ordering::Relaxed)
+}
+
 /// Signals a drain is usually sent with. Slurm may deliver the early warning before mcsup has
 /// installed its handlers (while it reads the recipe or runs the preflight); their default
-/// action would kill mcsup (exit 138) instead of draining it.
+/// action would kill mcsup (exit 138) instead of draining it. The one that is not the drain
+/// signal is a stop request: held all the same, it starts the teardown once the loop listens.
 const EARLY_SIGNALS: [Signal; 2] = [Signal::SIGUSR1, Signal::SIGUSR2];
 
 fn early_set() -> nix::sys::signal::SigSet {
@@ -128,35 +214,136 @@ pub fn backstop_fired() -> bool {
     BACKSTOP_FIRED.load(Ordering::Acquire)
 }
 
-/// The signals that drive the machine, as one stream.
+/// A signal received while supervising, as the module table classifies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalEvent {
+    /// A stop request or the drain signal: the machine starts the teardown.
+    Stop(Signal),
+    /// An ignored signal worth reporting (SIGXFSZ, a real-time signal), by number.
+    Ignored(i32),
+}
+
+/// `SIGXFSZ`, `SIGRTMIN+3`, ... for any signal number.
+pub fn signal_name(signo: i32) -> String {
+    if let Ok(s) = Signal::try_from(signo) {
+        return s.as_str().to_string();
+    }
+    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    if (min..=max).contains(&signo) {
+        format!("SIGRTMIN+{}", signo - min)
+    } else {
+        format!("signal {signo}")
+    }
+}
+
+/// The signals mcsup listens to while it supervises, as one stream.
 pub struct SignalEvents {
-    streams: Vec<(Signal, TokioSignal)>,
+    streams: Vec<(SignalEvent, TokioSignal)>,
 }
 
 impl SignalEvents {
-    /// Listen for SIGTERM, SIGINT, SIGHUP and `drain`.
+    /// Listen for every stop request, `drain`, SIGXFSZ and the real-time signals. Listening
+    /// replaces the default action (for the ignored ones too) for the rest of the process's life.
     pub fn new(drain: Signal) -> std::io::Result<Self> {
-        let mut sigs = vec![Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP];
-        if !sigs.contains(&drain) {
-            sigs.push(drain);
+        let mut events: Vec<SignalEvent> =
+            STOP_SIGNALS.iter().map(|&s| SignalEvent::Stop(s)).collect();
+        if !is_stop_signal(drain as i32) {
+            events.push(SignalEvent::Stop(drain));
         }
-        let mut streams = Vec::new();
-        for s in sigs {
-            streams.push((s, signal(SignalKind::from_raw(s as i32))?));
+        if drain as i32 != libc::SIGXFSZ {
+            events.push(SignalEvent::Ignored(libc::SIGXFSZ));
+        }
+        events.extend((libc::SIGRTMIN()..=libc::SIGRTMAX()).map(SignalEvent::Ignored));
+        let mut streams = Vec::with_capacity(events.len());
+        for ev in events {
+            let signo = match ev {
+                SignalEvent::Stop(s) => s as i32,
+                SignalEvent::Ignored(n) => n,
+            };
+            streams.push((ev, signal(SignalKind::from_raw(signo))?));
         }
         Ok(SignalEvents { streams })
     }
 
     /// The next signal received.
-    pub async fn recv(&mut self) -> Signal {
+    pub async fn recv(&mut self) -> SignalEvent {
         std::future::poll_fn(|cx| {
-            for (sig, stream) in &mut self.streams {
+            for (ev, stream) in &mut self.streams {
                 if let std::task::Poll::Ready(Some(())) = stream.poll_recv(cx) {
-                    return std::task::Poll::Ready(*sig);
+                    return std::task::Poll::Ready(*ev);
                 }
             }
             std::task::Poll::Pending
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Default action "terminate" or "core" (signal(7)), catchable, not reserved by glibc.
+    const KILLS_BY_DEFAULT: [i32; 26] = [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGILL,
+        libc::SIGTRAP,
+        libc::SIGABRT,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGUSR1,
+        libc::SIGSEGV,
+        libc::SIGUSR2,
+        libc::SIGPIPE,
+        libc::SIGALRM,
+        libc::SIGTERM,
+        libc::SIGSTKFLT,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+        libc::SIGSYS,
+        // Stand-ins for the real-time range, which is listened to as a whole.
+        34,
+        35,
+        50,
+        64,
+    ];
+
+    /// Left at their default on purpose (module table): synchronous faults.
+    const FAULTS: [i32; 6] = [
+        libc::SIGTRAP,
+        libc::SIGABRT,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGSEGV,
+    ];
+
+    #[test]
+    fn every_signal_that_would_kill_mcsup_is_a_stop_request_or_ignored() {
+        let rt = libc::SIGRTMIN()..=libc::SIGRTMAX();
+        for signo in KILLS_BY_DEFAULT {
+            let handled = is_stop_signal(signo)
+                || signo == libc::SIGXFSZ
+                || signo == libc::SIGPIPE
+                || rt.contains(&signo)
+                || FAULTS.contains(&signo);
+            assert!(handled, "{} has no entry", signal_name(signo));
+        }
+        for s in STOP_SIGNALS {
+            assert!(!FAULTS.contains(&(s as i32)), "{s} is a fault signal");
+        }
+    }
+
+    #[test]
+    fn names_cover_the_real_time_range() {
+        assert_eq!(signal_name(libc::SIGXFSZ), "SIGXFSZ");
+        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+        assert_eq!(signal_name(0), "signal 0");
     }
 }

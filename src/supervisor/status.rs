@@ -3,20 +3,29 @@
 //! - `<log_dir>/<node>.events.jsonl`: one JSON object per line per [`Record`], appended as it
 //!   happens (tests and Slurm tests assert teardown order and timing from it).
 //! - `<log_dir>/<node>.status.json`: every unit's state, replaced atomically (temp + rename) on
-//!   each change, mode 0600 (status must not be readable by other users, unlike a TCP port).
+//!   each change, mode 0600 (status must not be readable by other users, unlike a TCP port). The
+//!   temp file has an unpredictable name and is created `O_EXCL`, so nothing planted in the log
+//!   directory is written through; output a process lost to write errors is counted per unit.
+//!
+//! Files are opened the log directory's way ([`super::logs`]: no symlink followed, no FIFO
+//! waited on, regular files only, the directory recreated if it was deleted).
 //!
 //! This module writes and reads those files; it decides nothing.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::logs::{self, OpenMode, RunDir};
 use super::machine::{ExitStatus, Record, UnitStatus};
 use super::SupervisorError;
+
+/// The largest status file `mcsup status` reads (one written by mcsup is a few KiB).
+const MAX_STATUS_FILE: u64 = 16 << 20;
 
 /// `<log_dir>/<node>.events.jsonl`
 pub fn events_path(log_dir: &Path, node: &str) -> PathBuf {
@@ -80,6 +89,16 @@ impl From<ExitStatus> for StatusExit {
     }
 }
 
+/// Output a process could not write to its log file (disk full, file too large), in total over
+/// its restarts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputLost {
+    pub bytes: u64,
+    pub lines: u64,
+    /// The last write error (e.g. "No space left on device (os error 28)").
+    pub error: String,
+}
+
 /// One unit (process or gate) in the status file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusProcess {
@@ -97,6 +116,9 @@ pub struct StatusProcess {
     pub state_since_ts_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Output lost to write errors on its log file, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_lost: Option<OutputLost>,
 }
 
 /// The whole status file.
@@ -133,34 +155,86 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
         spawned_ts_ms: u.spawned_at.map(|t| clock.wall_ms(t)),
         state_since_ts_ms: clock.wall_ms(u.since),
         detail: u.detail.clone(),
+        output_lost: None,
     }
 }
 
-/// Replace the status file atomically: write a temp file (0600) and rename it over.
+/// Replace the status file atomically: write a temp file (0600) and rename it over. The output
+/// each process lost (from the run that owns the directory) is filled in, and the log directory
+/// recreated if it was deleted.
 pub fn write_status(path: &Path, status: &StatusFile) -> Result<(), SupervisorError> {
+    let run = path
+        .parent()
+        .and_then(|dir| logs::run_for(dir, &status.node));
+    match run {
+        Some(run) => {
+            let mut status = status.clone();
+            fill_losses(&run, &mut status);
+            let r = write_status_file(path, &status);
+            *run.last_status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
+            r
+        }
+        None => write_status_file(path, status),
+    }
+}
+
+fn fill_losses(run: &RunDir, status: &mut StatusFile) {
+    for u in &mut status.units {
+        u.output_lost = run.loss(&u.name);
+    }
+}
+
+fn write_status_file(path: &Path, status: &StatusFile) -> Result<(), SupervisorError> {
     let mut json =
         serde_json::to_vec_pretty(status).map_err(|e| SupervisorError::Setup(e.to_string()))?;
     json.push(b'\n');
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        logs::ensure_dir(dir).map_err(|e| SupervisorError::io(dir, e))?;
+    }
     write_private_atomic(path, &json)
 }
 
+/// Rewrite the run's last status with the output lost so far (a loss is news even when no unit
+/// changed state).
+pub(super) fn refresh_status(run: &RunDir) {
+    let last = run
+        .last_status
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let Some(mut status) = last else { return };
+    fill_losses(run, &mut status);
+    status.updated_ts_ms = run.clock.wall_ms(Instant::now());
+    let path = status_path(&run.dir, &run.node);
+    match write_status_file(&path, &status) {
+        Ok(()) => *run.last_status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status),
+        Err(e) => tracing::warn!(error = %e, "cannot write the status file"),
+    }
+}
+
 /// Write `contents` to `path` readable only by this user (0600), atomically: a reader sees the
-/// old file or the new one, never a partial write.
+/// old file or the new one, never a partial write. The temp file next to it has an unpredictable
+/// name and is created `O_EXCL | O_NOFOLLOW`: nothing planted beforehand is written through.
 pub fn write_private_atomic(path: &Path, contents: &[u8]) -> Result<(), SupervisorError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| SupervisorError::io(&tmp, e))?;
-    f.write_all(contents)
-        .map_err(|e| SupervisorError::io(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| SupervisorError::io(path, e))
+    let mut attempts = 0;
+    let (tmp, mut f) = loop {
+        let tmp = logs::temp_path(path);
+        match logs::open_private(&tmp, OpenMode::CreateNew) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {
+                attempts += 1
+            }
+            Err(e) => return Err(SupervisorError::io(&tmp, e)),
+        }
+    };
+    let written = f
+        .write_all(contents)
+        .map_err(|e| SupervisorError::io(&tmp, e))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| SupervisorError::io(path, e)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Appends records to the events file.
@@ -188,15 +262,44 @@ struct EventLine<'a> {
     detail: Option<&'a str>,
 }
 
+fn open_events(path: &Path) -> std::io::Result<File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        logs::ensure_dir(dir)?;
+    }
+    logs::open_private(path, OpenMode::Append)
+}
+
+/// Append one event that does not come from the machine (output lost, directory recreated) to
+/// the run's events file.
+pub(super) fn append_event(run: &RunDir, process: &str, event: &'static str, detail: &str) {
+    let now = Instant::now();
+    let line = EventLine {
+        ts_ms: run.clock.wall_ms(now),
+        t_ms: (run.clock.since_start_ms(now) * 1000.0).round() / 1000.0,
+        node: &run.node,
+        process,
+        event,
+        pid: None,
+        exit_code: None,
+        signal: None,
+        detail: Some(detail),
+    };
+    let path = events_path(&run.dir, &run.node);
+    let written = serde_json::to_vec(&line)
+        .map_err(std::io::Error::other)
+        .and_then(|mut v| {
+            v.push(b'\n');
+            open_events(&path)?.write_all(&v)
+        });
+    if let Err(e) = written {
+        tracing::warn!(path = %path.display(), error = %e, event, "cannot append to the events file");
+    }
+}
+
 impl EventsWriter {
     /// Open (append, 0600) the events file.
     pub fn open(path: PathBuf, node: &str) -> Result<Self, SupervisorError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| SupervisorError::io(&path, e))?;
+        let file = open_events(&path).map_err(|e| SupervisorError::io(&path, e))?;
         Ok(EventsWriter {
             file,
             path,
@@ -204,8 +307,22 @@ impl EventsWriter {
         })
     }
 
-    /// One line per record; written unbuffered so readers see it at once.
+    /// One line per record; written unbuffered so readers see it at once. If the file was
+    /// deleted (`rm -rf` of the log directory), it is recreated first.
     pub fn write(&mut self, r: &Record, now: Instant, clock: &Clock) {
+        if self
+            .file
+            .metadata()
+            .map(|m| m.nlink() == 0)
+            .unwrap_or(false)
+        {
+            match open_events(&self.path) {
+                Ok(f) => self.file = f,
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot recreate the events file")
+                }
+            }
+        }
         let line = EventLine {
             ts_ms: clock.wall_ms(now),
             t_ms: (clock.since_start_ms(now) * 1000.0).round() / 1000.0,
@@ -234,7 +351,10 @@ pub fn print_status(
     json: bool,
 ) -> Result<String, SupervisorError> {
     let path = match node {
-        Some(n) => status_path(log_dir, n),
+        Some(n) => {
+            logs::check_name("node", n).map_err(SupervisorError::Setup)?;
+            status_path(log_dir, n)
+        }
         None => {
             let entries =
                 std::fs::read_dir(log_dir).map_err(|e| SupervisorError::io(log_dir, e))?;
@@ -267,7 +387,9 @@ pub fn print_status(
             }
         }
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| SupervisorError::io(&path, e))?;
+    let text =
+        logs::read_private(&path, MAX_STATUS_FILE).map_err(|e| SupervisorError::io(&path, e))?;
+    let text = String::from_utf8_lossy(&text).into_owned();
     let status: StatusFile =
         serde_json::from_str(&text).map_err(|e| SupervisorError::BadStatus {
             path: path.clone(),
@@ -364,6 +486,14 @@ fn render_human(s: &StatusFile, now_ms: u64) -> String {
         out.push_str(&fmt_row(r));
         out.push('\n');
     }
+    for u in &s.units {
+        if let Some(l) = &u.output_lost {
+            out.push_str(&format!(
+                "{}: {} bytes ({} lines) of output lost, not in its log file ({})\n",
+                u.name, l.bytes, l.lines, l.error
+            ));
+        }
+    }
     if s.console_dropped_lines > 0 {
         out.push_str(&format!(
             "console dropped {} lines (the log files have them)\n",
@@ -400,6 +530,7 @@ mod tests {
                     spawned_ts_ms: Some(1_000),
                     state_since_ts_ms: 1_500,
                     detail: None,
+                    output_lost: None,
                 },
                 StatusProcess {
                     name: "worker".into(),
@@ -415,6 +546,11 @@ mod tests {
                     spawned_ts_ms: Some(1_000),
                     state_since_ts_ms: 1_900,
                     detail: Some("restart 2 in 200 ms".into()),
+                    output_lost: Some(OutputLost {
+                        bytes: 4096,
+                        lines: 40,
+                        error: "No space left on device (os error 28)".into(),
+                    }),
                 },
             ],
         }
@@ -437,6 +573,10 @@ mod tests {
         assert!(human.contains("stale"), "{human}");
         assert!(human.contains("137 (SIGKILL)"), "{human}");
         assert!(human.lines().nth(1).unwrap().starts_with("NAME"), "{human}");
+        assert!(
+            human.contains("worker: 4096 bytes (40 lines) of output lost"),
+            "{human}"
+        );
     }
 
     #[test]

@@ -163,13 +163,7 @@ impl TestEnv {
             .stderr(err)
             .spawn()
             .expect("spawn mcsup");
-        Mcsup {
-            child,
-            events_path: self.log_dir().join(format!("{}.events.jsonl", self.node)),
-            status_path: self.log_dir().join(format!("{}.status.json", self.node)),
-            dir: self.dir.path().to_path_buf(),
-            started: Instant::now(),
-        }
+        Mcsup::new(self, &self.node, child, self.dir.path().to_path_buf())
     }
 
     /// Processes (alive, not zombies) carrying this test's tag.
@@ -305,6 +299,17 @@ pub struct Ev {
 }
 
 impl Mcsup {
+    /// A handle on a running `mcsup` for `node`, whose log directory is the test's.
+    pub fn new(env: &TestEnv, node: &str, child: Child, dir: PathBuf) -> Mcsup {
+        Mcsup {
+            child,
+            events_path: env.log_dir().join(format!("{node}.events.jsonl")),
+            status_path: env.log_dir().join(format!("{node}.status.json")),
+            dir,
+            started: Instant::now(),
+        }
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
@@ -543,11 +548,5 @@ pub fn start_recipe(
         .find(|w| w[0] == "--node")
         .map(|w| w[1].to_string())
         .unwrap_or_else(|| nix::unistd::gethostname().unwrap().into_string().unwrap());
-    Mcsup {
-        child,
-        events_path: env.log_dir().join(format!("{node}.events.jsonl")),
-        status_path: env.log_dir().join(format!("{node}.status.json")),
-        dir,
-        started: Instant::now(),
-    }
+    Mcsup::new(env, &node, child, dir)
 }
