@@ -261,17 +261,40 @@ fn preflight_options(sysroot: Option<&Path>) -> crate::preflight::Options {
     }
 }
 
+/// Largest input of `preflight --aggregate` (one file or stdin): a report is a few KiB per node.
+const MAX_REPORTS_BYTES: u64 = 64 << 20;
+
 fn aggregate(args: &PreflightArgs) -> Result<i32, CliError> {
     use std::io::Read as _;
     let mut reports = Vec::new();
     for f in &args.aggregate {
-        let mut text = String::new();
-        let read = if f.as_os_str() == "-" {
-            std::io::stdin().read_to_string(&mut text).map(|_| ())
+        // Bounded like recipes and plans: `/dev/zero` or an endless pipe must not eat memory.
+        let bytes = if f.as_os_str() == "-" {
+            let mut b = Vec::new();
+            std::io::stdin()
+                .take(MAX_REPORTS_BYTES + 1)
+                .read_to_end(&mut b)
+                .map_err(|e| CliError::usage(format!("-: cannot read: {e}")))?;
+            if b.len() as u64 > MAX_REPORTS_BYTES {
+                return Err(CliError::usage(format!("-: the reports are larger than {} MiB\n  fix: aggregate fewer reports at a time", MAX_REPORTS_BYTES >> 20)));
+            }
+            b
         } else {
-            std::fs::read_to_string(f).map(|t| text = t)
+            recipe::read_input_file(f, MAX_REPORTS_BYTES)
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "{}: {e}\n  fix: pass the file `mcsup preflight --json` wrote",
+                        f.display()
+                    ))
+                })?
+                .bytes
         };
-        read.map_err(|e| CliError::usage(format!("{}: cannot read: {e}", f.display())))?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            CliError::usage(format!(
+                "{}: not UTF-8 text\n  fix: pass the file `mcsup preflight --json` wrote",
+                f.display()
+            ))
+        })?;
         let mut docs = crate::preflight::aggregate::parse_reports(&text).map_err(|e| {
             CliError::usage(format!("{}: not a `mcsup preflight --json` report: {e}\n  fix: collect reports with `srun mcsup preflight --json ... > reports.json`", f.display()))
         })?;
@@ -310,10 +333,54 @@ fn print_report(report: &crate::preflight::Report, args: &PreflightArgs) -> Resu
     })
 }
 
+/// Read and check a plan file for `run --plan-file`: the same bounds and validation a recipe
+/// gets (a regular file or a pipe of bounded size; valid env names, signals that can stop and
+/// drain, a bounded worker count, names usable as file names), plus what only a plan file can
+/// get wrong: files written outside its log directory, secrets replaced by `<redacted>`, and a
+/// file someone else could have written (mcsup runs its commands, often as root).
 fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("{}: cannot read the plan: {e}", path.display())))?;
-    let plan: Plan = serde_json::from_str(&text).map_err(|e| {
+    use std::os::unix::fs::MetadataExt as _;
+    /// A plan is a few KiB per process: even `MAX_WORKERS_PER_NODE` workers stay far below.
+    const MAX_PLAN_BYTES: u64 = 16 << 20;
+    /// Workers are bounded as in a recipe; services add a few more per node.
+    const MAX_PROCESSES: usize = 2 * crate::plan::workers::MAX_WORKERS_PER_NODE as usize;
+    let at = path.display();
+    let refuse = |key: &str, message: String, fix: &str| {
+        CliError::usage(format!("{at}: {key}: {message}\n  fix: {fix}"))
+    };
+    let file = recipe::read_input_file(path, MAX_PLAN_BYTES).map_err(|e| {
+        let fix = match e {
+            recipe::InputFileError::Io(_) => "check the path given to --plan-file".to_string(),
+            recipe::InputFileError::TooLarge { .. } => format!(
+                "check that --plan-file names a plan written by `mcsup plan --json` (at most {} MiB)",
+                MAX_PLAN_BYTES >> 20
+            ),
+            _ => "pass the file written by `mcsup plan --json --show-secrets ... > FILE` (a regular file or a pipe)".to_string(),
+        };
+        CliError::usage(format!("{at}: the plan {e}\n  fix: {fix}"))
+    })?;
+    // Whoever can write the plan chooses what mcsup runs, as whoever runs mcsup.
+    let meta = &file.meta;
+    let writers = match (meta.mode() & 0o020 != 0, meta.mode() & 0o002 != 0) {
+        (true, true) => Some("its group and others"),
+        (true, false) => Some("its group"),
+        (false, true) => Some("others"),
+        (false, false) => None,
+    };
+    if let Some(who) = writers {
+        return Err(CliError::usage(format!(
+            "{at}: the plan is writable by {who} (mode {:o}): whoever can change it chooses the commands mcsup runs\n  fix: chmod 600 {at}",
+            meta.mode() & 0o7777
+        )));
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(CliError::usage(format!(
+            "{at}: the plan belongs to uid {}, not to you (uid {me}) or root: its owner chooses the commands mcsup runs\n  fix: write your own copy with `mcsup plan --json --show-secrets ... > FILE` and chmod 600 it",
+            meta.uid()
+        )));
+    }
+    let plan: Plan = serde_json::from_slice(&file.bytes).map_err(|e| {
         CliError::usage(format!(
             "{}:{}:{}: not a plan: {e}\n  fix: create it with `mcsup plan --json ... > FILE`",
             path.display(),
@@ -331,6 +398,107 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
             "{}: this plan has secret values replaced by `<redacted>`; running it would hand them to the processes\n  fix: write the plan with `mcsup plan --json --show-secrets ... > FILE` (and keep the file private)",
             path.display()
         )));
+    }
+    // Names become file names in log_dir (`<node>.<process>.log`).
+    let component = |n: &str| {
+        !n.is_empty()
+            && n != "."
+            && n != ".."
+            && !n.contains(['/', '\0'])
+            && !n.chars().any(char::is_control)
+    };
+    if !component(&plan.node.name) {
+        return Err(refuse(
+            "node.name",
+            format!(
+                "`{}` cannot name files in the log directory",
+                plan.node.name
+            ),
+            "use the node's host name (letters, digits, '-', '.')",
+        ));
+    }
+    let workers = plan
+        .processes
+        .iter()
+        .filter(|p| p.kind == crate::plan::ProcessKind::Worker)
+        .count();
+    if workers > crate::plan::workers::MAX_WORKERS_PER_NODE as usize
+        || plan.processes.len() > MAX_PROCESSES
+    {
+        return Err(refuse(
+            "processes",
+            format!(
+                "{} processes ({workers} workers): mcsup runs at most {} workers and {MAX_PROCESSES} processes on one node",
+                plan.processes.len(),
+                crate::plan::workers::MAX_WORKERS_PER_NODE
+            ),
+            "plan fewer workers (a recipe's `count` is bounded the same way)",
+        ));
+    }
+    if let Some(why) = recipe::unusable_signal(plan.shutdown.drain_signal) {
+        return Err(refuse(
+            "shutdown.drain_signal",
+            format!("{} cannot be used here: {why}", plan.shutdown.drain_signal),
+            recipe::SIGNAL_FIX,
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (i, p) in plan.processes.iter().enumerate() {
+        let key = format!("processes[{i}]");
+        if !component(&p.name) || !names.insert(p.name.as_str()) {
+            return Err(refuse(
+                &format!("{key}.name"),
+                format!("`{}` is empty, repeated, or cannot name a log file", p.name),
+                "give each process a distinct name of letters, digits, '-', '_' or '.'",
+            ));
+        }
+        if p.argv.first().is_none_or(|a| a.is_empty()) {
+            return Err(refuse(
+                &format!("{key}.argv"),
+                format!("process `{}` has no program to run", p.name),
+                "regenerate the plan with `mcsup plan --json --show-secrets`",
+            ));
+        }
+        if let Some(why) = recipe::unusable_signal(p.stop.signal) {
+            return Err(refuse(
+                &format!("{key}.stop.signal"),
+                format!(
+                    "{} (process `{}`) cannot be used here: {why}",
+                    p.stop.signal, p.name
+                ),
+                recipe::SIGNAL_FIX,
+            ));
+        }
+        if let Some(v) = p.env.iter().find(|v| !recipe::valid_env_name(&v.name)) {
+            return Err(refuse(
+                &format!("{key}.env"),
+                format!(
+                    "`{}` (process `{}`) is not a valid environment variable name",
+                    v.name, p.name
+                ),
+                "use letters, digits and underscores, not starting with a digit",
+            ));
+        }
+    }
+    for (i, f) in plan.files.iter().enumerate() {
+        // Lexically: nothing but plain names below log_dir (no `..`, no absolute detour).
+        let inside = f.path.strip_prefix(&plan.log_dir).is_ok_and(|rest| {
+            rest.components().next().is_some()
+                && rest
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+        });
+        if !inside {
+            return Err(refuse(
+                &format!("files[{i}].path"),
+                format!(
+                    "{} is not inside the plan's log_dir ({}): a plan file writes only there",
+                    f.path.display(),
+                    plan.log_dir.display()
+                ),
+                "regenerate the plan with `mcsup plan --json --show-secrets` (mcsup puts its files in log_dir)",
+            ));
+        }
     }
     Ok(plan)
 }
@@ -453,9 +621,17 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
         Some(Cmd::Preflight(a)) => preflight(a),
         Some(Cmd::Status(a)) => status(a),
         Some(Cmd::Migrate { recipe }) => {
-            let text = std::fs::read_to_string(&recipe).map_err(|e| {
+            let bytes = recipe::read_input_file(&recipe, recipe::MAX_RECIPE_BYTES)
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "{}: the recipe {e}\n  fix: pass the v1 recipe's path",
+                        recipe.display()
+                    ))
+                })?
+                .bytes;
+            let text = String::from_utf8(bytes).map_err(|_| {
                 CliError::usage(format!(
-                    "{}: cannot read the recipe: {e}\n  fix: pass the v1 recipe's path",
+                    "{}: the recipe is not UTF-8 text\n  fix: save it as UTF-8",
                     recipe.display()
                 ))
             })?;

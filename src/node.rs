@@ -95,10 +95,14 @@ pub struct NodeContext {
 pub enum NodeError {
     #[error("cannot parse the node list `{list}`: {reason}\n  fix: use Slurm hostlist syntax, e.g. gpu-[01-04],infra1")]
     BadNodelist { list: String, reason: String },
+    #[error("the node list `{list}` names {count} nodes, more than the {MAX_NODES} mcsup plans for (every node's address is resolved)\n  fix: check --nodelist / SLURM_JOB_NODELIST; a job this large needs its nodes split into groups of at most {MAX_NODES}, each with its own recipe")]
+    TooManyNodes { list: String, count: u128 },
     #[error("node `{node}` is not in the job's node list ({list})\n  fix: pass --node with one of: {list}")]
     NotInList { node: String, list: String },
     #[error("`{value}` given for {what} is not an IP address\n  fix: pass a numeric address such as 10.0.0.5")]
     BadAddress { what: String, value: String },
+    #[error("node name `{name}` is not usable: it names this node's files in the log directory\n  fix: pass --node with a host name (letters, digits, '-', '_', '.'; not `.` or `..`)")]
+    BadName { name: String },
 }
 
 /// Resolves a host name to an address; `None` when it does not resolve.
@@ -126,17 +130,65 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     if list.trim().is_empty() {
         return Err(bad("it is empty".into()));
     }
+    // Count before expanding: `n[1-10000000]` would build ten million names (19 s, 2 GB) only
+    // to be refused.
+    let too_many = |count: u128| NodeError::TooManyNodes {
+        list: list.to_string(),
+        count,
+    };
+    if let Some(n) = nodelist_size(list.trim()).filter(|n| *n > MAX_NODES as u128) {
+        return Err(too_many(n));
+    }
     let nodes = hostlist_parser::parse(list.trim()).map_err(|e| bad(e.to_string()))?;
     if nodes.is_empty() {
         return Err(bad("it names no node".into()));
     }
     if nodes.len() > MAX_NODES {
-        return Err(bad(format!(
-            "it names {} nodes; mcsup plans jobs of at most {MAX_NODES} nodes",
-            nodes.len()
-        )));
+        return Err(too_many(nodes.len() as u128));
     }
     Ok(nodes)
+}
+
+/// How many names a hostlist expands to, from its ranges alone (`a[1-4,7]-b[1-2],c` is
+/// 5 x 2 + 1), repeats included; saturating. `None` for text this does not recognise: the parser
+/// reports it.
+fn nodelist_size(list: &str) -> Option<u128> {
+    fn number(s: &str) -> Option<u64> {
+        let s = s.trim();
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    }
+    let mut total: u128 = 0;
+    let mut term: u128 = 1;
+    let mut rest = list;
+    loop {
+        let Some(i) = rest.find(['[', ',', ']']) else {
+            return Some(total.saturating_add(term));
+        };
+        match rest.as_bytes()[i] {
+            b'[' => {
+                let inner = &rest[i + 1..];
+                let end = inner.find(']')?;
+                let mut size: u128 = 0;
+                for item in inner[..end].split(',') {
+                    let n = match item.split_once('-') {
+                        Some((a, b)) => u128::from(number(a)?.abs_diff(number(b)?)) + 1,
+                        None => number(item).map(|_| 1)?,
+                    };
+                    size = size.saturating_add(n);
+                }
+                term = term.saturating_mul(size);
+                rest = &inner[end + 1..];
+            }
+            b',' => {
+                total = total.saturating_add(term);
+                term = 1;
+                rest = &rest[i + 1..];
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// Turn inputs into a [`NodeContext`]. `addresses` is the recipe's `mcsup.node_addresses`.
@@ -151,6 +203,18 @@ pub fn resolve(
         .node
         .clone()
         .unwrap_or_else(|| inputs.hostname.clone());
+    // The node name names files (`<log_dir>/<node>.status.json`): a path component only.
+    let usable = |n: &str| {
+        !n.is_empty()
+            && n != "."
+            && n != ".."
+            && n.len() <= 255
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    if !usable(&name) {
+        return Err(NodeError::BadName { name });
+    }
     let nodelist = match &inputs.nodelist {
         Some(l) => expand_nodelist(l)?,
         None => vec![name.clone()],
@@ -332,6 +396,36 @@ mod tests {
             ("127.0.0.2", "127.0.0.1")
         );
         assert!(c.runs_master);
+    }
+
+    #[test]
+    fn nodelist_sizes_are_counted_without_expanding() {
+        assert_eq!(nodelist_size("gpu-[01-04],infra1"), Some(5));
+        assert_eq!(nodelist_size("a[1-4,7]-b[1-2],c"), Some(11));
+        assert_eq!(nodelist_size("n[7-5]"), Some(3));
+        assert_eq!(nodelist_size("n[1-1000][1-1000]"), Some(1_000_000));
+        assert_eq!(nodelist_size("n[x]"), None);
+        assert_eq!(nodelist_size("n[1-"), None);
+        assert!(nodelist_size("n[0-18446744073709551615][1-99999999]").unwrap() > 1 << 64);
+        for list in [
+            "gpu-[01-04],infra1",
+            "a[1-4,7]-b[1-2],c",
+            "n[7-5]",
+            "x, y ,z",
+        ] {
+            assert_eq!(
+                nodelist_size(list),
+                Some(hostlist_parser::parse(list).unwrap().len() as u128),
+                "{list}"
+            );
+        }
+        assert!(matches!(
+            expand_nodelist("n[1-10000000]"),
+            Err(NodeError::TooManyNodes {
+                count: 10_000_000,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -40,8 +40,15 @@ mcsup:
 }
 
 fn mcsup(env: &TestEnv, args: &[&str]) -> std::process::Output {
+    // The recipe runs the real master: the venv first on PATH.
+    let path = format!(
+        "{}:{}",
+        common::recipe::venv_bin().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     Command::new(MCSUP)
         .args(args)
+        .env("PATH", path)
         .env("MCSUP_TEST_TAG", &env.tag)
         .env_remove("SLURM_JOB_ID")
         .env_remove("SLURM_JOB_NODELIST")

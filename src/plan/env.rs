@@ -1,12 +1,16 @@
 //! Environment layering with provenance: later layers win, and every variable remembers which
 //! layer set it and what it replaced. Mirrors srt-slurm's layering order (see `resolve`).
 
+use std::collections::HashMap;
+
 use super::spec::{EnvOverride, EnvVar};
 
 /// Builds an ordered environment from layers.
 #[derive(Debug, Default)]
 pub struct EnvBuilder {
     vars: Vec<EnvVar>,
+    /// Name → position in `vars` (a linear search made large env blocks quadratic).
+    index: HashMap<String, usize>,
 }
 
 impl EnvBuilder {
@@ -17,7 +21,7 @@ impl EnvBuilder {
     /// Set `name` from layer `source`, recording what it replaced.
     pub fn set(&mut self, name: &str, value: impl Into<String>, source: &str) {
         let value = value.into();
-        match self.vars.iter_mut().find(|v| v.name == name) {
+        match self.index.get(name).map(|&i| &mut self.vars[i]) {
             Some(v) => {
                 let old = std::mem::replace(&mut v.value, value);
                 let old_source = std::mem::replace(&mut v.source, source.to_string());
@@ -26,12 +30,15 @@ impl EnvBuilder {
                     value: old,
                 });
             }
-            None => self.vars.push(EnvVar {
-                name: name.to_string(),
-                value,
-                source: source.to_string(),
-                overrode: Vec::new(),
-            }),
+            None => {
+                self.index.insert(name.to_string(), self.vars.len());
+                self.vars.push(EnvVar {
+                    name: name.to_string(),
+                    value,
+                    source: source.to_string(),
+                    overrode: Vec::new(),
+                })
+            }
         }
     }
 
@@ -43,7 +50,7 @@ impl EnvBuilder {
     }
 
     pub fn get(&self, name: &str) -> Option<&EnvVar> {
-        self.vars.iter().find(|v| v.name == name)
+        self.index.get(name).map(|&i| &self.vars[i])
     }
 
     /// The variables, sorted by name for stable output.

@@ -3,6 +3,9 @@
 //! `mcsup.preflight.hicache_ranks.<role>` when given, else `tp-size` x `dp-size` / `nnodes`, at
 //! least 1; `--hicache-ratio` sizes the pool from the GPU's KV pool, unknown before the GPU
 //! starts) and the headroom. Pure; the preflight compares it with what the node has.
+//!
+//! Arithmetic saturates rather than wraps, and says so in `ranks_from`: a flag too large to be
+//! real must make the budget fail loudly, never shrink it.
 
 use std::collections::BTreeMap;
 
@@ -85,10 +88,13 @@ pub fn hicache_for_node(
                             .unwrap_or(1)
                             .max(1);
                         let nnodes = get("nnodes").and_then(flag_u64).unwrap_or(1).max(1);
-                        (
-                            (tp * dp / nnodes).max(1),
-                            format!("tp-size {tp} x dp-size {dp} / nnodes {nnodes}"),
-                        )
+                        let from = format!("tp-size {tp} x dp-size {dp} / nnodes {nnodes}");
+                        // Saturated and said so: the preflight fails on a size this large
+                        // instead of budgeting a wrapped "1 ranks".
+                        match tp.checked_mul(dp) {
+                            Some(p) => ((p / nnodes).max(1), from),
+                            None => (u64::MAX, format!("{from}, which overflows 64 bits")),
+                        }
                     }
                 };
                 return Some(HiCacheL2::Sized {

@@ -18,6 +18,9 @@ use crate::domain::Role;
 use crate::mooncake;
 use crate::recipe::*;
 
+/// At most this many `services:` entries (real recipes declare a handful).
+pub const MAX_SERVICES: usize = 256;
+
 /// Which spelling the recipe used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spelling {
@@ -572,6 +575,16 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
     }
 
     // ---- declared services ----
+    if declared.len() > MAX_SERVICES {
+        return Err(err(
+            format!("services[{MAX_SERVICES}]"),
+            format!(
+                "the recipe declares {} services; mcsup plans at most {MAX_SERVICES}",
+                declared.len()
+            ),
+            "a job runs a handful of services: check the file is the recipe you meant",
+        ));
+    }
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for (i, s) in declared.iter().enumerate() {
         let key = format!("services[{i}]");

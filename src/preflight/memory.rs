@@ -46,6 +46,8 @@ pub struct MemoryFacts {
     pub cgroup: Option<CgroupMemory>,
     /// Slurm's allocation and where it came from.
     pub slurm: Option<(u64, String)>,
+    /// Slurm's variables are set but give no usable size (not a number, or more than 2^64 bytes).
+    pub slurm_error: Option<String>,
     pub hugepages: Option<Hugepages>,
     /// RLIMIT_MEMLOCK soft limit: `None` = unlimited.
     pub memlock: Option<Option<u64>>,
@@ -72,7 +74,10 @@ impl MemoryFacts {
             }
         }
         f.cgroup = read_cgroup(root);
-        f.slurm = slurm_allocation(slurm_env);
+        match slurm_allocation(slurm_env) {
+            Ok(a) => f.slurm = a,
+            Err(e) => f.slurm_error = Some(e),
+        }
         if let Some(l) = root.procfs::<procfs::process::Limits>("/proc/self/limits") {
             f.memlock = Some(match l.max_locked_memory.soft_limit {
                 procfs::process::LimitValue::Unlimited => None,
@@ -87,22 +92,38 @@ impl MemoryFacts {
 }
 
 /// Slurm's allocation for this node: `SLURM_MEM_PER_NODE` (MiB), or `SLURM_MEM_PER_CPU` ×
-/// `SLURM_CPUS_ON_NODE`.
-pub fn slurm_allocation(env: &[(String, String)]) -> Option<(u64, String)> {
-    let get = |k: &str| {
-        env.iter()
-            .find(|(n, _)| n == k)
-            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+/// `SLURM_CPUS_ON_NODE`. `Ok(None)` when they are not set; an error (naming the variable) when
+/// they are set but are not a number or overflow 64-bit bytes (`mb << 20` used to wrap to 0 B).
+pub fn slurm_allocation(env: &[(String, String)]) -> Result<Option<(u64, String)>, String> {
+    let get = |k: &str| -> Result<Option<u64>, String> {
+        match env.iter().find(|(n, _)| n == k).map(|(_, v)| v.trim()) {
+            None | Some("") => Ok(None),
+            Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+                format!("{k}={v} is not a whole number of MiB (or is larger than 2^64)")
+            }),
+        }
     };
-    if let Some(mb) = get("SLURM_MEM_PER_NODE").filter(|m| *m > 0) {
-        return Some((mb << 20, format!("SLURM_MEM_PER_NODE={mb} MiB")));
+    let bytes = |mib: u64, what: String| {
+        mib.checked_mul(1 << 20)
+            .map(|b| Some((b, what.clone())))
+            .ok_or_else(|| {
+                format!("{what} is more than 2^64 bytes (16 EiB): not a real allocation")
+            })
+    };
+    if let Some(mb) = get("SLURM_MEM_PER_NODE")?.filter(|m| *m > 0) {
+        return bytes(mb, format!("SLURM_MEM_PER_NODE={mb} MiB"));
     }
-    match (get("SLURM_MEM_PER_CPU"), get("SLURM_CPUS_ON_NODE")) {
-        (Some(per), Some(cpus)) if per > 0 && cpus > 0 => Some((
-            (per * cpus) << 20,
-            format!("SLURM_MEM_PER_CPU={per} MiB x SLURM_CPUS_ON_NODE={cpus}"),
-        )),
-        _ => None,
+    match (get("SLURM_MEM_PER_CPU")?, get("SLURM_CPUS_ON_NODE")?) {
+        (Some(per), Some(cpus)) if per > 0 && cpus > 0 => {
+            let what = format!("SLURM_MEM_PER_CPU={per} MiB x SLURM_CPUS_ON_NODE={cpus}");
+            match per.checked_mul(cpus) {
+                Some(mib) => bytes(mib, what),
+                None => Err(format!(
+                    "{what} is more than 2^64 bytes (16 EiB): not a real allocation"
+                )),
+            }
+        }
+        _ => Ok(None),
     }
 }
 
@@ -304,7 +325,16 @@ pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, repor
             ));
         }
     }
-    if sizes.is_none() && hicache.iter().all(|l| matches!(l, L2::None { .. })) {
+    let no_budget = sizes.is_none() && hicache.iter().all(|l| matches!(l, L2::None { .. }));
+    if let Some(e) = &facts.slurm_error {
+        let fix = "check the job's --mem / --mem-per-cpu (Slurm sets these in MiB), or unset the variable if something else set it";
+        report.push(if no_budget {
+            Check::warn(G, "slurm allocation", e, fix)
+        } else {
+            Check::fail(G, "slurm allocation", e, fix)
+        });
+    }
+    if no_budget {
         report.push(Check::skip(
             G,
             "budget",
@@ -312,7 +342,59 @@ pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, repor
         ));
         return;
     }
+    // Sizes too large to be real were saturated upstream: say which, rather than budget them.
+    let mut overflow = false;
+    for l in hicache {
+        if let L2::Sized {
+            role,
+            per_rank_gb,
+            ranks,
+            ranks_from,
+            key,
+            ..
+        } = l
+        {
+            if per_rank_gb
+                .checked_mul(1_000_000_000)
+                .and_then(|b| b.checked_mul(*ranks))
+                .is_none()
+            {
+                overflow = true;
+                report.push(Check::fail(
+                    G,
+                    &format!("hicache {role}"),
+                    format!("hicache-size {per_rank_gb} GB x {ranks} ranks ({ranks_from}) overflows 64-bit bytes: not a real size"),
+                    format!("check hicache-size, tp-size, dp-size and nnodes in {key} (ranks on this node are tp-size x dp-size / nnodes)"),
+                ));
+            }
+        }
+    }
     let b = budget(sizes, hicache, headroom, facts);
+    if !overflow
+        && b.need
+            .iter()
+            .try_fold(0u64, |sum, l| sum.checked_add(l.bytes))
+            .is_none()
+    {
+        overflow = true;
+        report.push(Check::fail(
+            G,
+            "budget",
+            format!(
+                "the memory needed overflows 64-bit bytes: {}",
+                b.need
+                    .iter()
+                    .map(|l| format!("{} {} ({})", l.item, Bytes(l.bytes), l.source))
+                    .collect::<Vec<_>>()
+                    .join(" + ")
+            ),
+            "check the store sizes, hicache-size and mcsup.preflight.headroom_gib",
+        ));
+    }
+    if overflow {
+        report.budget = Some(b);
+        return;
+    }
     match b.available_total {
         None => report.push(Check::warn(
             G,
@@ -462,6 +544,7 @@ mod tests {
         assert_eq!(
             slurm_allocation(&env(&[("SLURM_MEM_PER_NODE", "1024")]))
                 .unwrap()
+                .unwrap()
                 .0,
             1 << 30
         );
@@ -471,10 +554,25 @@ mod tests {
                 ("SLURM_CPUS_ON_NODE", "4")
             ]))
             .unwrap()
+            .unwrap()
             .0,
             2000 << 20
         );
-        assert!(slurm_allocation(&env(&[("SLURM_MEM_PER_CPU", "500")])).is_none());
+        assert!(slurm_allocation(&env(&[("SLURM_MEM_PER_CPU", "500")]))
+            .unwrap()
+            .is_none());
+        // Too large to be real: an error naming the variable, never a wrapped size.
+        for bad in [
+            &[("SLURM_MEM_PER_NODE", "17592186044416")][..],
+            &[("SLURM_MEM_PER_NODE", "99999999999999999999999")][..],
+            &[
+                ("SLURM_MEM_PER_CPU", "9223372036854775807"),
+                ("SLURM_CPUS_ON_NODE", "4"),
+            ][..],
+        ] {
+            let e = slurm_allocation(&env(bad)).unwrap_err();
+            assert!(e.contains(bad[0].0), "{e}");
+        }
     }
 
     #[test]

@@ -1,11 +1,19 @@
 //! Live checks of this machine: managed ports are free, executables and Python modules exist,
 //! and the installed `mooncake_master` accepts the recipe's flags (version skew such as
 //! `--nof_eviction_high_watermark_ratio` on masters before v0.3.11).
+//!
+//! The helpers it runs (`--help`, `python -c`) are bounded in time and output and cannot
+//! outlive the check or mcsup: see [`run_bounded`]. It reports; it never decides.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{killpg, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
 
 use super::report::{Check, Report};
 use crate::plan::{Plan, ProbeSpec, ProcessKind, ProcessSpec};
@@ -76,38 +84,222 @@ fn python_module(spec: &ProcessSpec) -> Option<&str> {
     }
 }
 
-/// Run a short command with a timeout; returns (success, combined output).
+/// What a helper printed (stdout, then stderr) and how it ended.
+#[derive(Debug)]
+struct HelperOutput {
+    success: bool,
+    text: String,
+    /// Output beyond [`MAX_CAPTURE`] was read and dropped.
+    truncated: bool,
+}
+
+/// Output kept from a helper, per stream. A large binary's gflags `--help` is ~100 KiB; the rest
+/// is still read (and dropped) so the helper never blocks on a full pipe.
+const MAX_CAPTURE: usize = 4 << 20;
+/// How often exit (and a pending stop signal) is checked while output is awaited. A pidfd would
+/// make exit an event, but needs Linux 5.3, and RHEL 8 nodes run 4.18.
+const TICK: Duration = Duration::from_millis(20);
+/// After the helper exits, how long its output may still take to arrive: a grandchild it left
+/// behind can hold the pipes open forever (it is killed with the group).
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+/// Signals whose default action would end mcsup. While a helper runs they are held, so that a
+/// `SIGTERM` during the preflight first kills the helper's group, then ends mcsup as before.
+const STOP_SIGNALS: [Signal; 4] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// A helper in its own process group. Dropping it SIGKILLs the group, then reaps the leader: on
+/// every way out of [`run_bounded`] (answer, timeout, error, stop signal), nothing it started
+/// outlives the call.
+struct HelperGroup(std::process::Child);
+
+impl Drop for HelperGroup {
+    fn drop(&mut self) {
+        // The leader is reaped only here, after the kill (its exit is observed with WNOWAIT), so
+        // its pid, which is the group's id, cannot have been reused by then.
+        let _ = killpg(Pid::from_raw(self.0.id() as i32), Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+/// [`STOP_SIGNALS`] blocked on this thread until dropped; the previous mask comes back then, and
+/// a signal that arrived meanwhile is delivered (after the helper's group is gone).
+struct HeldSignals(Option<SigSet>);
+
+impl HeldSignals {
+    fn hold() -> Self {
+        let mut set = SigSet::empty();
+        for s in STOP_SIGNALS {
+            set.add(s);
+        }
+        HeldSignals(set.thread_swap_mask(SigmaskHow::SIG_BLOCK).ok())
+    }
+
+    /// A stop signal is waiting to be delivered.
+    fn pending() -> bool {
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigpending fills the set it is given; it is read only when that succeeded.
+        unsafe {
+            if libc::sigpending(set.as_mut_ptr()) != 0 {
+                return false;
+            }
+            let set = set.assume_init();
+            STOP_SIGNALS
+                .iter()
+                .any(|s| libc::sigismember(&set, *s as libc::c_int) == 1)
+        }
+    }
+}
+
+impl Drop for HeldSignals {
+    fn drop(&mut self) {
+        if let Some(old) = self.0 {
+            let _ = old.thread_set_mask();
+        }
+    }
+}
+
+/// Output of one stream, bounded.
+#[derive(Default)]
+struct Capture {
+    kept: Vec<u8>,
+    dropped: bool,
+    open: bool,
+}
+
+impl Capture {
+    /// Read what is there (the fd polled readable); false at end of file or on error.
+    fn read_from(&mut self, mut r: impl std::io::Read) -> bool {
+        let mut buf = [0u8; 64 << 10];
+        match r.read(&mut buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                let room = MAX_CAPTURE.saturating_sub(self.kept.len()).min(n);
+                self.kept.extend_from_slice(&buf[..room]);
+                self.dropped |= room < n;
+                true
+            }
+            Err(e) => matches!(
+                e.kind(),
+                std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+            ),
+        }
+    }
+}
+
+/// Run a short helper (`mooncake_master --help`, a `python -c` import check) with a timeout;
+/// `None` when it could not start, did not finish in time, or mcsup was told to stop meanwhile.
+///
+/// The helper runs in its own process group with PR_SET_PDEATHSIG=SIGKILL, its output is drained
+/// while it runs (a helper printing more than a pipe holds used to stall until the timeout), and
+/// the whole group is killed on the way out (the timeout used to kill only the direct child).
+/// Out of reach: a descendant that leaves the group (`setsid`), and, if mcsup itself is
+/// SIGKILLed, the helper's own children (PDEATHSIG ends the helper only).
 fn run_bounded(
     argv: &[String],
     env: &[(String, String)],
     timeout: Duration,
-) -> Option<(bool, String)> {
+) -> Option<HelperOutput> {
+    use std::os::fd::AsFd as _;
+    use std::os::unix::process::CommandExt as _;
+
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .process_group(0);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn().ok()?;
-    let start = std::time::Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
+    let parent = nix::unistd::getpid();
+    // SAFETY: prctl and getppid are async-signal-safe system calls; nothing else runs between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Dies with mcsup (even of SIGKILL). The parent may have died before the prctl.
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other("mcsup exited"));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(())
+        });
+    }
+    // Held before the spawn: a SIGTERM from now on finds the group to kill.
+    let _held = HeldSignals::hold();
+    let mut group = HelperGroup(cmd.spawn().ok()?);
+    let pid = Pid::from_raw(group.0.id() as i32);
+    let mut stdout = group.0.stdout.take()?;
+    let mut stderr = group.0.stderr.take()?;
+    let (mut out, mut err) = (Capture::default(), Capture::default());
+    out.open = true;
+    err.open = true;
+    let deadline = Instant::now() + timeout;
+    let mut exited: Option<(bool, Instant)> = None;
+    loop {
+        if HeldSignals::pending() {
+            return None;
+        }
+        if exited.is_none() {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            exited = match waitid(Id::Pid(pid), flags) {
+                Ok(WaitStatus::StillAlive) => None,
+                Ok(WaitStatus::Exited(_, code)) => Some((code == 0, Instant::now())),
+                Ok(_) => Some((false, Instant::now())),
+                Err(_) => return None,
+            };
+        }
+        let now = Instant::now();
+        match exited {
+            Some((success, _)) if !out.open && !err.open => {
+                let mut text = String::from_utf8_lossy(&out.kept).into_owned();
+                text.push_str(&String::from_utf8_lossy(&err.kept));
+                return Some(HelperOutput {
+                    success,
+                    text,
+                    truncated: out.dropped || err.dropped,
+                });
+            }
+            Some((_, at)) if now >= at + EXIT_GRACE => {
+                // Exited, but something it started still holds a pipe: take what came.
+                out.open = false;
+                err.open = false;
+                continue;
+            }
+            _ if now >= deadline => return None,
+            _ => {}
+        }
+        let wait = TICK.min(deadline - now);
+        let mut fds = Vec::with_capacity(2);
+        if out.open {
+            fds.push(PollFd::new(stdout.as_fd(), PollFlags::POLLIN));
+        }
+        if err.open {
+            fds.push(PollFd::new(stderr.as_fd(), PollFlags::POLLIN));
+        }
+        if fds.is_empty() {
+            std::thread::sleep(wait);
+            continue;
+        }
+        match poll(&mut fds, PollTimeout::from(wait.as_millis() as u16)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => return None,
         }
+        let ready: Vec<bool> = fds.iter().map(|f| f.any().unwrap_or(false)).collect();
+        drop(fds);
+        let mut ready = ready.into_iter();
+        if out.open && ready.next() == Some(true) {
+            out.open = out.read_from(&mut stdout);
+        }
+        if err.open && ready.next() == Some(true) {
+            err.open = err.read_from(&mut stderr);
+        }
     }
-    let out = child.wait_with_output().ok()?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    Some((out.status.success(), text))
 }
 
 /// Every process's program exists; `python -m module` modules import.
@@ -139,8 +331,8 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, report: &mut Repor
                     format!("import importlib.util,sys; sys.exit(0 if importlib.util.find_spec({module:?}) else 3)"),
                 ];
                 match run_bounded(&probe, &[], Duration::from_secs(20)) {
-                    Some((true, _)) => report.push(Check::ok("tools", &label, format!("{} has module {module}", found.display()))),
-                    Some((false, out)) => report.push(Check::fail(
+                    Some(HelperOutput { success: true, .. }) => report.push(Check::ok("tools", &label, format!("{} has module {module}", found.display()))),
+                    Some(HelperOutput { text: out, .. }) => report.push(Check::fail(
                         "tools",
                         &label,
                         format!("{} cannot find module {module}{}", found.display(), out.lines().last().map_or(String::new(), |l| format!(" ({l})"))),
@@ -196,12 +388,12 @@ pub fn check_master_flags(plan: &Plan, path_var: Option<&str>, report: &mut Repo
     let Some(prog) = find_program(&master.argv[0], path_var, None) else {
         return;
     };
-    let help = match run_bounded(
+    let (help, truncated) = match run_bounded(
         &[prog.display().to_string(), "--help".into()],
         &[],
         Duration::from_secs(10),
     ) {
-        Some((_, out)) => out,
+        Some(out) => (out.text, out.truncated),
         None => {
             report.push(Check::warn(
                 "tools",
@@ -249,6 +441,16 @@ pub fn check_master_flags(plan: &Plan, path_var: Option<&str>, report: &mut Repo
                 format!("--{u}{near}")
             })
             .collect();
+        if truncated {
+            // The flags may be listed past the cut.
+            report.push(Check::warn(
+                "tools",
+                "master flags",
+                format!("`mooncake_master --help` printed more than {} MiB; the part read does not list {}", MAX_CAPTURE >> 20, hints.join(", ")),
+                "check the installed master's flags by hand",
+            ));
+            return;
+        }
         report.push(Check::fail(
             "tools",
             "master flags",
@@ -261,6 +463,41 @@ pub fn check_master_flags(plan: &Plan, path_var: Option<&str>, report: &mut Repo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sh(script: &str, timeout: Duration) -> Option<HelperOutput> {
+        run_bounded(
+            &["/bin/sh".into(), "-c".into(), script.into()],
+            &[],
+            timeout,
+        )
+    }
+
+    #[test]
+    fn helper_output_is_drained_and_capped() {
+        let out = sh(
+            "head -c 5000000 /dev/zero | tr '\\0' x; echo err >&2",
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert!(out.success && out.truncated);
+        assert_eq!(out.text.len(), MAX_CAPTURE + "err\n".len());
+        let out = sh("echo hi; exit 3", Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            (out.success, out.text.as_str(), out.truncated),
+            (false, "hi\n", false)
+        );
+    }
+
+    #[test]
+    fn a_helper_that_exits_leaving_a_pipe_holder_answers() {
+        // The background sleep keeps stdout open; the answer comes anyway, and the group kill
+        // takes the sleep with it.
+        let start = Instant::now();
+        let out = sh("echo done; sleep 30 &", Duration::from_secs(10)).unwrap();
+        assert_eq!(out.text, "done\n");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(sh("sleep 30", Duration::from_millis(200)).is_none());
+    }
 
     #[test]
     fn parses_gflags_help() {

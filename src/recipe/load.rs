@@ -1,39 +1,137 @@
 //! Reading a recipe file and turning serde's errors into [`RecipeError`]s a person can act on.
+//!
+//! Every input is bounded before serde sees it: the file is a regular file or a pipe of at most
+//! [`MAX_RECIPE_BYTES`], and its YAML nests at most [`MAX_YAML_DEPTH`] levels. It must not
+//! interpret the recipe: that is the typed [`Recipe`]'s job.
 
+use std::io::Read as _;
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::Path;
 
 use super::error::RecipeError;
 use super::types::Recipe;
-use super::values::{split_at_key, FIX_MARKER};
+use super::values::{duplicate_flag_keys, split_at_key, FIX_MARKER};
 
 /// Largest recipe accepted; real ones are a few KiB.
-const MAX_RECIPE_BYTES: u64 = 4 << 20;
+pub const MAX_RECIPE_BYTES: u64 = 4 << 20;
+
+/// Deepest YAML nesting accepted, lists and mappings (block or flow) counted together; real
+/// recipes nest under 10. libyaml's scanner costs O(tokens x flow depth) even in sections mcsup
+/// skips, so 80 000 nested `[` (160 KB) took minutes; serde_yaml's own recursion limit (128)
+/// applies only to what is deserialized, and a `raw` view of a document deeper than that would
+/// silently be empty.
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// Why a recipe or plan file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputFileError {
+    #[error("cannot be read: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("is a directory")]
+    Directory,
+    /// A device, socket or other special file: reading `/dev/zero` would never end.
+    #[error("is {kind}, not a regular file")]
+    NotRegular { kind: &'static str },
+    #[error("is larger than {}", mib(*limit))]
+    TooLarge { limit: u64 },
+}
+
+fn mib(bytes: u64) -> String {
+    if bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// A file read by [`read_input_file`], with the status of the descriptor it was read from.
+#[derive(Debug)]
+pub struct InputFile {
+    pub bytes: Vec<u8>,
+    /// `fstat` of the opened file (not of the path, which may have changed since).
+    pub meta: std::fs::Metadata,
+}
+
+/// What a file that is neither regular nor a pipe (nor a directory) is.
+fn special_kind(t: std::fs::FileType) -> Option<&'static str> {
+    if t.is_char_device() {
+        Some("a character device")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_file() || t.is_fifo() || t.is_dir() {
+        None
+    } else {
+        Some("a special file")
+    }
+}
+
+/// Read a file the user named (a recipe, a plan): a regular file, or a FIFO/pipe (`--recipe
+/// <(...)`), of at most `limit` bytes. Devices, sockets and directories are refused before they
+/// are opened (opening a device can have side effects) and again on the opened descriptor; a pipe
+/// is read through a bounded reader, so a writer that never stops costs `limit` bytes, no more.
+pub fn read_input_file(path: &Path, limit: u64) -> Result<InputFile, InputFileError> {
+    let check = |t: std::fs::FileType| match special_kind(t) {
+        _ if t.is_dir() => Err(InputFileError::Directory),
+        Some(kind) => Err(InputFileError::NotRegular { kind }),
+        None => Ok(()),
+    };
+    check(std::fs::metadata(path)?.file_type())?;
+    // Blocking open: a FIFO waits here for its writer, as `cat` would. O_NOCTTY: whatever the
+    // path has become since the check, it never becomes our controlling terminal.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path)?;
+    let meta = file.metadata()?;
+    check(meta.file_type())?;
+    if meta.is_file() && meta.len() > limit {
+        return Err(InputFileError::TooLarge { limit });
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(InputFileError::TooLarge { limit });
+    }
+    Ok(InputFile { bytes, meta })
+}
 
 /// Read and parse the recipe at `path`.
 pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
-    let meta = std::fs::metadata(path).map_err(|source| RecipeError::Io {
-        path: path.into(),
-        source,
-    })?;
-    if meta.is_dir() {
-        return Err(RecipeError::IsDirectory { path: path.into() });
-    }
-    if meta.len() > MAX_RECIPE_BYTES {
-        return Err(RecipeError::invalid(
-            path,
-            "",
-            None,
-            format!(
-                "the file is {} bytes, larger than any recipe should be",
-                meta.len()
-            ),
-            Some("check that --recipe names the YAML recipe".into()),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|source| RecipeError::Io {
-        path: path.into(),
-        source,
-    })?;
+    let bytes = match read_input_file(path, MAX_RECIPE_BYTES) {
+        Ok(f) => f.bytes,
+        Err(InputFileError::Io(source)) => {
+            return Err(RecipeError::Io {
+                path: path.into(),
+                source,
+            })
+        }
+        Err(InputFileError::Directory) => {
+            return Err(RecipeError::IsDirectory { path: path.into() })
+        }
+        Err(e @ InputFileError::NotRegular { .. }) => {
+            return Err(RecipeError::invalid(
+                path,
+                "",
+                None,
+                format!("the recipe {e}"),
+                Some("pass the YAML recipe itself: a regular file, or a pipe such as `--recipe <(cat job.yaml)`".into()),
+            ))
+        }
+        Err(e @ InputFileError::TooLarge { .. }) => {
+            return Err(RecipeError::invalid(
+                path,
+                "",
+                None,
+                format!("the file {e}: more than any recipe should be"),
+                Some(format!(
+                    "check that --recipe names the YAML recipe (recipes are a few KiB; mcsup reads at most {})",
+                    mib(MAX_RECIPE_BYTES)
+                )),
+            ))
+        }
+    };
     let text = String::from_utf8(bytes).map_err(|e| {
         RecipeError::invalid(
             path,
@@ -49,6 +147,122 @@ pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
     parse_str(path, &text)
 }
 
+/// Where the YAML in `text` first nests deeper than [`MAX_YAML_DEPTH`]: (key path, line, column).
+///
+/// One pass of an event parser that stops at the first event past the limit, so a hostile
+/// document costs O(size x limit). Documents it cannot read are left to serde_yaml to report,
+/// after a token-level pass that bounds the flow nesting (the costly kind) on its own.
+///
+/// The scanner looks ahead past an open `[` (it may start a key), so 255 nested flow
+/// collections fail it ("recursion limit exceeded", its flow level is a `u8`) before the
+/// parser emits the event at depth 65: that error means too deep as well.
+fn too_deep(text: &str) -> Option<(String, usize, usize)> {
+    use yaml_rust2::parser::{Event, Parser};
+    enum Frame {
+        Map { name: String, key: Option<String> },
+        Seq { name: String, next: usize },
+    }
+    // The name of the node an event starts under the top frame; None for a mapping's key.
+    fn child(stack: &mut [Frame]) -> Option<String> {
+        match stack.last_mut() {
+            None => Some(String::new()),
+            Some(Frame::Map { key, .. }) => key.take(),
+            Some(Frame::Seq { next, .. }) => {
+                *next += 1;
+                Some(format!("[{}]", *next - 1))
+            }
+        }
+    }
+    fn path(stack: &[Frame]) -> String {
+        let mut out = String::new();
+        for (i, f) in stack.iter().enumerate() {
+            if i == 4 {
+                out.push_str("...");
+                break;
+            }
+            let (Frame::Map { name, .. } | Frame::Seq { name, .. }) = f;
+            if !out.is_empty() && !name.starts_with('[') {
+                out.push('.');
+            }
+            out.push_str(name);
+        }
+        out
+    }
+    let mut parser = Parser::new_from_str(text);
+    let mut stack: Vec<Frame> = Vec::new();
+    loop {
+        let (event, mark) = match parser.next_token() {
+            Ok(t) => t,
+            Err(e) if is_depth_error(&e) => {
+                return Some((path(&stack), e.marker().line(), e.marker().col() + 1))
+            }
+            Err(_) => return too_deep_flow(text),
+        };
+        match event {
+            Event::StreamEnd => return None,
+            Event::DocumentStart => stack.clear(),
+            Event::Scalar(value, ..) => match stack.last_mut() {
+                Some(Frame::Map { key: k @ None, .. }) => *k = Some(value),
+                _ => {
+                    child(&mut stack);
+                }
+            },
+            Event::Alias(_) => match stack.last_mut() {
+                Some(Frame::Map { key: k @ None, .. }) => *k = Some("*".into()),
+                _ => {
+                    child(&mut stack);
+                }
+            },
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                // A collection used as a mapping key has no name of its own.
+                let name = child(&mut stack).unwrap_or_else(|| "?".into());
+                stack.push(if matches!(event, Event::MappingStart(..)) {
+                    Frame::Map { name, key: None }
+                } else {
+                    Frame::Seq { name, next: 0 }
+                });
+                if stack.len() > MAX_YAML_DEPTH {
+                    return Some((path(&stack), mark.line(), mark.col() + 1));
+                }
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// [`too_deep`] for text the event parser rejects: flow collections counted token by token (the
+/// scanner is libyaml's, ported, so it tokenizes `[` and `{` as libyaml does).
+fn too_deep_flow(text: &str) -> Option<(String, usize, usize)> {
+    use yaml_rust2::scanner::{Scanner, TokenType};
+    let mut depth = 0usize;
+    let mut scanner = Scanner::new(text.chars());
+    for yaml_rust2::scanner::Token(mark, token) in &mut scanner {
+        match token {
+            TokenType::FlowSequenceStart | TokenType::FlowMappingStart => {
+                depth += 1;
+                if depth > MAX_YAML_DEPTH {
+                    return Some((String::new(), mark.line(), mark.col() + 1));
+                }
+            }
+            TokenType::FlowSequenceEnd | TokenType::FlowMappingEnd => {
+                depth = depth.saturating_sub(1);
+            }
+            _ => {}
+        }
+    }
+    scanner
+        .get_error()
+        .filter(is_depth_error)
+        .map(|e| (String::new(), e.marker().line(), e.marker().col() + 1))
+}
+
+fn is_depth_error(e: &yaml_rust2::ScanError) -> bool {
+    e.info() == "recursion limit exceeded"
+}
+
 /// Parse recipe text; `path` is only used in messages.
 pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
     if text.trim().is_empty() || only_comments(text) {
@@ -57,6 +271,15 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
     // A document that is just `null`/`~` is as empty as an empty file.
     if matches!(text.trim(), "~" | "null" | "---" | "--- ~" | "---\n~") {
         return Err(RecipeError::Empty { path: path.into() });
+    }
+    if let Some((key_path, line, col)) = too_deep(text) {
+        return Err(RecipeError::invalid(
+            path,
+            key_path,
+            Some((line, col)),
+            format!("lists and mappings nest deeper than {MAX_YAML_DEPTH} levels here"),
+            Some(format!("flatten this section: recipes nest a few levels deep; mcsup reads at most {MAX_YAML_DEPTH} levels, which keeps parsing fast")),
+        ));
     }
     let de = serde_yaml::Deserializer::from_str(text);
     match serde_path_to_error::deserialize::<_, Recipe>(de) {
@@ -109,10 +332,31 @@ fn convert(
             }
         }
     }
-    let (message, fix) = match raw.split_once(FIX_MARKER) {
+    let (mut message, fix) = match raw.split_once(FIX_MARKER) {
         Some((m, f)) => (m.to_string(), Some(f.to_string())),
         None => explain(&raw),
     };
+    // A flag given twice: the parser stands at the start of the flag map; point at the second
+    // key and name the first's line.
+    if let Some((first, second)) = duplicate_flag_keys(&message) {
+        let index = super::locate::KeyIndex::build(text);
+        let first_at = index.find_exact(&join(&key_path, first));
+        // Keys before the second have distinct flags, so the first key spelled like the second
+        // is the second itself, unless both are spelled alike.
+        let second_at = if first == second {
+            first_at.and_then(|at| next_key_in_column(text, at, second))
+        } else {
+            index.find_exact(&join(&key_path, second))
+        };
+        let (first, second) = (first.to_string(), second.to_string());
+        if let Some((line, _)) = first_at {
+            message.push_str(&format!("; `{first}` is on line {line}"));
+        }
+        if second_at.is_some() {
+            position = second_at;
+        }
+        key_path = join(&key_path, &second);
+    }
     if raw.starts_with("invalid type: string") && key_path.is_empty() {
         return RecipeError::invalid(
             path,
@@ -128,6 +372,29 @@ fn convert(
         _ => key_path,
     };
     RecipeError::invalid(path, key_path, position, message, fix)
+}
+
+/// The next line after `at` (1-based line, column) where block-mapping key `key` starts in the
+/// same column, before the mapping ends (a non-blank line indented less).
+fn next_key_in_column(text: &str, at: (usize, usize), key: &str) -> Option<(usize, usize)> {
+    let col = at.1.checked_sub(1)?;
+    for (i, line) in text.lines().enumerate().skip(at.0) {
+        let indent = line.len() - line.trim_start().len();
+        let t = line.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if indent < col {
+            return None;
+        }
+        if indent == col
+            && t.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(':'))
+        {
+            return Some((i + 1, at.1));
+        }
+    }
+    None
 }
 
 fn join(base: &str, key: &str) -> String {
@@ -296,4 +563,60 @@ fn explain(raw: &str) -> (String, Option<String>) {
         );
     }
     (raw.to_string(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nesting_is_bounded_exactly() {
+        // The top-level mapping is level 1, `a:`'s list level 2.
+        let flow = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert_eq!(too_deep(&flow(MAX_YAML_DEPTH - 1)), None);
+        let (path, line, _) = too_deep(&flow(MAX_YAML_DEPTH)).unwrap();
+        assert_eq!((path.as_str(), line), ("a[0][0]...", 1));
+        // Past the scanner's own flow limit (255), and through the token-level fallback.
+        assert!(too_deep(&flow(300)).is_some());
+        assert!(too_deep_flow(&"[".repeat(300)).is_some());
+        assert_eq!(too_deep_flow(&"[".repeat(MAX_YAML_DEPTH)), None);
+        let block = |n: usize| {
+            (0..n)
+                .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+                .collect::<String>()
+                + &format!("{}v: 1\n", "  ".repeat(n))
+        };
+        assert_eq!(too_deep(&block(MAX_YAML_DEPTH - 1)), None);
+        assert_eq!(too_deep(&block(MAX_YAML_DEPTH)).unwrap().0, "k0.k1.k2...");
+        // Every document of a stream counts (serde_yaml parses the second to refuse it).
+        assert!(too_deep(&format!("a: 1\n---\n{}", flow(100))).is_some());
+    }
+
+    #[test]
+    fn a_fifo_is_read_up_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let path = fifo.clone();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            let _ = f.write_all(&[b'#'; 5000]);
+        });
+        assert!(matches!(
+            read_input_file(&fifo, 4096),
+            Err(InputFileError::TooLarge { limit: 4096 })
+        ));
+        writer.join().unwrap();
+        assert!(matches!(
+            read_input_file(Path::new("/dev/null"), 10),
+            Err(InputFileError::NotRegular {
+                kind: "a character device"
+            })
+        ));
+        assert!(matches!(
+            read_input_file(dir.path(), 10),
+            Err(InputFileError::Directory)
+        ));
+    }
 }

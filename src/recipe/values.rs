@@ -10,6 +10,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::mooncake::size;
 
+// The file readers and their bounds live in `load`; re-exported here because `recipe` exports
+// everything public in this module (`pub use values::*`), so `run --plan-file` reads its file
+// with the same bounded reader as a recipe.
+pub use super::load::{
+    read_input_file, InputFile, InputFileError, MAX_RECIPE_BYTES, MAX_YAML_DEPTH,
+};
+
 /// Separates "what is wrong" from "how to fix it" inside a serde custom error message.
 pub const FIX_MARKER: &str = " @@fix: ";
 
@@ -43,6 +50,11 @@ pub fn split_at_key(msg: &str) -> (Option<&str>, &str) {
 pub const SIZE_VARIABLES: [&str; 2] =
     ["MOONCAKE_GLOBAL_SEGMENT_SIZE", "MOONCAKE_LOCAL_BUFFER_SIZE"];
 
+/// Most variables one environment block may set. Real blocks set a few dozen, and the kernel
+/// caps a process's whole environment at a few MiB; the plan merges blocks variable by variable,
+/// so 178 000 variables (a 4 MiB block) took minutes to plan.
+pub const MAX_ENV_VARS: usize = 1024;
+
 /// An environment block: variable name → string value, in file order.
 ///
 /// Values must be YAML strings (as srt-slurm requires): `MC_GID_INDEX: 3` is an error with the
@@ -66,7 +78,8 @@ impl EnvMap {
     }
 }
 
-fn valid_env_name(name: &str) -> bool {
+/// A name `execve` passes through unchanged and shells can use: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
@@ -107,6 +120,8 @@ impl<'de> Deserialize<'de> for EnvMap {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EnvMap, A::Error> {
                 let mut out: Vec<(String, String)> = Vec::new();
+                // Names seen so far: a linear search made a 4 MiB block take minutes.
+                let mut seen = std::collections::HashSet::new();
                 while let Some(key) = map.next_key::<serde_yaml::Value>()? {
                     let name = match &key {
                         serde_yaml::Value::String(s) => s.clone(),
@@ -154,7 +169,14 @@ impl<'de> Deserialize<'de> for EnvMap {
                             )));
                         }
                     }
-                    if out.iter().any(|(k, _)| *k == name) {
+                    if out.len() == MAX_ENV_VARS {
+                        return Err(de::Error::custom(at_key(
+                            &name,
+                            format!("more than {MAX_ENV_VARS} variables in one block"),
+                            "set only what the processes need (the environment they inherit is passed on anyway)",
+                        )));
+                    }
+                    if !seen.insert(name.clone()) {
                         return Err(de::Error::custom(with_fix(
                             format!("`{name}` is set twice in the same block"),
                             "keep one of the two lines",
@@ -346,17 +368,48 @@ impl<'de> Deserialize<'de> for SignalValue {
         let sig: crate::domain::SignalName = text.parse().map_err(|e: String| {
             de::Error::custom(with_fix(e, "write e.g. SIGTERM, SIGINT or SIGUSR1"))
         })?;
-        if matches!(
-            sig.0,
-            nix::sys::signal::Signal::SIGKILL | nix::sys::signal::Signal::SIGSTOP
-        ) {
+        if let Some(why) = unusable_signal(sig) {
             return Err(de::Error::custom(with_fix(
-                format!("{sig} cannot be caught or ignored, so it cannot be used here"),
-                "pick a catchable signal, e.g. SIGTERM or SIGUSR1",
+                format!("{sig} cannot be used here: {why}"),
+                SIGNAL_FIX,
             )));
         }
         Ok(SignalValue(sig))
     }
+}
+
+/// The fix for a signal [`unusable_signal`] refuses.
+pub const SIGNAL_FIX: &str =
+    "stop processes with SIGTERM or SIGINT (or SIGQUIT, SIGHUP); drain the node with SIGUSR1 or SIGUSR2";
+
+/// Why `sig` can neither stop a process (a stop signal) nor mean "drain" to mcsup (the drain
+/// signal), or `None` when it can do both.
+///
+/// A stop signal must end a process that does not handle it, so its default action must be to
+/// terminate; a drain signal must come only from whoever means it, so nothing the kernel, the
+/// terminal or job control sends on its own (a SIGCHLD drain signal drained the node 10 ms after
+/// start, when the first child exited).
+pub fn unusable_signal(sig: crate::domain::SignalName) -> Option<&'static str> {
+    use nix::sys::signal::Signal::*;
+    Some(match sig.0 {
+        SIGKILL | SIGSTOP => "it cannot be caught or ignored, so mcsup could not handle it or forward it gracefully",
+        SIGCHLD | SIGWINCH | SIGURG => {
+            "its default action is to do nothing, so a process that does not handle it ignores it; and the system sends it on its own (a child exiting, a terminal resize, urgent socket data)"
+        }
+        SIGTSTP | SIGTTIN | SIGTTOU | SIGCONT => {
+            "it suspends or resumes a process instead of ending it, and job control sends it on its own"
+        }
+        SIGSEGV | SIGBUS | SIGFPE | SIGILL | SIGTRAP | SIGSYS | SIGABRT => {
+            "it reports a crash: the kernel sends it on a fault, and the process that gets it dumps core"
+        }
+        SIGPIPE | SIGXFSZ => {
+            "the kernel sends it when a write fails (a closed pipe, the file-size limit), and programs commonly ignore it (Python does)"
+        }
+        SIGXCPU | SIGIO | SIGPROF | SIGVTALRM => {
+            "the kernel sends it on its own (the CPU-time limit, asynchronous I/O, profiling timers)"
+        }
+        _ => return None,
+    })
 }
 
 /// A regular expression, compiled at load time so a bad pattern fails with its position.
@@ -405,9 +458,21 @@ impl<'de> Deserialize<'de> for FlagMap {
                 Ok(FlagMap::default())
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FlagMap, A::Error> {
-                let mut out = Vec::new();
+                let mut out: Vec<(String, serde_yaml::Value)> = Vec::new();
+                // Flag → index of its first key in `out`.
+                let mut seen = std::collections::HashMap::new();
                 while let Some(k) = map.next_key::<String>()? {
                     let v: serde_yaml::Value = map.next_value()?;
+                    // `tp-size` and `tp_size` are one flag: both would reach the engine (which
+                    // keeps the last) while the preflight reads the first.
+                    if let Some(&i) = seen.get(&k.replace('_', "-")) {
+                        let (first, _): &(String, _) = &out[i];
+                        return Err(de::Error::custom(with_fix(
+                            duplicate_flag_message(first, &k),
+                            "keep one of the two lines",
+                        )));
+                    }
+                    seen.insert(k.replace('_', "-"), out.len());
                     if matches!(
                         v,
                         serde_yaml::Value::Mapping(_) | serde_yaml::Value::Tagged(_)
@@ -424,6 +489,27 @@ impl<'de> Deserialize<'de> for FlagMap {
         }
         d.deserialize_any(V)
     }
+}
+
+const DUP_FLAG_START: &str = "flag `";
+const DUP_FLAG_MID: &str = "` repeats `";
+const DUP_FLAG_END: &str = "`: both are --";
+
+/// "flag `tp_size` repeats `tp-size`: both are --tp-size". Plain text (the 2.0 loader prints it
+/// as is); the recipe loader finds the first key's line with [`duplicate_flag_keys`].
+fn duplicate_flag_message(first: &str, second: &str) -> String {
+    format!(
+        "{DUP_FLAG_START}{second}{DUP_FLAG_MID}{first}{DUP_FLAG_END}{}",
+        first.replace('_', "-")
+    )
+}
+
+/// The (first, second) keys of a [`duplicate_flag_message`].
+pub(crate) fn duplicate_flag_keys(msg: &str) -> Option<(&str, &str)> {
+    let rest = msg.strip_prefix(DUP_FLAG_START)?;
+    let (second, rest) = rest.split_once(DUP_FLAG_MID)?;
+    let (first, _) = rest.split_once(DUP_FLAG_END)?;
+    Some((first, second))
 }
 
 /// Deserialize a field that is `null`-able with a meaning: absent → the field's `default`,
