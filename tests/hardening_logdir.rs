@@ -78,16 +78,7 @@ fn chatty(env: &TestEnv, lines: u32) -> ProcessSpec {
             "printed-all",
         ],
     );
-    p.readiness = Some(ReadinessSpec {
-        probes: vec![ProbeSpec::LogLine {
-            pattern: "^printed-all$".into(),
-        }],
-        initial_delay: ms(0),
-        interval: ms(5),
-        max_interval: ms(50),
-        attempt_timeout: ms(500),
-        timeout: ms(10_000),
-    });
+    p.readiness = ready_on_line("^printed-all$", 10_000);
     p
 }
 

@@ -24,16 +24,7 @@ fn pair(env: &TestEnv) -> Plan {
         let mut args = vec!["--ready-line", "up"];
         args.extend_from_slice(extra);
         let mut p = env.proc(name, kind, &args);
-        p.readiness = Some(ReadinessSpec {
-            probes: vec![ProbeSpec::LogLine {
-                pattern: "^up$".into(),
-            }],
-            initial_delay: ms(0),
-            interval: ms(5),
-            max_interval: ms(50),
-            attempt_timeout: ms(500),
-            timeout: ms(10_000),
-        });
+        p.readiness = ready_on_line("^up$", 10_000);
         p
     };
     let master = up("master", ProcessKind::Master, &[]);
@@ -190,16 +181,7 @@ fn file_size_limit_fails_writes_instead_of_killing_mcsup() {
         ProcessKind::Worker,
         &["--lines", "4000", "--ready-line", "all written"],
     );
-    w.readiness = Some(ReadinessSpec {
-        probes: vec![ProbeSpec::LogLine {
-            pattern: "^all written$".into(),
-        }],
-        initial_delay: ms(0),
-        interval: ms(5),
-        max_interval: ms(50),
-        attempt_timeout: ms(500),
-        timeout: ms(10_000),
-    });
+    w.readiness = ready_on_line("^all written$", 10_000);
     let mut m = start_under_file_limit(&env, &env.plan(vec![w]), 64);
     m.wait_event("worker", "ready", T);
     let ev = m.wait_event("mcsup", "signal-ignored", T);

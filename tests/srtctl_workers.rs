@@ -335,7 +335,7 @@ fn the_2_0_form_of_each_recipe_runs_the_same_workers() {
             let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
             let p2 = plan::plan(&v2, &v1_plan.roles, &ctx)
                 .unwrap_or_else(|e| panic!("{stem} {node}: {e}"));
-            let workers = |p: &plan::Plan| -> Vec<(Vec<String>, Vec<(String, String)>)> {
+            let workers = |p: &plan::Plan| -> Vec<(Vec<String>, plan::launch::EnvPairs)> {
                 p.processes
                     .iter()
                     .filter(|x| x.kind == ProcessKind::Worker)

@@ -19,17 +19,6 @@ fn tcp(port: u16) -> ProbeSpec {
     }
 }
 
-fn readiness(probes: Vec<ProbeSpec>, timeout_ms: u64) -> Option<ReadinessSpec> {
-    Some(ReadinessSpec {
-        probes,
-        initial_delay: ms(0),
-        interval: ms(5),
-        max_interval: ms(50),
-        attempt_timeout: ms(500),
-        timeout: ms(timeout_ms),
-    })
-}
-
 fn dep(p: &mut ProcessSpec, target: &str) {
     p.depends_on.push(DependencySpec {
         target: target.into(),
@@ -48,12 +37,7 @@ fn chain(env: &TestEnv) -> Plan {
             kind,
             &["--signal-log", &log(name), "--ready-line", "up"],
         );
-        p.readiness = readiness(
-            vec![ProbeSpec::LogLine {
-                pattern: "^up$".into(),
-            }],
-            10_000,
-        );
+        p.readiness = ready_on_line("^up$", 10_000);
         p
     };
     let master = up(env, "master", ProcessKind::Master);
@@ -119,12 +103,7 @@ fn ordered_start_with_every_probe_kind_then_ordered_teardown() {
             "server READY on port",
         ],
     );
-    w1.readiness = readiness(
-        vec![ProbeSpec::LogLine {
-            pattern: "READY on port".into(),
-        }],
-        10_000,
-    );
+    w1.readiness = ready_on_line("READY on port", 10_000);
     dep(&mut w1, "store");
     let mut w2 = env.proc(
         "w2",
@@ -561,12 +540,7 @@ fn a_1mb_line_without_newline_keeps_memory_bounded() {
             "after the long line",
         ],
     );
-    w.readiness = readiness(
-        vec![ProbeSpec::LogLine {
-            pattern: "^after the long line$".into(),
-        }],
-        20_000,
-    );
+    w.readiness = ready_on_line("^after the long line$", 20_000);
     let mut plan = env.plan(vec![w]);
     plan.processes[0]
         .argv
@@ -699,12 +673,7 @@ fn preamble_execs_the_real_program_with_the_spec_env_on_top() {
         overrode: vec![],
     });
     master.argv.extend(["--ready-line", "up"].map(String::from));
-    master.readiness = readiness(
-        vec![ProbeSpec::LogLine {
-            pattern: "^up$".into(),
-        }],
-        10_000,
-    );
+    master.readiness = ready_on_line("^up$", 10_000);
     let mut m = env.start(&env.plan(vec![master]));
     m.wait_event("master", "ready", T);
     let pid = wait_for("status pid", T, || m.pid_of("master"));
@@ -799,12 +768,7 @@ fn slow_console_never_blocks_a_child_and_drops_are_counted() {
         ProcessKind::Worker,
         &["--lines", "200000", "--ready-line", "all written"],
     );
-    w.readiness = readiness(
-        vec![ProbeSpec::LogLine {
-            pattern: "^all written$".into(),
-        }],
-        20_000,
-    );
+    w.readiness = ready_on_line("^all written$", 20_000);
     // mcsup's stdout is a pipe nobody reads: the console stalls after 64 KiB.
     let (_keep_reader, writer) = std::io::pipe().expect("pipe");
     let mut m = env.start_full(&env.plan(vec![w]), &[], std::process::Stdio::from(writer));

@@ -72,6 +72,11 @@ pub fn master_address(host: &str, rpc_port: u16) -> String {
     format!("{host}:{rpc_port}")
 }
 
+/// The URL of the master's embedded HTTP metadata server.
+pub fn metadata_url(host: &str, metadata_port: u16) -> String {
+    format!("http://{host}:{metadata_port}/metadata")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -83,9 +88,4 @@ mod tests {
         assert_eq!(m, 2048);
         assert!(note.unwrap().contains("ignores it"));
     }
-}
-
-/// The URL of the master's embedded HTTP metadata server.
-pub fn metadata_url(host: &str, metadata_port: u16) -> String {
-    format!("http://{host}:{metadata_port}/metadata")
 }

@@ -137,13 +137,8 @@ pub fn sglang_argv(
             format!("{}/{}_config.json", c.log_dir, c.node_names[p.node]),
         ]);
     }
-    if let Some(mut kv) = kv_events {
-        kv.retain(|(k, _)| k != "endpoint");
-        kv.push((
-            "endpoint".into(),
-            format!("tcp://*:{}", p.kv_events_port).into(),
-        ));
-        argv.extend(["--kv-events-config".into(), python_json_dumps(&kv)]);
+    if let Some(kv) = kv_events {
+        argv.extend(kv_events_args(kv, p.kv_events_port));
     }
     if c.dynamo {
         argv.extend(["--request-plane".into(), c.request_plane.clone()]);
@@ -392,13 +387,8 @@ pub fn vllm_argv(
         "--dump-config-to".into(),
         format!("{}/{}_config.json", c.log_dir, c.node_names[p.node]),
     ]);
-    if let Some(mut kv) = kv_events {
-        kv.retain(|(k, _)| k != "endpoint");
-        kv.push((
-            "endpoint".into(),
-            format!("tcp://*:{}", p.kv_events_port).into(),
-        ));
-        argv.extend(["--kv-events-config".into(), python_json_dumps(&kv)]);
+    if let Some(kv) = kv_events {
+        argv.extend(kv_events_args(kv, p.kv_events_port));
     }
     if let Some(f) = flags {
         argv.extend(config_to_cli_args(f, &skip));
@@ -406,9 +396,12 @@ pub fn vllm_argv(
     argv
 }
 
+/// Environment variables in the order a launcher sets them.
+pub type EnvPairs = Vec<(String, String)>;
+
 /// vLLM's per-process variables (`get_process_environment`), set after `CUDA_VISIBLE_DEVICES`;
 /// `VLLM_PORT` is unset for a worker over several nodes.
-pub fn vllm_process_env(c: &LaunchContext, p: &TopoProcess) -> Vec<(String, String)> {
+pub fn vllm_process_env(c: &LaunchContext, p: &TopoProcess) -> EnvPairs {
     let mut env = vec![
         (
             "DYN_VLLM_KV_EVENT_PORT".to_string(),
@@ -433,10 +426,7 @@ pub fn vllm_process_env(c: &LaunchContext, p: &TopoProcess) -> Vec<(String, Stri
 /// The environment srtctl sets on the worker before the role env (`start_worker`), in its
 /// order: base, `DYN_LOG`, then (after the role env and `environment:`) the partial-node
 /// `CUDA_VISIBLE_DEVICES`. Returned as (before role env, after `environment:`).
-pub fn sglang_env(
-    c: &LaunchContext,
-    p: &TopoProcess,
-) -> (Vec<(String, String)>, Vec<(String, String)>) {
+pub fn sglang_env(c: &LaunchContext, p: &TopoProcess) -> (EnvPairs, EnvPairs) {
     let mut base = vec![
         ("HEAD_NODE_IP".to_string(), c.head_ip.clone()),
         (
@@ -475,6 +465,24 @@ pub fn config_to_cli_args(flags: &FlagMap, skip: &[&str]) -> Vec<String> {
         .filter(|(k, _)| !skip.contains(&k.as_str()))
         .collect();
     items.sort_by(|a, b| a.0.cmp(&b.0));
+    render_flags(items.into_iter().map(|(k, v)| (k, v)), python_str)
+}
+
+/// `--kv-events-config <json>` as srtctl writes it for both engines: the recipe's settings with
+/// `endpoint` replaced by this process's own ZMQ port.
+fn kv_events_args(mut kv: Vec<(String, serde_json::Value)>, port: u16) -> [String; 2] {
+    kv.retain(|(k, _)| k != "endpoint");
+    kv.push(("endpoint".into(), format!("tcp://*:{port}").into()));
+    ["--kv-events-config".into(), python_json_dumps(&kv)]
+}
+
+/// The CLI shape srtctl and mcsup both give a flag map: `_` → `-`, `true` a bare flag,
+/// `false`/null dropped, a list spread after one flag, other values through `value` (which
+/// differs: Python's `str()` for srtctl-derived argv, the plain scalar for mcsup's own).
+pub fn render_flags<'a>(
+    items: impl IntoIterator<Item = (&'a String, &'a serde_yaml::Value)>,
+    value: fn(&serde_yaml::Value) -> String,
+) -> Vec<String> {
     let mut out = Vec::new();
     for (k, v) in items {
         let flag = format!("--{}", k.replace('_', "-"));
@@ -483,11 +491,11 @@ pub fn config_to_cli_args(flags: &FlagMap, skip: &[&str]) -> Vec<String> {
             serde_yaml::Value::Bool(false) | serde_yaml::Value::Null => {}
             serde_yaml::Value::Sequence(items) => {
                 out.push(flag);
-                out.extend(items.iter().map(python_str));
+                out.extend(items.iter().map(value));
             }
             other => {
                 out.push(flag);
-                out.push(python_str(other));
+                out.push(value(other));
             }
         }
     }

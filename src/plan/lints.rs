@@ -82,7 +82,7 @@ pub fn store_segment(
 pub fn vllm_segment(source: &str, v: &serde_json::Value, warnings: &mut Vec<String>) {
     let nonzero = match v {
         serde_json::Value::Number(n) => n.as_u64() != Some(0),
-        serde_json::Value::String(s) => size::parse_mooncake_size(s).map_or(true, |n| n != 0),
+        serde_json::Value::String(s) => size::parse_mooncake_size(s) != Ok(0),
         _ => true,
     };
     if nonzero {

@@ -929,7 +929,7 @@ fn declared_service(
         ));
     }
     if let Some(v) = s.options.get("max_payload_mb") {
-        if !v.as_u64().is_some_and(|n| n > 0) {
+        if v.as_u64().is_none_or(|n| n == 0) {
             return Err(err(
                 format!("{key}.options.max_payload_mb"),
                 format!(

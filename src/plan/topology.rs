@@ -131,6 +131,10 @@ fn num(v: Option<&serde_yaml::Value>, key: &str) -> Result<Option<u32>, PlanErro
     }
 }
 
+/// A role's (nodes, workers, explicit GPUs per worker), each as the recipe gives it.
+type RoleCounts = (Option<u32>, Option<u32>, Option<u32>);
+type RoleCountsFn<'a> = Box<dyn Fn(Role) -> Result<RoleCounts, PlanError> + 'a>;
+
 /// The sizes, as srtctl's `ResourceConfig` derives them; `None` when the recipe gives no
 /// worker counts (mcsup then runs one worker per role, as before).
 pub fn inputs(recipe: &Recipe) -> Result<Option<TopologyInputs>, PlanError> {
@@ -144,10 +148,7 @@ pub fn inputs(recipe: &Recipe) -> Result<Option<TopologyInputs>, PlanError> {
         ));
     }
     // (nodes, workers, explicit gpus) per role, from 2.0 roles or v1 resources.
-    let (source, get): (
-        &'static str,
-        Box<dyn Fn(Role) -> Result<(Option<u32>, Option<u32>, Option<u32>), PlanError>>,
-    ) = if recipe.roles.is_some() {
+    let (source, get): (&'static str, RoleCountsFn<'_>) = if recipe.roles.is_some() {
         (
             "roles",
             Box::new(|role: Role| {
@@ -235,7 +236,7 @@ pub fn inputs(recipe: &Recipe) -> Result<Option<TopologyInputs>, PlanError> {
         let s = t.size(role);
         if s.workers > 0 && s.gpus_per_worker == 0 {
             return Err(err(
-                format!("{source}"),
+                source.to_string(),
                 format!("{role} workers would get 0 GPUs each (nodes x gpus_per_node < workers)"),
                 "give more nodes, fewer workers, or an explicit GPU count per worker",
             ));
@@ -428,14 +429,12 @@ pub fn vllm_processes(
                 } else {
                     dp_size
                 };
-                let key = format!(
-                    "{}",
-                    if e.mode == Role::Aggregated {
-                        "agg"
-                    } else {
-                        e.mode.as_str()
-                    }
-                );
+                let key = (if e.mode == Role::Aggregated {
+                    "agg"
+                } else {
+                    e.mode.as_str()
+                })
+                .to_string();
                 if dp_size * replica != total {
                     return Err(err(
                         key,

@@ -139,20 +139,7 @@ fn topo_entry(
             "{} ({mode}[{}], node rank {})",
             rm.flags_key, p.index, p.node_rank
         ),
-        WorkerConfig {
-            name,
-            command: Command(argv),
-            args: Words::default(),
-            env: EnvMap::default(),
-            count: 1,
-            preamble: None,
-            cwd: None,
-            readiness: None,
-            liveness: None,
-            stop: None,
-            restart: None,
-            critical: rm.critical.unwrap_or(true),
-        },
+        one_process_worker(name, argv, rm.critical.unwrap_or(true)),
         true,
         Some(TopoExtra {
             base,
@@ -513,23 +500,7 @@ fn server_port(engine: BackendType, flags: Option<&FlagMap>) -> u16 {
 /// Flags → argv the way srt-slurm maps them: keys become `--kebab-case`, `true` a bare flag,
 /// `false`/null are dropped, lists repeat their items after one flag.
 pub fn flags_to_args(flags: &FlagMap) -> Vec<String> {
-    let mut out = Vec::new();
-    for (k, v) in &flags.0 {
-        let flag = format!("--{}", k.replace('_', "-"));
-        match v {
-            serde_yaml::Value::Bool(true) => out.push(flag),
-            serde_yaml::Value::Bool(false) | serde_yaml::Value::Null => {}
-            serde_yaml::Value::Sequence(items) => {
-                out.push(flag);
-                out.extend(items.iter().map(scalar_to_string));
-            }
-            other => {
-                out.push(flag);
-                out.push(scalar_to_string(other));
-            }
-        }
-    }
-    out
+    super::launch::render_flags(flags.0.iter().map(|(k, v)| (k, v)), scalar_to_string)
 }
 
 fn scalar_to_string(v: &serde_yaml::Value) -> String {
@@ -565,7 +536,13 @@ fn derived_worker(model: &JobModel, rm: &RoleModel, role: Role) -> Option<Worker
         BackendType::Trtllm => return None,
     };
     argv.extend(flags_to_args(flags));
-    Some(WorkerConfig {
+    Some(one_process_worker(name, argv, true))
+}
+
+/// A worker mcsup derived from the recipe (not written under `mcsup.workers`): one process, the
+/// argv as given, the plan's defaults for everything else.
+fn one_process_worker(name: String, argv: Vec<String>, critical: bool) -> WorkerConfig {
+    WorkerConfig {
         name,
         command: Command(argv),
         args: Words::default(),
@@ -577,8 +554,8 @@ fn derived_worker(model: &JobModel, rm: &RoleModel, role: Role) -> Option<Worker
         liveness: None,
         stop: None,
         restart: None,
-        critical: true,
-    })
+        critical,
+    }
 }
 
 #[cfg(test)]

@@ -52,10 +52,7 @@ impl KeyIndex {
         let mut parser = Parser::new_from_str(text);
         let mut stack: Vec<Frame> = Vec::new();
         // Each node's path is decided by its parent frame; a key scalar only names the next node.
-        loop {
-            let Ok((event, mark)) = parser.next_token() else {
-                break;
-            };
+        while let Ok((event, mark)) = parser.next_token() {
             let pos = (mark.line(), mark.col() + 1);
             // The path of the node this event starts, if it starts one.
             let node_path = |stack: &mut Vec<Frame>| -> Option<String> {

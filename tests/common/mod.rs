@@ -23,6 +23,28 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// Readiness with the given probes, polled fast (5 ms, backing off to 50 ms) for `timeout_ms`.
+pub fn readiness(probes: Vec<ProbeSpec>, timeout_ms: u64) -> Option<ReadinessSpec> {
+    Some(ReadinessSpec {
+        probes,
+        initial_delay: ms(0),
+        interval: ms(5),
+        max_interval: ms(50),
+        attempt_timeout: ms(500),
+        timeout: ms(timeout_ms),
+    })
+}
+
+/// Ready once the process prints a line matching `pattern`.
+pub fn ready_on_line(pattern: &str, timeout_ms: u64) -> Option<ReadinessSpec> {
+    readiness(
+        vec![ProbeSpec::LogLine {
+            pattern: pattern.into(),
+        }],
+        timeout_ms,
+    )
+}
+
 /// A free port on 127.0.0.1 (bind 0, read it, release it).
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
