@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         live: false,
         slurm_env: Vec::new(),
         path_var: None,
+        in_slurm: false,
         inherited_env: Vec::new(),
     };
     let report = mcsup::preflight::run(&plan, &opts);

@@ -249,6 +249,7 @@ fn preflight_options(sysroot: Option<&Path>) -> crate::preflight::Options {
             .cloned()
             .collect(),
         path_var: std::env::var("PATH").ok(),
+        in_slurm: std::env::var_os("SLURM_JOB_ID").is_some_and(|v| !v.is_empty()),
         inherited_env: vars
             .into_iter()
             .filter(|(k, _)| {

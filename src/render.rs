@@ -365,21 +365,13 @@ services (the job's, as srtctl's dry-run lists them):"
         let _ = writeln!(o, "\nDRAM the preflight budgets: {}", items.join(" + "));
     }
     let sd = &p.shutdown;
-    let mut tiers: Vec<(u8, Vec<&str>)> = Vec::new();
-    for proc_ in &p.processes {
-        let t = proc_.teardown_tier();
-        match tiers.iter_mut().find(|(x, _)| *x == t) {
-            Some((_, names)) => names.push(&proc_.name),
-            None => tiers.push((t, vec![&proc_.name])),
-        }
-    }
-    tiers.sort_by_key(|(t, _)| *t);
+    let tiers = crate::plan::teardown_tiers(&p.processes);
     let order = if tiers.is_empty() {
         "nothing to stop".to_string()
     } else {
         tiers
             .iter()
-            .map(|(_, names)| names.join(" + "))
+            .map(|t| t.names.join(" + "))
             .collect::<Vec<_>>()
             .join(", then ")
     };
@@ -394,6 +386,9 @@ services (the job's, as srtctl's dry-run lists them):"
             ""
         }
     );
+    if let Some(worst) = crate::preflight::slurm::worst_case_text(&tiers, sd.deadline) {
+        let _ = writeln!(o, "  {worst}");
+    }
     if !p.ignored_sections.is_empty() {
         let _ = writeln!(
             o,

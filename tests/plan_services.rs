@@ -236,3 +236,30 @@ fn phases_order_the_start_and_tiers_the_teardown() {
     );
     assert_eq!(deps("af"), ["etcd", "nats", "sglang-prefill"]);
 }
+
+#[test]
+fn a_teardown_deadline_past_slurms_default_kill_wait_is_warned() {
+    let yaml = |deadline: u32| {
+        format!(
+            "{}mcsup:\n  shutdown:\n    deadline_seconds: {deadline}\n",
+            with("  - {name: m, type: mooncake-master}\n")
+        )
+    };
+    let warned = |deadline| {
+        plan_on(&yaml(deadline), "n1", &[Role::Prefill])
+            .unwrap()
+            .warnings
+            .iter()
+            .any(|w| {
+                w.contains("past Slurm's default KillWait of 30 s") && w.contains("28 s or less")
+            })
+    };
+    assert!(!warned(28));
+    assert!(warned(29));
+    // The tiers the worst case is summed over: workers, then the master.
+    let p = plan_on(&yaml(25), "n1", &[Role::Prefill]).unwrap();
+    let tiers = plan::teardown_tiers(&p.processes);
+    let names: Vec<Vec<String>> = tiers.iter().map(|t| t.names.clone()).collect();
+    assert_eq!(names.last().unwrap(), &vec!["m".to_string()], "{names:?}");
+    assert!(tiers.windows(2).all(|w| w[0].tier < w[1].tier));
+}

@@ -419,6 +419,16 @@ fn scancel_kill_leaves_no_process_behind() {
     cluster.wait_gone(&job.id, Duration::from_secs(KILL_WAIT + 30));
 }
 
+/// The preflight's `slurm`/`kill wait` check in a JSON report.
+fn kill_wait_check(report: &serde_json::Value) -> &serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["group"] == "slurm" && c["name"] == "kill wait")
+        .unwrap_or_else(|| panic!("no kill wait check: {report:#}"))
+}
+
 #[test]
 fn preflight_per_node_and_the_fleet_aggregate() {
     let env = TestEnv::new();
@@ -466,6 +476,21 @@ fn preflight_per_node_and_the_fleet_aggregate() {
                         )
                     });
             assert_eq!(v["passed"], true, "{v:#}");
+            // KillWait read from this cluster's slurmctld: the recipe's 25 s deadline does not fit.
+            assert_eq!(
+                v["facts"]["slurm.kill_wait"],
+                format!("{KILL_WAIT} s"),
+                "{v:#}"
+            );
+            let kw = kill_wait_check(&v);
+            assert_eq!(kw["status"], "warn", "{kw:#}");
+            assert!(
+                kw["fix"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("deadline_seconds to {} or less", KILL_WAIT - 2)),
+                "{kw:#}"
+            );
             v["node"].as_str().unwrap().to_string()
         })
         .collect();
@@ -485,6 +510,39 @@ fn preflight_per_node_and_the_fleet_aggregate() {
     );
     let v: serde_json::Value = serde_json::from_slice(&agg.stdout).unwrap();
     assert_eq!(v["node"], "2 nodes");
+
+    // A deadline that leaves Slurm's KillWait room for the kill and reap passes the check.
+    let fits = env.path("fits.yaml");
+    RecipeOpts {
+        node_addresses: "{n1: 127.0.0.1, n2: 127.0.0.1}",
+        deadline_seconds: 10,
+        ..RecipeOpts::new(&ports)
+    }
+    .write(&fits, &env.log_dir());
+    let one = cluster
+        .cmd("srun")
+        .args(["-N1", MCSUP, "preflight", "--json", "--role", "decode"])
+        .arg("--recipe")
+        .arg(&fits)
+        .args(["--node-ip", "127.0.0.1"])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                venv_bin().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .output()
+        .unwrap();
+    let fit: serde_json::Value = serde_json::from_slice(&one.stdout).unwrap_or_else(|e| {
+        panic!(
+            "srun preflight not JSON ({e}): {}",
+            String::from_utf8_lossy(&one.stderr)
+        )
+    });
+    assert_eq!(kill_wait_check(&fit)["status"], "ok", "{fit:#}");
     let names: Vec<&str> = v["checks"]
         .as_array()
         .unwrap()

@@ -463,6 +463,18 @@ pub fn plan_with(
             .map_or(SignalName::SIGUSR1, |s| s.0),
         exit_when_workers_done: mc.shutdown.exit_when_workers_done.unwrap_or(true),
     };
+    {
+        use crate::preflight::slurm::{DEFAULT_KILL_WAIT, KILL_MARGIN};
+        if shutdown.deadline + KILL_MARGIN > DEFAULT_KILL_WAIT {
+            warnings.push(format!(
+                "mcsup.shutdown.deadline_seconds {} (+{} s to kill and reap) is past Slurm's default KillWait of {} s: unless this cluster's KillWait is longer (the preflight reads it), Slurm SIGKILLs the step in the middle of the teardown; keep the deadline at {} s or less",
+                shutdown.deadline.as_secs(),
+                KILL_MARGIN.as_secs(),
+                DEFAULT_KILL_WAIT.as_secs(),
+                (DEFAULT_KILL_WAIT - KILL_MARGIN).as_secs()
+            ));
+        }
+    }
     if let Some(p) = processes
         .iter()
         .find(|p| p.stop.signal == shutdown.drain_signal)

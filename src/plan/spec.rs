@@ -205,6 +205,38 @@ impl ProcessSpec {
     }
 }
 
+/// One wave of the ordered teardown and the longest it can take: the largest stop grace of its
+/// processes (they are stopped together; a process still alive after its grace is SIGKILLed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeardownTier {
+    pub tier: u8,
+    pub names: Vec<String>,
+    pub longest_grace: Duration,
+}
+
+/// The teardown tiers of `processes`, in stop order. Dependencies inside a tier can add waves
+/// (the supervisor stops a process after its dependents), so the sum of the tiers' graces is the
+/// least the worst case can take.
+pub fn teardown_tiers(processes: &[ProcessSpec]) -> Vec<TeardownTier> {
+    let mut tiers: Vec<TeardownTier> = Vec::new();
+    for p in processes {
+        let t = p.teardown_tier();
+        match tiers.iter_mut().find(|x| x.tier == t) {
+            Some(x) => {
+                x.names.push(p.name.clone());
+                x.longest_grace = x.longest_grace.max(p.stop.grace);
+            }
+            None => tiers.push(TeardownTier {
+                tier: t,
+                names: vec![p.name.clone()],
+                longest_grace: p.stop.grace,
+            }),
+        }
+    }
+    tiers.sort_by_key(|x| x.tier);
+    tiers
+}
+
 /// Where srtctl's layout puts a worker process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerPlacement {

@@ -12,6 +12,7 @@ pub mod memory;
 pub mod mooncake_version;
 pub mod rdma;
 pub mod report;
+pub mod slurm;
 pub mod system;
 pub mod tools;
 
@@ -32,6 +33,8 @@ pub struct Options {
     pub slurm_env: Vec<(String, String)>,
     /// `PATH` used to find executables.
     pub path_var: Option<String>,
+    /// Running inside a Slurm job (`SLURM_JOB_ID` set): `KillWait` is read with `scontrol`.
+    pub in_slurm: bool,
     /// mcsup's inherited variables the RDMA checks consult (`NCCL_IB_GID_INDEX`, `MC_*`,
     /// `MOONCAKE_DEVICE`) when the recipe does not set them.
     pub inherited_env: Vec<(String, String)>,
@@ -138,6 +141,8 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
         tools::check_ports(plan, &mut report);
         tools::check_executables(plan, opts.path_var.as_deref(), &mut report);
         tools::check_master_flags(plan, opts.path_var.as_deref(), &mut report);
+        let kill_wait = slurm::read_kill_wait(opts.in_slurm, opts.path_var.as_deref());
+        slurm::check(plan, &kill_wait, &mut report);
     }
     report
 }

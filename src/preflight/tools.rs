@@ -86,11 +86,11 @@ fn python_module(spec: &ProcessSpec) -> Option<&str> {
 
 /// What a helper printed (stdout, then stderr) and how it ended.
 #[derive(Debug)]
-struct HelperOutput {
-    success: bool,
-    text: String,
+pub(crate) struct HelperOutput {
+    pub(crate) success: bool,
+    pub(crate) text: String,
     /// Output beyond [`MAX_CAPTURE`] was read and dropped.
-    truncated: bool,
+    pub(crate) truncated: bool,
 }
 
 /// Output kept from a helper, per stream. A large binary's gflags `--help` is ~100 KiB; the rest
@@ -198,7 +198,7 @@ impl Capture {
 /// the whole group is killed on the way out (the timeout used to kill only the direct child).
 /// Out of reach: a descendant that leaves the group (`setsid`), and, if mcsup itself is
 /// SIGKILLed, the helper's own children (PDEATHSIG ends the helper only).
-fn run_bounded(
+pub(crate) fn run_bounded(
     argv: &[String],
     env: &[(String, String)],
     timeout: Duration,
