@@ -714,3 +714,95 @@ fn path_mtu_follows_mc_mtu() {
     assert_eq!(o.status("mc_mtu"), "warn");
     assert!(o.text("mc_mtu").contains("ignores it"));
 }
+
+/// A fake install prefix whose `bin/mooncake_master` sits next to a wheel of `version`.
+fn fake_mooncake(version: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("mooncake_master"), "#!/bin/sh\n").unwrap();
+    let meta = d.path().join(format!(
+        "lib/python3.11/site-packages/mooncake_transfer_engine-{version}.dist-info"
+    ));
+    std::fs::create_dir_all(&meta).unwrap();
+    std::fs::write(
+        meta.join("METADATA"),
+        format!("Metadata-Version: 2.4\nName: mooncake-transfer-engine\nVersion: {version}\n"),
+    )
+    .unwrap();
+    d
+}
+
+/// An older Mooncake on the node: where its auto-GID rule picks another index than the 0.3.12+
+/// rule, the preflight says which and how to pin the better one. Slot 2 of mlx5_0's RoCE table
+/// is emptied: 0.3.10-0.3.11 stop scanning there and take the link-local GID at 1; 0.3.8-0.3.9
+/// skip it and agree with 0.3.12+ on the IPv4 RoCE v2 GID at 3; mlx5_1 is left whole and every
+/// release agrees on it.
+#[test]
+fn an_older_mooncake_gid_rule_is_predicted_too() {
+    let n = node("two-nics", &Proc::default());
+    let port = n.path().join("sys/class/infiniband/mlx5_0/ports/1");
+    std::fs::write(
+        port.join("gids/2"),
+        "0000:0000:0000:0000:0000:0000:0000:0000\n",
+    )
+    .unwrap();
+    std::fs::remove_file(port.join("gid_attrs/types/2")).unwrap();
+    std::fs::remove_file(port.join("gid_attrs/ndevs/2")).unwrap();
+    let unset = seed_recipe().replace("        MC_GID_INDEX: \"3\"\n", "");
+    let run = |version: &str| {
+        let prefix = fake_mooncake(version);
+        let path = format!("{}:/usr/bin:/bin", prefix.path().join("bin").display());
+        preflight_env(n.path(), &unset, "decode", &[], &[("PATH", path.as_str())])
+    };
+    let checks = |o: &Outcome| -> Vec<(String, String, String)> {
+        o.json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap_or("").to_string(),
+                    c["status"].as_str().unwrap_or("").to_string(),
+                    format!(
+                        "{} fix: {}",
+                        c["message"].as_str().unwrap_or(""),
+                        c["fix"].as_str().unwrap_or("")
+                    ),
+                )
+            })
+            .collect()
+    };
+
+    let old = run("0.3.10");
+    assert_eq!(old.json["facts"]["mooncake.version"], "0.3.10");
+    assert!(old
+        .text("gid index mlx5_0")
+        .contains("Mooncake will pick 3"));
+    let legacy = checks(&old)
+        .into_iter()
+        .find(|(name, _, _)| name == "gid index mlx5_0 (Mooncake 0.3.10)")
+        .unwrap_or_else(|| panic!("{:#?}", checks(&old)));
+    assert_eq!(legacy.1, "warn");
+    assert!(legacy.2.contains("picks index 1"), "{}", legacy.2);
+    assert!(legacy.2.contains("set MC_GID_INDEX=3"), "{}", legacy.2);
+    assert!(
+        !checks(&old)
+            .iter()
+            .any(|(name, _, _)| name.starts_with("gid index mlx5_1 (")),
+        "{:#?}",
+        checks(&old)
+    );
+
+    for agreeing in ["0.3.9", "0.3.13"] {
+        let o = run(agreeing);
+        assert_eq!(o.json["facts"]["mooncake.version"], agreeing);
+        assert!(
+            !checks(&o)
+                .iter()
+                .any(|(name, _, _)| name.contains("(Mooncake")),
+            "{agreeing}: {:#?}",
+            checks(&o)
+        );
+    }
+}

@@ -275,6 +275,81 @@ pub fn select_gid(gids: &[GidEntry]) -> GidSelection {
     GidSelection { chosen, candidates }
 }
 
+/// The automatic GID rules Mooncake shipped before 0.3.12 (shared/reference/mooncake-internals.md
+/// §A2), for a node that runs such a release: mcsup's main prediction ([`select_gid`]) is the
+/// 0.3.12+ rule, and these say where an older release's pick differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegacyGidRule {
+    /// ≤ 0.3.7: auto only when the index is 0; the first IPv4-mapped RoCE v2 or IB GID, one
+    /// with a netdev first (0.3.7's #947; earlier releases skip that preference); index 0 when
+    /// nothing qualifies.
+    UpTo0_3_7,
+    /// 0.3.8–0.3.9: IPv4-mapped RoCE v2 or IB only; the first with a netdev, else the first
+    /// without; an unreadable slot is skipped.
+    V0_3_8,
+    /// 0.3.10–0.3.11: IPv4 RoCE v2 with a netdev > without > IPv6 RoCE v2 or IB with a netdev
+    /// (link-local included) > without; the scan stops at the first slot it cannot read, so an
+    /// empty slot (rdma-core reports ENODATA for it) hides every later index.
+    V0_3_10,
+}
+
+impl LegacyGidRule {
+    /// The rule of release `(major, minor, patch)`, `None` for 0.3.12 and later.
+    pub fn of(version: (u32, u32, u32)) -> Option<LegacyGidRule> {
+        match version {
+            v if v >= (0, 3, 12) => None,
+            v if v >= (0, 3, 10) => Some(LegacyGidRule::V0_3_10),
+            v if v >= (0, 3, 8) => Some(LegacyGidRule::V0_3_8),
+            _ => Some(LegacyGidRule::UpTo0_3_7),
+        }
+    }
+}
+
+/// The index `rule` picks on one port's table (`None`: the release finds no GID and the
+/// device fails to open).
+pub fn select_gid_legacy(gids: &[GidEntry], rule: LegacyGidRule) -> Option<u32> {
+    let mut table: Vec<&GidEntry> = gids.iter().collect();
+    table.sort_by_key(|g| g.index);
+    let ipv4_or_ib = |g: &GidEntry| match g.gid_type {
+        Some(GidType::RoceV2) => g.gid.ipv4_mapped().is_some(),
+        Some(GidType::Ib) => g.is_populated(),
+        _ => false,
+    };
+    let first = |pred: &dyn Fn(&GidEntry) -> bool, rows: &[&GidEntry]| {
+        rows.iter().find(|g| pred(g)).map(|g| g.index)
+    };
+    match rule {
+        LegacyGidRule::UpTo0_3_7 | LegacyGidRule::V0_3_8 => {
+            let with_netdev = first(&|g| ipv4_or_ib(g) && g.netdev.is_some(), &table);
+            let any = first(&|g| ipv4_or_ib(g), &table);
+            let pick = with_netdev.or(any);
+            if rule == LegacyGidRule::UpTo0_3_7 {
+                Some(pick.unwrap_or(0))
+            } else {
+                pick
+            }
+        }
+        LegacyGidRule::V0_3_10 => {
+            let readable: Vec<&GidEntry> = table
+                .iter()
+                .take_while(|g| g.gid_type.is_some() && g.is_populated())
+                .copied()
+                .collect();
+            let v4 =
+                |g: &GidEntry| g.gid_type == Some(GidType::RoceV2) && g.gid.ipv4_mapped().is_some();
+            let v6_or_ib = |g: &GidEntry| match g.gid_type {
+                Some(GidType::RoceV2) => g.gid.ipv4_mapped().is_none(),
+                Some(GidType::Ib) => true,
+                _ => false,
+            };
+            first(&|g| v4(g) && g.netdev.is_some(), &readable)
+                .or_else(|| first(&|g| v4(g), &readable))
+                .or_else(|| first(&|g| v6_or_ib(g) && g.netdev.is_some(), &readable))
+                .or_else(|| first(&|g| v6_or_ib(g), &readable))
+        }
+    }
+}
+
 /// Facts about an explicitly configured GID index, for the caller to word.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ExplicitGidVerdict {
@@ -408,6 +483,66 @@ mod tests {
     const LL: &str = "fe80:0000:0000:0000:0e42:a1ff:fe1d:d12a";
     const ZERO: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
     use GidType::{Ib, RoceV1, RoceV2};
+
+    /// A RoCE table where the releases disagree: 0 link-local IPv6 with a netdev, 1 a RoCE v1
+    /// twin, 2 empty, 3 IPv4 10.x on a netdev, 4 IPv4 routable without a netdev.
+    fn mixed_table() -> Vec<GidEntry> {
+        vec![
+            entry(0, LL, Some(RoceV2), Some("ens1")),
+            entry(1, LL, Some(RoceV1), Some("ens1")),
+            entry(2, ZERO, None, None),
+            v4(3, [10, 1, 2, 3], RoceV2, Some("ens1")),
+            v4(4, [203, 0, 113, 7], RoceV2, None),
+        ]
+    }
+
+    #[test]
+    fn legacy_rules_pick_what_each_release_picks() {
+        let t = mixed_table();
+        // 0.3.12+: routable (no netdev) beats private 10.x and link-local.
+        assert_eq!(select_gid(&t).chosen, Some(4));
+        // 0.3.8-0.3.9: the first IPv4 with a netdev, skipping the empty slot.
+        assert_eq!(select_gid_legacy(&t, LegacyGidRule::V0_3_8), Some(3));
+        assert_eq!(select_gid_legacy(&t, LegacyGidRule::UpTo0_3_7), Some(3));
+        // 0.3.10-0.3.11: the scan stops at the empty slot 2, so only the link-local GID is left.
+        assert_eq!(select_gid_legacy(&t, LegacyGidRule::V0_3_10), Some(0));
+        // Without the hole, 0.3.10 takes IPv4 with a netdev first.
+        let no_hole: Vec<GidEntry> = t.iter().filter(|g| g.index != 2).cloned().collect();
+        assert_eq!(select_gid_legacy(&no_hole, LegacyGidRule::V0_3_10), Some(3));
+        // Only IPv6: 0.3.8 finds nothing (the device fails), 0.3.7 falls back to 0.
+        let v6_only = vec![entry(0, LL, Some(RoceV2), Some("ens1"))];
+        assert_eq!(select_gid_legacy(&v6_only, LegacyGidRule::V0_3_8), None);
+        assert_eq!(
+            select_gid_legacy(&v6_only, LegacyGidRule::UpTo0_3_7),
+            Some(0)
+        );
+        assert_eq!(select_gid_legacy(&v6_only, LegacyGidRule::V0_3_10), Some(0));
+        // IB: an IB GID (never a netdev) qualifies for every release.
+        let ib = vec![entry(
+            0,
+            "fe80:0000:0000:0000:0002:c903:0001:0001",
+            Some(Ib),
+            None,
+        )];
+        for r in [
+            LegacyGidRule::UpTo0_3_7,
+            LegacyGidRule::V0_3_8,
+            LegacyGidRule::V0_3_10,
+        ] {
+            assert_eq!(select_gid_legacy(&ib, r), Some(0), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn legacy_rule_of_each_release() {
+        assert_eq!(LegacyGidRule::of((0, 3, 13)), None);
+        assert_eq!(LegacyGidRule::of((0, 3, 12)), None);
+        assert_eq!(LegacyGidRule::of((0, 3, 11)), Some(LegacyGidRule::V0_3_10));
+        assert_eq!(LegacyGidRule::of((0, 3, 10)), Some(LegacyGidRule::V0_3_10));
+        assert_eq!(LegacyGidRule::of((0, 3, 9)), Some(LegacyGidRule::V0_3_8));
+        assert_eq!(LegacyGidRule::of((0, 3, 8)), Some(LegacyGidRule::V0_3_8));
+        assert_eq!(LegacyGidRule::of((0, 3, 7)), Some(LegacyGidRule::UpTo0_3_7));
+    }
 
     #[test]
     fn virtual_netdev_names() {

@@ -111,7 +111,20 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     // RDMA first: it decides how many NICs the memlock check multiplies by.
     report.node = plan.node.name.clone();
     let nics = if proto == "rdma" {
-        let nics = rdma::check(plan, &root, &opts.inherited_env, opts.live, &mut report);
+        let installed = mooncake_version::detect(opts.path_var.as_deref());
+        let legacy = installed.as_ref().and_then(|i| {
+            let rule =
+                crate::mooncake::gid::LegacyGidRule::of(mooncake_version::triple(&i.version)?)?;
+            Some((i.version.as_str(), rule))
+        });
+        let nics = rdma::check(
+            plan,
+            &root,
+            &opts.inherited_env,
+            opts.live,
+            legacy,
+            &mut report,
+        );
         let hcas: Vec<gpu::HcaPlace> = mcsup_rdma::SysfsReader::new(root.path("/"))
             .scan()
             .map(|s| {

@@ -6,7 +6,8 @@
 //! The auto-GID rule changed across releases (shared/reference/mooncake-internals.md §A2):
 //! ≤ 0.3.7 auto only when the index is 0; 0.3.8–0.3.9 IPv4-mapped RoCE v2 or IB only;
 //! 0.3.10–0.3.11 adds IPv6 and stops at the first hole in the table; 0.3.12 and later the
-//! tiered rule mcsup implements (`mooncake::gid`).
+//! tiered rule mcsup implements (`mooncake::gid`). The older rules are predicted too
+//! (`mooncake::gid::select_gid_legacy`), where they pick another index.
 
 use std::path::{Path, PathBuf};
 
@@ -123,7 +124,7 @@ pub fn check(path_var: Option<&str>, report: &mut Report) {
                 report.push(Check::warn(
                     G,
                     "mooncake version",
-                    format!("{} {}: its automatic GID choice is the {rule}; mcsup predicts the 0.3.12+ rule, so its GID verdicts may differ", i.package, i.version),
+                    format!("{} {}: its automatic GID choice is the {rule}; where it picks another GID than 0.3.12+ would, the RDMA checks say which (explicit indices are checked as 0.3.12+ checks them)", i.package, i.version),
                     "upgrade Mooncake to 0.3.12 or later, or pin MC_GID_INDEX explicitly",
                 ));
             }

@@ -12,8 +12,8 @@ use mcsup_rdma::{
 use super::report::{Check, Report};
 use super::system::Sysroot;
 use crate::mooncake::gid::{
-    evaluate_gid_index, parse_gid_index, select_gid, DegradedReason, GidAssessment,
-    GidIndexSetting, GidParseNote, GidRank, SelectionOutcome,
+    evaluate_gid_index, parse_gid_index, select_gid, select_gid_legacy, DegradedReason,
+    GidAssessment, GidIndexSetting, GidParseNote, GidRank, LegacyGidRule, SelectionOutcome,
 };
 use crate::plan::{Plan, ProcessKind, ProcessSpec};
 
@@ -111,6 +111,7 @@ pub fn check(
     root: &Sysroot,
     inherited: &[(String, String)],
     live_verbs: bool,
+    legacy: Option<(&str, LegacyGidRule)>,
     report: &mut Report,
 ) -> usize {
     let store = plan.processes.iter().find(|p| p.kind == ProcessKind::Store);
@@ -439,6 +440,22 @@ pub fn check(
                                 _ => format!("{}", o.index),
                             })
                             .collect();
+                        if let Some((version, rule)) = legacy {
+                            let old = select_gid_legacy(&port.gids, rule);
+                            if old != Some(c.index) {
+                                report.push(Check::warn(
+                                    G,
+                                    &format!("{gname} (Mooncake {version})"),
+                                    format!(
+                                        "the installed Mooncake {version} ({rule:?} rule) picks {} on {} port {port_no}, not {} as 0.3.12 and later would",
+                                        old.map_or("no GID (the device fails to open)".to_string(), |i| format!("index {i}")),
+                                        d.name,
+                                        c.index
+                                    ),
+                                    format!("set MC_GID_INDEX={} (the GID 0.3.12+ picks), or upgrade Mooncake to 0.3.12 or later", c.index),
+                                ));
+                            }
+                        }
                         let why = c.assessment.rank().map_or(String::new(), rank_text);
                         report.push(Check::ok(
                             G,
