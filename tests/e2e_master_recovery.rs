@@ -70,6 +70,16 @@ fn one_node_master_crash_recovers_without_touching_workers() {
 
     let (ready, capacity) = crash_master_and_wait(&mut m, ports.metrics, 64 * MIB);
     eprintln!("master crash: ready again after {ready:?}, capacity back after {capacity:?}");
+    // mcsup verified the remount itself, and said the cache was lost.
+    let ev = m.wait_event("master", "remounted", Duration::from_secs(40));
+    let detail = ev.raw["detail"].as_str().unwrap_or("").to_string();
+    eprintln!("remounted: {detail}");
+    assert!(
+        detail.contains("this node's 1 store(s) registered again")
+            && detail.contains("this node's stores hold 64 MiB")
+            && detail.contains("the cache from before the crash is lost"),
+        "{detail}"
+    );
     // Nothing else moved: same store and worker, no teardown.
     assert_eq!(m.pid_of("store"), Some(store));
     assert_eq!(m.pid_of("worker"), Some(worker));
@@ -144,6 +154,11 @@ fn two_nodes_the_remote_store_remounts_with_the_restarted_master() {
         Some(remote_store),
         "the remote store was not restarted"
     );
+    // n1 (the master's node) verified its own store; n2's store remounted by itself.
+    let ev = n1.wait_event("master", "remounted", Duration::from_secs(40));
+    let detail = ev.raw["detail"].as_str().unwrap_or("").to_string();
+    eprintln!("remounted on n1: {detail}");
+    assert!(detail.contains("registered again"), "{detail}");
     assert!(
         n2.events().iter().all(|e| e.event != "stopping"),
         "node 2 was not touched"

@@ -161,6 +161,11 @@ pub enum RecordKind {
     Deadline,
     Abandoned,
     OrphanKilled,
+    /// A restarted master lists this node's stores again (written by the runtime, not the
+    /// machine: see `supervisor::remount`).
+    Remounted,
+    /// A restarted master still misses this node's stores after the bound.
+    RemountLate,
     Finished,
 }
 
@@ -185,6 +190,8 @@ impl RecordKind {
             RecordKind::Deadline => "deadline",
             RecordKind::Abandoned => "abandoned",
             RecordKind::OrphanKilled => "orphan-killed",
+            RecordKind::Remounted => "remounted",
+            RecordKind::RemountLate => "remount-late",
             RecordKind::Finished => "finished",
         }
     }

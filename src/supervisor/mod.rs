@@ -8,6 +8,7 @@
 //! - `spawn`: fork/exec of children (process group, signal dispositions, PDEATHSIG, fds).
 //! - `probes`: tcp/http/file probe attempts (exec probes are spawned through `spawn`).
 //! - `logs`: per-process log files with rotation, line splitting, the console mux.
+//! - `remount`: after a master restart, verify this node's stores registered again.
 //! - `signals`: what mcsup does with every signal (the table), signal streams and the
 //!   async-signal-safe SIGKILL backstop.
 //! - `status`: the events file (`<node>.events.jsonl`), the status file (`<node>.status.json`)
@@ -19,6 +20,7 @@ pub mod machine;
 
 mod logs;
 mod probes;
+mod remount;
 mod runtime;
 mod signals;
 mod spawn;

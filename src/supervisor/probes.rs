@@ -107,3 +107,36 @@ pub async fn http(
         )),
     }
 }
+
+/// One HTTP GET whose body (at most 1 MiB) is the answer: for reading a server's state, not for
+/// readiness. Status must be 200.
+pub async fn http_body(
+    host: String,
+    port: u16,
+    path: &'static str,
+    timeout: Duration,
+) -> Result<String, String> {
+    let job = tokio::task::spawn_blocking(move || {
+        let url = format!("http://{host}:{port}{path}");
+        let agent = ureq::AgentBuilder::new()
+            .timeout(timeout)
+            .redirects(0)
+            .build();
+        let resp = agent
+            .get(&url)
+            .call()
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let mut body = String::new();
+        use std::io::Read;
+        resp.into_reader()
+            .take(1 << 20)
+            .read_to_string(&mut body)
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        Ok(body)
+    });
+    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(format!("http task failed: {e}")),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}

@@ -31,13 +31,13 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
-use crate::plan::{Plan, ProbeSpec};
+use crate::plan::{Plan, ProbeSpec, ProcessKind};
 
 use super::logs::{self, Console, PumpConfig};
 use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
 use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter, StatusFile};
-use super::{probes, signals, spawn, LogFormat, RunOptions, RunOutcome, SupervisorError};
+use super::{probes, remount, signals, spawn, LogFormat, RunOptions, RunOutcome, SupervisorError};
 
 /// How long the final sweep may take to kill reparented orphans.
 const ORPHAN_SWEEP: Duration = Duration::from_secs(3);
@@ -196,6 +196,11 @@ enum Msg {
         pid: Pid,
         status: ExitStatus,
     },
+    Remount {
+        master: String,
+        ok: bool,
+        detail: String,
+    },
 }
 
 struct Runtime {
@@ -221,6 +226,9 @@ struct Runtime {
     readers: Vec<JoinHandle<()>>,
     /// Whether the first SIGXFSZ is in the events file.
     file_size_reported: bool,
+    /// How often each master process became ready: from the second time on it was restarted,
+    /// and the stores' remount is verified.
+    master_ready: HashMap<usize, u32>,
 }
 
 /// Run a plan to completion (see [`super::run_blocking`]).
@@ -275,6 +283,7 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
         deferred: HashSet::new(),
         readers: Vec::new(),
         file_size_reported: false,
+        master_ready: HashMap::new(),
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
@@ -399,6 +408,9 @@ impl Runtime {
                 }
             }
             Action::Record(mut r) => {
+                if r.kind == RecordKind::Ready {
+                    self.after_ready(&r.unit);
+                }
                 if r.kind == RecordKind::Finished {
                     r.detail = Some(with_losses(r.detail.take().unwrap_or_default()));
                 }
@@ -526,6 +538,33 @@ impl Runtime {
         None
     }
 
+    /// A master that becomes ready for the second time or later was restarted: verify, in the
+    /// background, that this node's stores registered with it again.
+    fn after_ready(&mut self, unit: &str) {
+        let Some(i) = self
+            .plan
+            .processes
+            .iter()
+            .position(|p| p.name == unit && p.kind == ProcessKind::Master)
+        else {
+            return;
+        };
+        let n = self.master_ready.entry(i).or_insert(0);
+        *n += 1;
+        if *n < 2 {
+            return;
+        }
+        let Some(target) = remount::target(&self.plan, i) else {
+            return;
+        };
+        let tx = self.tx.clone();
+        let master = unit.to_string();
+        tokio::spawn(async move {
+            let (ok, detail) = remount::verify(target, remount::REMOUNT_WITHIN).await;
+            let _ = tx.send(Msg::Remount { master, ok, detail });
+        });
+    }
+
     fn on_signal(&mut self, sig: SignalEvent) {
         match sig {
             SignalEvent::Stop(sig) => self.feed(Event::Signal(sig)),
@@ -581,6 +620,25 @@ impl Runtime {
                 self.deferred.remove(&pid);
                 self.feed(Event::Exited { pid, status });
                 self.check_groups();
+            }
+            Msg::Remount { master, ok, detail } => {
+                let r = Record {
+                    unit: master,
+                    kind: if ok {
+                        RecordKind::Remounted
+                    } else {
+                        RecordKind::RemountLate
+                    },
+                    pid: None,
+                    status: None,
+                    detail: Some(detail),
+                };
+                self.events.write(&r, Instant::now(), &self.clock);
+                if ok {
+                    tracing::info!(process = %r.unit, detail = r.detail.as_deref(), "remounted");
+                } else {
+                    tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "remount-late");
+                }
             }
             Msg::ExecTimeout { attempt, pid } => {
                 if self.exec_probes.get(&pid) == Some(&attempt) {

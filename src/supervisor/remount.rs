@@ -1,0 +1,244 @@
+//! After a restarted Mooncake master is ready again: check that this node's stores registered
+//! with it again, and say that the cache it held is gone.
+//!
+//! Mooncake stores ping the master every second and remount their segments when a restarted
+//! master answers `NEED_REMOUNT` (since 0.3.6.post1); only the cached keys are lost
+//! (shared/reference/mooncake-internals.md). The supervisor keeps the workers running through a
+//! master restart; this module is how it verifies the recovery instead of assuming it: it polls
+//! the master's HTTP metrics server (`/get_all_segments`, `/metrics`) until every store of this
+//! node is listed again and the master's capacity covers their segments, within a bound. The
+//! outcome is an event (`remounted` or `remount_late`), never a teardown: stores that are slow to
+//! remount are still supervised by their own readiness and restart policy.
+//!
+//! Pure parts ([`target`], [`judge`]) are separate from the one async poller ([`verify`]).
+
+use std::time::{Duration, Instant};
+
+use crate::mooncake::size;
+use crate::plan::{Plan, ProbeSpec, ProcessKind};
+
+/// How long the stores may take to be registered again after the master is ready (they ping it
+/// every second; measured 0.3-0.8 s in tests/e2e_master_recovery.rs).
+pub const REMOUNT_WITHIN: Duration = Duration::from_secs(30);
+/// Between two looks at the master.
+const POLL: Duration = Duration::from_millis(250);
+
+/// What to look for after a restart of the master at `plan.processes[master]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Where the master's metrics server answers (its readiness host, `--metrics_port`).
+    pub host: String,
+    pub metrics_port: u16,
+    /// `MOONCAKE_LOCAL_HOSTNAME` of each store on this node: the host part of its segment name.
+    pub store_hosts: Vec<String>,
+    /// The segments this node's stores hold, summed.
+    pub expected_bytes: u64,
+}
+
+/// The target for the master at `master`, or `None` when this node runs no store, or the master
+/// has no metrics server to ask (`--enable_metric_reporting=false` or no `--metrics_port`).
+pub fn target(plan: &Plan, master: usize) -> Option<Target> {
+    let m = plan.processes.get(master)?;
+    let flag = |name: &str| {
+        m.argv.iter().enumerate().find_map(|(i, a)| {
+            let rest = a.strip_prefix(&format!("--{name}"))?;
+            match rest.strip_prefix('=') {
+                Some(v) => Some(v.to_string()),
+                None if rest.is_empty() => m.argv.get(i + 1).cloned(),
+                None => None,
+            }
+        })
+    };
+    if flag("enable_metric_reporting").is_some_and(|v| v == "false" || v == "0") {
+        return None;
+    }
+    let metrics_port: u16 = flag("metrics_port")?.parse().ok()?;
+    let host = m
+        .readiness
+        .iter()
+        .flat_map(|r| r.probes.iter())
+        .find_map(|p| match p {
+            ProbeSpec::Tcp { host, .. } => Some(host.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "127.0.0.1".into());
+    let stores: Vec<_> = plan
+        .processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Store)
+        .collect();
+    if stores.is_empty() {
+        return None;
+    }
+    let store_hosts = stores
+        .iter()
+        .map(|s| {
+            s.env_value("MOONCAKE_LOCAL_HOSTNAME")
+                .unwrap_or("localhost")
+                .to_string()
+        })
+        .collect();
+    let expected_bytes = stores
+        .iter()
+        .map(|s| {
+            s.env_value("MOONCAKE_GLOBAL_SEGMENT_SIZE")
+                .and_then(|v| size::parse_mooncake_size(v).ok())
+                .unwrap_or(crate::mooncake::DEFAULT_SEGMENT)
+        })
+        .fold(0u64, u64::saturating_add);
+    Some(Target {
+        host,
+        metrics_port,
+        store_hosts,
+        expected_bytes,
+    })
+}
+
+/// What the master said at one look.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Look {
+    /// `/get_all_segments`: one segment name (`host:port`) per line.
+    pub segments: Vec<String>,
+    pub capacity: Option<u64>,
+    pub keys: Option<u64>,
+}
+
+impl Look {
+    /// Parse the two answers.
+    pub fn parse(segments: &str, metrics: &str) -> Look {
+        let metric = |name: &str| {
+            metrics.lines().find_map(|l| {
+                let mut it = l.split_whitespace();
+                (it.next() == Some(name))
+                    .then(|| it.next()?.parse::<f64>().ok())
+                    .flatten()
+                    .map(|v| v as u64)
+            })
+        };
+        Look {
+            segments: segments
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect(),
+            capacity: metric("master_total_capacity_bytes"),
+            keys: metric("master_key_count"),
+        }
+    }
+}
+
+/// Are all of this node's stores back? One segment per store whose host matches (a node's
+/// stores share its hostname, so they are counted, not named).
+pub fn judge(t: &Target, look: &Look) -> bool {
+    let mut hosts = t.store_hosts.clone();
+    hosts.sort();
+    hosts.dedup();
+    let enough = hosts.iter().all(|h| {
+        let want = t.store_hosts.iter().filter(|x| *x == h).count();
+        let have = look
+            .segments
+            .iter()
+            .filter(|s| s.rsplit_once(':').map_or(s.as_str(), |(host, _)| host) == h)
+            .count();
+        have >= want
+    });
+    enough && look.capacity.is_some_and(|c| c >= t.expected_bytes)
+}
+
+/// The event detail for `look` after `elapsed`.
+pub fn describe(t: &Target, look: &Look, elapsed: Duration, ok: bool) -> String {
+    let cap = look
+        .capacity
+        .map_or("unknown".to_string(), |c| size::Bytes(c).to_string());
+    let keys = look.keys.map_or("unknown".to_string(), |k| k.to_string());
+    if ok {
+        format!(
+            "this node's {} store(s) registered again after {:.1} s ({} segment(s) listed; capacity {cap}, this node's stores hold {}); the cache from before the crash is lost (master_key_count {keys} now); workers kept running",
+            t.store_hosts.len(),
+            elapsed.as_secs_f64(),
+            look.segments.len(),
+            size::Bytes(t.expected_bytes)
+        )
+    } else {
+        format!(
+            "after {:.0} s the restarted master lists {} segment(s) ({}) and capacity {cap}, short of this node's {} store(s) holding {}: check the stores' logs (they remount on their next ping of the master); master_key_count {keys}",
+            elapsed.as_secs_f64(),
+            look.segments.len(),
+            look.segments.join(", "),
+            t.store_hosts.len(),
+            size::Bytes(t.expected_bytes)
+        )
+    }
+}
+
+/// Poll the master until [`judge`] is satisfied or `within` passes: `(registered, detail)`.
+pub async fn verify(t: Target, within: Duration) -> (bool, String) {
+    let start = Instant::now();
+    let mut last = Look::default();
+    loop {
+        let get = |path: &'static str| {
+            super::probes::http_body(t.host.clone(), t.metrics_port, path, POLL * 4)
+        };
+        if let (Ok(segments), Ok(metrics)) = (get("/get_all_segments").await, get("/metrics").await)
+        {
+            last = Look::parse(&segments, &metrics);
+            if judge(&t, &last) {
+                return (true, describe(&t, &last, start.elapsed(), true));
+            }
+        }
+        if start.elapsed() >= within {
+            return (false, describe(&t, &last, start.elapsed(), false));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t() -> Target {
+        Target {
+            host: "127.0.0.1".into(),
+            metrics_port: 8702,
+            store_hosts: vec!["10.0.0.2".into()],
+            expected_bytes: 64 << 20,
+        }
+    }
+
+    #[test]
+    fn a_look_parses_the_masters_answers() {
+        let l = Look::parse(
+            "10.0.0.2:13075\n10.0.0.3:12555\n",
+            "# HELP x\nmaster_total_capacity_bytes 134217728\nmaster_key_count 0\n",
+        );
+        assert_eq!(l.segments, vec!["10.0.0.2:13075", "10.0.0.3:12555"]);
+        assert_eq!(l.capacity, Some(128 << 20));
+        assert_eq!(l.keys, Some(0));
+    }
+
+    #[test]
+    fn judged_back_only_with_this_nodes_segment_and_the_capacity() {
+        let back = Look {
+            segments: vec!["10.0.0.2:13075".into()],
+            capacity: Some(64 << 20),
+            keys: Some(0),
+        };
+        assert!(judge(&t(), &back));
+        // Another node's store remounted first: not ours.
+        let other = Look {
+            segments: vec!["10.0.0.3:13075".into()],
+            ..back.clone()
+        };
+        assert!(!judge(&t(), &other));
+        // Listed, but the capacity is not there yet.
+        let short = Look {
+            capacity: Some(0),
+            ..back.clone()
+        };
+        assert!(!judge(&t(), &short));
+        assert!(describe(&t(), &short, Duration::from_secs(30), false).contains("short of"));
+        assert!(describe(&t(), &back, Duration::from_millis(1500), true).contains("after 1.5 s"));
+    }
+}
