@@ -163,6 +163,11 @@ fn plan_args(recipe: &str) -> Vec<&str> {
     vec!["plan", "--role", "agg", "--node", "n1", "--recipe", recipe]
 }
 
+/// `mcsup plan` of `recipe` (a path) as the agg role on n1, bounded by `limit`.
+fn plan_within(env: &TestEnv, recipe: &Path, limit: Duration) -> Ran {
+    run_within(env, limit, mcsup(env, &plan_args(recipe.to_str().unwrap())))
+}
+
 // ---------------------------------------------------------------------------------------------
 // A. Unbounded inputs
 // ---------------------------------------------------------------------------------------------
@@ -176,11 +181,7 @@ fn worker_count_above_the_bound_is_refused_quickly() {
             "job.yaml",
             &worker_recipe(&env, &format!("        count: {count}\n"), ""),
         );
-        let ran = run_within(
-            &env,
-            ms(10_000),
-            mcsup(&env, &plan_args(r.to_str().unwrap())),
-        );
+        let ran = plan_within(&env, &r, ms(10_000));
         assert_refused(&ran, &["count", "1024"]);
         assert!(
             ran.stderr.contains("job.yaml"),
@@ -194,11 +195,7 @@ fn worker_count_above_the_bound_is_refused_quickly() {
         "job.yaml",
         &worker_recipe(&env, "        count: 1024\n", ""),
     );
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_eq!(ran.code, Some(0), "{}", ran.describe());
     // Many entries cannot add up past the bound either.
     let mut text = worker_recipe(&env, "        count: 1000\n", "");
@@ -206,11 +203,7 @@ fn worker_count_above_the_bound_is_refused_quickly() {
         "      - name: v\n        count: 1000\n        command: [{TESTCHILD}]\n"
     ));
     let r = write(&env, "job.yaml", &text);
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(&ran, &["1024"]);
 }
 
@@ -259,11 +252,7 @@ fn a_fifo_recipe_that_never_ends_is_cut_off_at_the_size_limit() {
         }
         sent
     });
-    let ran = run_within(
-        &env,
-        ms(15_000),
-        mcsup(&env, &plan_args(fifo.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &fifo, ms(15_000));
     let sent = writer.join().unwrap();
     assert_refused(&ran, &["recipe.fifo", "4 MiB"]);
     assert!(
@@ -285,11 +274,7 @@ fn deeply_nested_yaml_in_an_ignored_section_is_refused_quickly() {
         "]".repeat(depth)
     );
     let r = write(&env, "deep.yaml", &text);
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(&ran, &["deep.yaml", "nest", "64"]);
     assert!(
         ran.stderr.contains("slurm_extra"),
@@ -307,11 +292,7 @@ fn deeply_nested_yaml_in_an_ignored_section_is_refused_quickly() {
         "deep.yaml",
         &format!("{}{block}", worker_recipe(&env, "", "")),
     );
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(&ran, &["deep.yaml", "nest", "64"]);
     // Ordinary nesting in an ignored section is fine.
     let r = write(
@@ -322,11 +303,7 @@ fn deeply_nested_yaml_in_an_ignored_section_is_refused_quickly() {
             worker_recipe(&env, "", "")
         ),
     );
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_eq!(ran.code, Some(0), "{}", ran.describe());
 }
 
@@ -342,11 +319,7 @@ fn a_huge_environment_block_is_refused_quickly() {
         text.push_str(&format!("          A{i}: \"1\"\n"));
     }
     let r = write(&env, "env.yaml", &text);
-    let ran = run_within(
-        &env,
-        ms(15_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(15_000));
     assert_refused(&ran, &["env.yaml:", "env.A1024", "1024 variables"]);
 }
 
@@ -526,22 +499,14 @@ fn drain_and_stop_signals_that_cannot_do_their_job_are_refused() {
             "job.yaml",
             &worker_recipe(&env, "", &format!("  shutdown:\n    drain_signal: {sig}\n")),
         );
-        let ran = run_within(
-            &env,
-            ms(10_000),
-            mcsup(&env, &plan_args(r.to_str().unwrap())),
-        );
+        let ran = plan_within(&env, &r, ms(10_000));
         assert_refused(&ran, &[sig, "mcsup.shutdown.drain_signal", "job.yaml:"]);
         let r = write(
             &env,
             "job.yaml",
             &worker_recipe(&env, &format!("        stop: {{signal: {sig}}}\n"), ""),
         );
-        let ran = run_within(
-            &env,
-            ms(10_000),
-            mcsup(&env, &plan_args(r.to_str().unwrap())),
-        );
+        let ran = plan_within(&env, &r, ms(10_000));
         assert_refused(&ran, &[sig, "stop.signal"]);
     }
     for (drain, stop) in [
@@ -558,11 +523,7 @@ fn drain_and_stop_signals_that_cannot_do_their_job_are_refused() {
                 &format!("  shutdown:\n    drain_signal: {drain}\n"),
             ),
         );
-        let ran = run_within(
-            &env,
-            ms(10_000),
-            mcsup(&env, &plan_args(r.to_str().unwrap())),
-        );
+        let ran = plan_within(&env, &r, ms(10_000));
         assert_eq!(ran.code, Some(0), "{drain}/{stop}: {}", ran.describe());
     }
 }
@@ -572,11 +533,7 @@ fn a_flag_given_twice_under_two_spellings_is_refused_with_both_lines() {
     let env = TestEnv::new();
     let text = "backend:\n  type: sglang\n  sglang_config:\n    aggregated:\n      model-path: /m\n      tp-size: 8\n      mem-fraction-static: 0.8\n      tp_size: 4\n";
     let r = write(&env, "job.yaml", text);
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(
         &ran,
         &[
@@ -590,20 +547,12 @@ fn a_flag_given_twice_under_two_spellings_is_refused_with_both_lines() {
     // The very same spelling twice.
     let text = "backend:\n  type: sglang\n  sglang_config:\n    aggregated:\n      model-path: /m\n      tp-size: 8\n      tp-size: 16\n";
     let r = write(&env, "job.yaml", text);
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(&ran, &["job.yaml:7:", "tp-size", "line 6"]);
     // 2.0 spelling: roles.<role>.args.
     let text = "schema: 2\nengine:\n  type: sglang\nroles:\n  agg:\n    args:\n      model-path: /m\n      tp-size: 8\n      tp_size: 4\n";
     let r = write(&env, "job2.yaml", text);
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(&ran, &["tp_size", "tp-size"]);
 }
 
@@ -692,11 +641,7 @@ fn huge_tp_size_is_reported_not_wrapped() {
     let env = TestEnv::new();
     // 2^63 x dp-size 2 wraps to 0 ranks (then "1 ranks"); in a debug build it panicked.
     let recipe = hicache_recipe(&env, "9223372036854775808");
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(recipe.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &recipe, ms(10_000));
     assert_eq!(ran.code, Some(0), "{}", ran.describe());
     assert!(
         !ran.stdout.contains("x 1 ranks"),
@@ -860,11 +805,7 @@ fn too_many_services_and_unusable_node_names_are_refused() {
         text.push_str(&format!("  - {{name: s{i}, command: [sleep, \"1\"]}}\n"));
     }
     let r = write(&env, "many.yaml", &text);
-    let ran = run_within(
-        &env,
-        ms(10_000),
-        mcsup(&env, &plan_args(r.to_str().unwrap())),
-    );
+    let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(&ran, &["300 services", "at most 256"]);
 
     let r = write(&env, "ok.yaml", &worker_recipe(&env, "", ""));
