@@ -110,8 +110,8 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
 
     // RDMA first: it decides how many NICs the memlock check multiplies by.
     report.node = plan.node.name.clone();
+    let installed = mooncake_version::detect(opts.path_var.as_deref());
     let nics = if proto == "rdma" {
-        let installed = mooncake_version::detect(opts.path_var.as_deref());
         let legacy = installed.as_ref().and_then(|i| {
             let rule =
                 crate::mooncake::gid::LegacyGidRule::of(mooncake_version::triple(&i.version)?)?;
@@ -145,7 +145,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
         0
     };
 
-    mooncake_version::check(opts.path_var.as_deref(), &mut report);
+    mooncake_version::check_installed(installed.as_ref(), &mut report);
     let facts = memory::MemoryFacts::read(&root, &opts.slurm_env);
     memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);

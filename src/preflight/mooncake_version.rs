@@ -102,7 +102,12 @@ pub fn gid_rule(version: &str) -> (&'static str, bool) {
 
 /// Report the version and the GID rule it implies; facts `mooncake.version`, `mooncake.gid_rule`.
 pub fn check(path_var: Option<&str>, report: &mut Report) {
-    match detect(path_var) {
+    check_installed(detect(path_var).as_ref(), report)
+}
+
+/// [`check`] for an install already found (or not) by [`detect`].
+pub fn check_installed(installed: Option<&Installed>, report: &mut Report) {
+    match installed {
         Some(i) => {
             let (rule, exact) = gid_rule(&i.version);
             report
