@@ -806,3 +806,58 @@ fn an_older_mooncake_gid_rule_is_predicted_too() {
         );
     }
 }
+
+/// Explicit indices on older releases: 0.3.8-0.3.9 disable a device whose configured GID has no
+/// netdev (every IB GID), and up to 0.3.7 index 0 means "choose automatically".
+#[test]
+fn an_older_mooncake_reads_explicit_indices_its_own_way() {
+    let named = |o: &Outcome, name: &str| -> Option<(String, String)> {
+        o.json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| {
+                (
+                    c["status"].as_str().unwrap_or("").to_string(),
+                    format!(
+                        "{} fix: {}",
+                        c["message"].as_str().unwrap_or(""),
+                        c["fix"].as_str().unwrap_or("")
+                    ),
+                )
+            })
+    };
+    let run = |tree: &str, recipe: &str, version: &str| {
+        let prefix = fake_mooncake(version);
+        let path = format!("{}:/usr/bin:/bin", prefix.path().join("bin").display());
+        let n = node(tree, &Proc::default());
+        preflight_env(n.path(), recipe, "decode", &[], &[("PATH", path.as_str())])
+    };
+
+    let ib = with_device("mlx5_0").replace("MC_GID_INDEX: \"3\"", "MC_GID_INDEX: \"0\"");
+    let o = run("ib-hdr", &ib, "0.3.9");
+    let (status, text) =
+        named(&o, "gid index mlx5_0 (Mooncake 0.3.9)").unwrap_or_else(|| panic!("{:#}", o.json));
+    assert_eq!(status, "fail", "{text}");
+    assert!(
+        text.contains("has no netdev") && text.contains("0.3.10 or later"),
+        "{text}"
+    );
+    assert_eq!(o.code, 1);
+    let o = run("ib-hdr", &ib, "0.3.10");
+    assert_eq!(named(&o, "gid index mlx5_0 (Mooncake 0.3.10)"), None);
+    assert_eq!(o.status("gid index mlx5_0"), "ok");
+
+    let zero = seed_recipe().replace("MC_GID_INDEX: \"3\"", "MC_GID_INDEX: \"0\"");
+    let o = run("two-nics", &zero, "0.3.7");
+    let (status, text) =
+        named(&o, "gid index mlx5_0 (Mooncake 0.3.7)").unwrap_or_else(|| panic!("{:#}", o.json));
+    assert_eq!(status, "warn", "{text}");
+    assert!(
+        text.contains("picks index 3") && text.contains("MC_GID_INDEX=3"),
+        "{text}"
+    );
+    let o = run("two-nics", &zero, "0.3.8");
+    assert_eq!(named(&o, "gid index mlx5_0 (Mooncake 0.3.8)"), None);
+}

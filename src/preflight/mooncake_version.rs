@@ -129,7 +129,7 @@ pub fn check_installed(installed: Option<&Installed>, report: &mut Report) {
                 report.push(Check::warn(
                     G,
                     "mooncake version",
-                    format!("{} {}: its automatic GID choice is the {rule}; where it picks another GID than 0.3.12+ would, the RDMA checks say which (explicit indices are checked as 0.3.12+ checks them)", i.package, i.version),
+                    format!("{} {}: its automatic GID choice is the {rule}; where it picks another GID than 0.3.12+ would, or reads an explicit index differently (0 meaning auto up to 0.3.7, a GID without a netdev failing the device in 0.3.8-0.3.9), the RDMA checks say so", i.package, i.version),
                     "upgrade Mooncake to 0.3.12 or later, or pin MC_GID_INDEX explicitly",
                 ));
             }

@@ -369,6 +369,34 @@ pub fn check(
                 {
                     let v = evaluate_gid_index(&port.gids, idx);
                     chosen_indices.push(format!("{}={idx}", d.name));
+                    match legacy {
+                        // 0.3.8-0.3.9 failed the device when the configured slot had no netdev
+                        // (mooncake-internals.md §A3); 0.3.10 made it a warning.
+                        Some((version, LegacyGidRule::V0_3_8))
+                            if v.in_table && v.populated && v.netdev.is_none() =>
+                        {
+                            report.push(Check::fail(
+                                G,
+                                &format!("{gname} (Mooncake {version})"),
+                                format!("the installed Mooncake {version} disables {} when the configured GID ({src}={idx}) has no netdev, as every IB GID has none (0.3.10 made this a warning)", d.name),
+                                "upgrade Mooncake to 0.3.10 or later, or configure a GID that has a netdev",
+                            ));
+                        }
+                        // Up to 0.3.7, index 0 meant "choose automatically".
+                        Some((version, LegacyGidRule::UpTo0_3_7)) if idx == 0 => {
+                            let pick = select_gid_legacy(&port.gids, LegacyGidRule::UpTo0_3_7)
+                                .unwrap_or(0);
+                            if pick != 0 {
+                                report.push(Check::warn(
+                                    G,
+                                    &format!("{gname} (Mooncake {version})"),
+                                    format!("the installed Mooncake {version} reads {src}=0 as \"choose automatically\" and picks index {pick} on {}, not 0", d.name),
+                                    format!("set MC_GID_INDEX={pick} to say so, or upgrade Mooncake to 0.3.8 or later"),
+                                ));
+                            }
+                        }
+                        _ => {}
+                    }
                     if !v.in_table {
                         report.push(Check::fail(
                             G,
