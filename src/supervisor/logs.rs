@@ -746,6 +746,55 @@ impl Drop for LogFile {
     }
 }
 
+/// The byte budget of a queue to a writer thread that must never be waited for (the children's
+/// console, mcsup's own stderr): offers that do not fit, or find the channel full, are dropped
+/// and their lines counted; the writer gives bytes back as it writes them. Clones share counts.
+#[derive(Clone)]
+pub(super) struct QueueBudget {
+    limit: usize,
+    queued: Arc<AtomicUsize>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl QueueBudget {
+    pub(super) fn new(limit: usize) -> QueueBudget {
+        QueueBudget {
+            limit,
+            queued: Arc::new(AtomicUsize::new(0)),
+            dropped: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Hand `batch` (`lines` lines) to `tx` if it fits; otherwise drop and count it. Never blocks.
+    pub(super) fn offer(&self, tx: &SyncSender<Vec<u8>>, batch: Vec<u8>, lines: u64) {
+        let len = batch.len();
+        if self.queued.load(Ordering::Acquire) + len > self.limit {
+            self.dropped.fetch_add(lines, Ordering::Relaxed);
+            return;
+        }
+        self.queued.fetch_add(len, Ordering::AcqRel);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send(batch) {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            self.dropped.fetch_add(lines, Ordering::Relaxed);
+        }
+    }
+
+    /// The writer thread wrote (or gave up on) `len` bytes.
+    pub(super) fn written(&self, len: usize) {
+        self.queued.fetch_sub(len, Ordering::AcqRel);
+    }
+
+    /// Bytes offered and not written yet.
+    pub(super) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+
+    /// Lines dropped so far.
+    pub(super) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
 /// The console writer thread and its bounded queue.
 pub struct Console {
     handle: ConsoleHandle,
@@ -756,35 +805,28 @@ pub struct Console {
 #[derive(Clone)]
 pub struct ConsoleHandle {
     tx: Option<SyncSender<Vec<u8>>>,
-    queued: Arc<AtomicUsize>,
-    dropped: Arc<AtomicU64>,
+    budget: QueueBudget,
 }
 
 impl Console {
     /// Start the writer thread on mcsup's stdout (or a disabled console).
     pub fn start(enabled: bool) -> io::Result<Console> {
-        let queued = Arc::new(AtomicUsize::new(0));
-        let dropped = Arc::new(AtomicU64::new(0));
+        let budget = QueueBudget::new(CONSOLE_QUEUE_BYTES);
         if !enabled {
             return Ok(Console {
-                handle: ConsoleHandle {
-                    tx: None,
-                    queued,
-                    dropped,
-                },
+                handle: ConsoleHandle { tx: None, budget },
                 thread: None,
             });
         }
         let (tx, rx) = sync_channel::<Vec<u8>>(CONSOLE_QUEUE_BATCHES);
-        let q = queued.clone();
+        let b = budget.clone();
         let thread = std::thread::Builder::new()
             .name("mcsup-console".into())
-            .spawn(move || console_thread(rx, q))?;
+            .spawn(move || console_thread(rx, b))?;
         Ok(Console {
             handle: ConsoleHandle {
                 tx: Some(tx),
-                queued,
-                dropped,
+                budget,
             },
             thread: Some(thread),
         })
@@ -797,7 +839,7 @@ impl Console {
 
     /// Lines dropped so far.
     pub fn dropped(&self) -> u64 {
-        self.handle.dropped.load(Ordering::Relaxed)
+        self.handle.budget.dropped()
     }
 
     /// Let the thread write what is queued, waiting at most `within`; a stuck terminal is left
@@ -818,15 +860,15 @@ impl Console {
     }
 }
 
-fn console_thread(rx: Receiver<Vec<u8>>, queued: Arc<AtomicUsize>) {
+fn console_thread(rx: Receiver<Vec<u8>>, budget: QueueBudget) {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     while let Ok(batch) = rx.recv() {
         let _ = out.write_all(&batch);
-        queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        budget.written(batch.len());
         while let Ok(more) = rx.try_recv() {
             let _ = out.write_all(&more);
-            queued.fetch_sub(more.len(), Ordering::AcqRel);
+            budget.written(more.len());
         }
         let _ = out.flush();
     }
@@ -840,19 +882,8 @@ impl ConsoleHandle {
 
     /// Offer a batch of `lines` lines; drop (and count) it if the queue is full.
     fn offer(&self, batch: Vec<u8>, lines: u64) {
-        let Some(tx) = &self.tx else { return };
-        let len = batch.len();
-        if self.queued.load(Ordering::Acquire) + len > CONSOLE_QUEUE_BYTES {
-            self.dropped.fetch_add(lines, Ordering::Relaxed);
-            return;
-        }
-        self.queued.fetch_add(len, Ordering::AcqRel);
-        match tx.try_send(batch) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.queued.fetch_sub(len, Ordering::AcqRel);
-                self.dropped.fetch_add(lines, Ordering::Relaxed);
-            }
+        if let Some(tx) = &self.tx {
+            self.budget.offer(tx, batch, lines);
         }
     }
 }

@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use crate::plan::{Plan, ProbeSpec, ProcessKind};
 
-use super::logs::{self, Console, PumpConfig};
+use super::logs::{self, Console, PumpConfig, QueueBudget};
 use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
 use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter, StatusFile};
@@ -78,7 +78,7 @@ pub fn init_tracing(format: LogFormat) {
 const STDERR_QUEUE_BYTES: usize = 64 * 1024;
 const STDERR_QUEUE_BATCHES: usize = 1024;
 
-/// mcsup's own stderr, never waited for (the same shape as the children's console in `logs`):
+/// mcsup's own stderr, never waited for (the same [`QueueBudget`] as the children's console):
 /// callers offer whole lines to a bounded queue and a writer thread does the blocking writes.
 /// What does not fit is dropped and counted; the count goes into the final events record and
 /// the last log line. fd 2 itself stays blocking: it is one open file description shared with
@@ -86,8 +86,7 @@ const STDERR_QUEUE_BATCHES: usize = 1024;
 struct StderrQueue {
     /// `None`: the writer thread could not start; lines are then written directly.
     tx: Option<SyncSender<Vec<u8>>>,
-    queued: AtomicUsize,
-    dropped: AtomicU64,
+    budget: QueueBudget,
     failed: AtomicU64,
 }
 
@@ -101,8 +100,7 @@ fn stderr_queue() -> &'static StderrQueue {
             .spawn(move || stderr_thread(rx));
         StderrQueue {
             tx: spawned.ok().map(|_| tx),
-            queued: AtomicUsize::new(0),
-            dropped: AtomicU64::new(0),
+            budget: QueueBudget::new(STDERR_QUEUE_BYTES),
             failed: AtomicU64::new(0),
         }
     })
@@ -119,7 +117,7 @@ fn stderr_thread(rx: Receiver<Vec<u8>>) {
         if std::io::stderr().lock().write_all(&batch).is_err() {
             q.failed.fetch_add(line_count(&batch), Ordering::Relaxed);
         }
-        q.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        q.budget.written(batch.len());
     }
 }
 
@@ -130,25 +128,13 @@ pub fn stderr_write(bytes: &[u8]) {
         let _ = std::io::stderr().lock().write_all(bytes);
         return;
     };
-    let len = bytes.len();
-    if q.queued.load(Ordering::Acquire) + len > STDERR_QUEUE_BYTES {
-        q.dropped.fetch_add(line_count(bytes), Ordering::Relaxed);
-        return;
-    }
-    q.queued.fetch_add(len, Ordering::AcqRel);
-    if tx.try_send(bytes.to_vec()).is_err() {
-        q.queued.fetch_sub(len, Ordering::AcqRel);
-        q.dropped.fetch_add(line_count(bytes), Ordering::Relaxed);
-    }
+    q.budget.offer(tx, bytes.to_vec(), line_count(bytes));
 }
 
 /// Lines of mcsup's own log lost so far: (dropped because stderr was full, failed to write).
 pub fn stderr_lost() -> (u64, u64) {
     match STDERR_QUEUE.get() {
-        Some(q) => (
-            q.dropped.load(Ordering::Relaxed),
-            q.failed.load(Ordering::Relaxed),
-        ),
+        Some(q) => (q.budget.dropped(), q.failed.load(Ordering::Relaxed)),
         None => (0, 0),
     }
 }
@@ -158,7 +144,7 @@ pub fn stderr_lost() -> (u64, u64) {
 pub fn flush_stderr(within: Duration) {
     let Some(q) = STDERR_QUEUE.get() else { return };
     let end = Instant::now() + within;
-    while q.queued.load(Ordering::Acquire) > 0 && Instant::now() < end {
+    while q.budget.queued() > 0 && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
