@@ -5,7 +5,8 @@
 #   1. Debian packages (RDMA/verbs headers+runtime, libclang for bindgen, pkg-config, python3-venv,
 #      etcd-server + nats-server for the real-binary tests); a system etcd/nats service that the
 #      packages start or enable on a fresh install is stopped and disabled again
-#   2. <repo>/.venv (Python 3.11) with a pinned mooncake-transfer-engine-non-cuda wheel
+#   2. <repo>/.venv (Python 3.11) with a pinned mooncake-transfer-engine-non-cuda wheel, plus the
+#      Mooncake client parsers of vLLM and SGLang (pinned, sha256-checked) for the loader tests
 #   3. cargo-nextest (only if `cargo nextest --version` fails)
 # and finally verifies that the real Mooncake binaries run.
 #
@@ -25,6 +26,7 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MOONCAKE_PKG="mooncake-transfer-engine-non-cuda"
 MOONCAKE_WHEEL_VERSION="${MOONCAKE_WHEEL_VERSION:-0.3.13.post1}"
 VENV="${MCSUP_VENV:-$REPO_ROOT/.venv}"
+REGEX_VERSION="2026.11.19"   # vLLM's mooncake_store.py imports `regex`
 REQUIRED_PY="3.11"   # the wheel is cp311 only
 
 # Build-time: libibverbs-dev/librdmacm-dev/libclang-dev/pkg-config (rdma crate, bindgen).
@@ -207,6 +209,19 @@ else
   "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q \
     "$MOONCAKE_PKG==$MOONCAKE_WHEEL_VERSION"
 fi
+
+# --------------------------------------------------------------------------------------------
+# 3b. The Mooncake client loaders of vLLM and SGLang (tests/client_loaders.rs): vLLM's parser
+#     needs the `regex` package; the two engines' parser modules are fetched pinned (sha256) from
+#     their PyPI release artifacts into <venv>/client-sources. See scripts/lib/client_sources.py.
+# --------------------------------------------------------------------------------------------
+if "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('regex') == '$REGEX_VERSION'" 2>/dev/null; then
+  log "pip: regex==$REGEX_VERSION already installed"
+else
+  log "pip: installing regex==$REGEX_VERSION into $VENV"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "regex==$REGEX_VERSION"
+fi
+"$VENV/bin/python" "$REPO_ROOT/scripts/lib/client_sources.py" "$VENV/client-sources"
 
 # --------------------------------------------------------------------------------------------
 # 4. cargo-nextest

@@ -144,13 +144,23 @@ fn python_float(s: &str) -> Result<f64, SizeError> {
     cleaned.parse::<f64>().map_err(|_| bad())
 }
 
-/// Would SGLang's HiCache Mooncake backend accept this value? It takes an integer followed by
-/// `gb` (case-insensitive) or a plain integer byte count, nothing else (`4g`, `1.5gb`, `4096mb`
-/// are errors there).
+/// Would SGLang's HiCache Mooncake backend parse this value (`_parse_global_segment_size`)? It
+/// strips and lower-cases it, drops a `gb` suffix, and hands the rest to Python's `int()`: an
+/// integer with an optional sign and `_` between digits. `4g`, `1.5gb`, `4096mb` are errors there.
+/// (A negative value parses, and is refused later, by Mooncake, as any size mcsup checks is.)
 pub fn sglang_accepts(input: &str) -> bool {
     let s = input.trim().to_ascii_lowercase();
-    let digits = s.strip_suffix("gb").map(str::trim_end).unwrap_or(&s);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+    let num = s.strip_suffix("gb").unwrap_or(&s);
+    python_int(num)
+}
+
+/// Python's `int(str)` grammar for ASCII input: surrounding whitespace, an optional sign, digits
+/// with single underscores between them.
+fn python_int(s: &str) -> bool {
+    let s = s.trim_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b');
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    !digits.is_empty()
+        && digits.split('_').all(|group| !group.is_empty() && group.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A byte count printed with explicit binary units, e.g. `400 GiB (429496729600 B)`.
@@ -240,10 +250,11 @@ mod tests {
 
     #[test]
     fn sglang_strictness() {
-        for ok in ["4gb", "4GB", "100gb", "0", "4294967296", " 4gb "] {
+        // As SGLang's parser (Python's int()) reads them: signs and digit underscores parse.
+        for ok in ["4gb", "4GB", "100gb", "0", "4294967296", " 4gb ", "-1gb", "+8", "1_024gb"] {
             assert!(sglang_accepts(ok), "{ok}");
         }
-        for bad in ["4g", "1.5gb", "4096mb", "", "gb", "-1gb", "4 g"] {
+        for bad in ["4g", "1.5gb", "4096mb", "", "gb", "4 g", "1__0", "_1", "1_", "+-1", "- 1"] {
             assert!(!sglang_accepts(bad), "{bad}");
         }
     }
