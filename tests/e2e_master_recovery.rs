@@ -66,6 +66,20 @@ fn one_node_master_crash_recovers_without_touching_workers() {
             (metric(&t, "master_key_count").unwrap_or(0) > 0).then_some(())
         },
     );
+    // The master reports its key count in its log every 10 s: wait for a report with keys, so
+    // the event can say how many were lost.
+    let master_log = env.log_dir().join("n1.master.log");
+    wait_for(
+        "a key count > 0 in the master's periodic report",
+        Duration::from_secs(30),
+        || {
+            let log = std::fs::read_to_string(&master_log).unwrap_or_default();
+            log.lines()
+                .filter_map(|l| l.split("| Keys: ").nth(1))
+                .any(|rest| !rest.starts_with('0'))
+                .then_some(())
+        },
+    );
     let (store, worker) = (m.pid_of("store").unwrap(), m.pid_of("worker").unwrap());
 
     let (ready, capacity) = crash_master_and_wait(&mut m, ports.metrics, 64 * MIB);
@@ -80,6 +94,16 @@ fn one_node_master_crash_recovers_without_touching_workers() {
             && detail.contains("the cache from before the crash is lost"),
         "{detail}"
     );
+    let lost: u64 = detail
+        .split("lost (")
+        .nth(1)
+        .and_then(|r| {
+            r.split(" key(s) at the master's last report before the crash")
+                .next()
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no key count before the crash in: {detail}"));
+    assert!(lost > 0, "{detail}");
     // Nothing else moved: same store and worker, no teardown.
     assert_eq!(m.pid_of("store"), Some(store));
     assert_eq!(m.pid_of("worker"), Some(worker));

@@ -154,7 +154,10 @@ fn client_loader(what: &str, env: &[(String, String)], stdin: &str) -> Result<St
 }
 
 fn worker_env(w: &plan::ProcessSpec) -> Vec<(String, String)> {
-    w.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect()
+    w.env
+        .iter()
+        .map(|e| (e.name.clone(), e.value.clone()))
+        .collect()
 }
 
 fn field<'a>(json: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
@@ -172,7 +175,11 @@ fn the_vllm_config_loads_in_vllms_own_loader_with_the_workers_env() {
         let f = &p.files[0];
         let on_disk = tmp.path().join(f.path.file_name().unwrap());
         std::fs::write(&on_disk, &f.contents).unwrap();
-        for w in p.processes.iter().filter(|x| x.kind == plan::ProcessKind::Worker) {
+        for w in p
+            .processes
+            .iter()
+            .filter(|x| x.kind == plan::ProcessKind::Worker)
+        {
             // The worker's own environment, its MOONCAKE_CONFIG_PATH moved to where the file is.
             let mut env = worker_env(w);
             for (k, v) in &mut env {
@@ -181,13 +188,21 @@ fn the_vllm_config_loads_in_vllms_own_loader_with_the_workers_env() {
                     *v = on_disk.to_str().unwrap().to_string();
                 }
             }
-            let got = client_loader("vllm-config", &env, "")
-                .unwrap_or_else(|e| panic!("{node_name}/{}: vLLM refused it: {e}\n{}", w.name, f.contents));
+            let got = client_loader("vllm-config", &env, "").unwrap_or_else(|e| {
+                panic!(
+                    "{node_name}/{}: vLLM refused it: {e}\n{}",
+                    w.name, f.contents
+                )
+            });
             let got: serde_json::Value = serde_json::from_str(&got).unwrap();
             // Standalone stores own the DRAM: the connector contributes none.
             assert_eq!(field(&got, "mode"), "standalone-store", "{got}");
             assert_eq!(field(&got, "global_segment_size"), 0, "{got}");
-            assert_eq!(field(&got, "master_server_address"), "10.0.0.1:8700", "{got}");
+            assert_eq!(
+                field(&got, "master_server_address"),
+                "10.0.0.1:8700",
+                "{got}"
+            );
             assert_eq!(
                 field(&got, "metadata_server"),
                 "http://10.0.0.1:8701/metadata",
@@ -204,7 +219,10 @@ fn the_vllm_config_loads_in_vllms_own_loader_with_the_workers_env() {
             json.as_object_mut().unwrap().remove("mode");
             std::fs::write(&on_disk, json.to_string()).unwrap();
             let e = client_loader("vllm-config", &env, "").unwrap_err();
-            assert!(e.contains("embedded mode requires global_segment_size > 0"), "{e}");
+            assert!(
+                e.contains("embedded mode requires global_segment_size > 0"),
+                "{e}"
+            );
             std::fs::write(&on_disk, &f.contents).unwrap();
         }
     }
@@ -236,7 +254,11 @@ fn sglang_workers_read_their_planned_env_with_sglangs_own_loader() {
                 let got = client_loader("sglang-env", &env, "")
                     .unwrap_or_else(|e| panic!("{at}: SGLang refused its env: {e}"));
                 let got: serde_json::Value = serde_json::from_str(&got).unwrap();
-                assert_eq!(field(&got, "master_server_address"), "10.0.0.1:8700", "{at}: {got}");
+                assert_eq!(
+                    field(&got, "master_server_address"),
+                    "10.0.0.1:8700",
+                    "{at}: {got}"
+                );
                 assert_eq!(field(&got, "local_hostname"), ip, "{at}: {got}");
                 assert_eq!(
                     Some(field(&got, "metadata_server").as_str().unwrap()),
@@ -264,7 +286,11 @@ fn sglang_workers_read_their_planned_env_with_sglangs_own_loader() {
                 let got: serde_json::Value =
                     serde_json::from_str(&client_loader("sglang-env", &no_size, "").unwrap())
                         .unwrap();
-                assert_eq!(field(&got, "global_segment_size"), 4u64 << 30, "{at}: {got}");
+                assert_eq!(
+                    field(&got, "global_segment_size"),
+                    4u64 << 30,
+                    "{at}: {got}"
+                );
             }
         }
     }
@@ -299,10 +325,15 @@ fn the_sglang_size_check_agrees_with_sglangs_parser() {
         .filter_map(|(input, sglang)| {
             accepted += usize::from(sglang.is_some());
             let ours = mcsup::mooncake::size::sglang_accepts(input);
-            (ours != sglang.is_some()).then(|| format!("{input:?}: SGLang {sglang:?}, mcsup accepts={ours}"))
+            (ours != sglang.is_some())
+                .then(|| format!("{input:?}: SGLang {sglang:?}, mcsup accepts={ours}"))
         })
         .collect();
-    assert!(accepted > 20 && accepted < inputs.len(), "{accepted} of {}", inputs.len());
+    assert!(
+        accepted > 20 && accepted < inputs.len(),
+        "{accepted} of {}",
+        inputs.len()
+    );
     assert!(
         mismatches.is_empty(),
         "{} mismatches:\n{}",

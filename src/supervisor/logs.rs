@@ -897,6 +897,8 @@ pub struct PumpConfig {
     pub matchers: Vec<(usize, Regex)>,
     /// Called once per matcher when a line matches.
     pub on_match: Box<dyn FnMut(usize) + Send>,
+    /// Sees every line (the master's key-count reports, see `remount::reported_keys`).
+    pub tap: Option<Box<dyn FnMut(&[u8]) + Send>>,
 }
 
 /// Bytes read from a pipe at once (the default pipe capacity).
@@ -954,6 +956,9 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                             }
                             batch.push(b'\n');
                             lines += 1;
+                        }
+                        if let Some(tap) = &mut cfg.tap {
+                            tap(line);
                         }
                         if !cfg.matchers.is_empty() {
                             let on_match = &mut cfg.on_match;

@@ -33,6 +33,9 @@ pub struct Target {
     pub store_hosts: Vec<String>,
     /// The segments this node's stores hold, summed.
     pub expected_bytes: u64,
+    /// The key count the crashed master last reported in its log (see [`reported_keys`]), set by
+    /// the runtime; `None` when it never reported one.
+    pub keys_before: Option<u64>,
 }
 
 /// The target for the master at `master`, or `None` when this node runs no store, or the master
@@ -91,7 +94,24 @@ pub fn target(plan: &Plan, master: usize) -> Option<Target> {
         metrics_port,
         store_hosts,
         expected_bytes,
+        keys_before: None,
     })
+}
+
+/// The key count in one line of the master's own output, if the line is its periodic metrics
+/// report (`--enable_metric_reporting`, every 10 s: `Master Admin Metrics: ... master={Mem
+/// Storage: ... | Keys: 128 (soft-pinned: 0) | ...`; older releases `Master Metrics: ...`).
+pub fn reported_keys(line: &[u8]) -> Option<u64> {
+    const MARK: &[u8] = b"| Keys: ";
+    if !line.starts_with(b"I") || line.len() < MARK.len() {
+        return None;
+    }
+    let at = line.windows(MARK.len()).position(|w| w == MARK)? + MARK.len();
+    let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&line[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
 }
 
 /// What the master said at one look.
@@ -152,9 +172,14 @@ pub fn describe(t: &Target, look: &Look, elapsed: Duration, ok: bool) -> String 
         .capacity
         .map_or("unknown".to_string(), |c| size::Bytes(c).to_string());
     let keys = look.keys.map_or("unknown".to_string(), |k| k.to_string());
+    let before = t
+        .keys_before
+        .map_or("no key count reported".to_string(), |k| {
+            format!("{k} key(s) at the master's last report")
+        });
     if ok {
         format!(
-            "this node's {} store(s) registered again after {:.1} s ({} segment(s) listed; capacity {cap}, this node's stores hold {}); the cache from before the crash is lost (master_key_count {keys} now); workers kept running",
+            "this node's {} store(s) registered again after {:.1} s ({} segment(s) listed; capacity {cap}, this node's stores hold {}); the cache from before the crash is lost ({before} before the crash, master_key_count {keys} now); workers kept running",
             t.store_hosts.len(),
             elapsed.as_secs_f64(),
             look.segments.len(),
@@ -204,7 +229,43 @@ mod tests {
             metrics_port: 8702,
             store_hosts: vec!["10.0.0.2".into()],
             expected_bytes: 64 << 20,
+            keys_before: None,
         }
+    }
+
+    #[test]
+    fn the_masters_periodic_report_gives_its_key_count() {
+        let report = b"I1201 08:49:38.954806 11198 master_admin_service.cpp:301] Master Admin Metrics: role=leader, state=serving, service_ready=true, master={Mem Storage: 32.00 MB / 512.00 MB (6.2%) | NVMe-oF SSD: 0 B / 0 B | SSD Storage: 0 B / 0 B | Keys: 128 (soft-pinned: 0) | Clients: 1 | Eviction: Success/Attempts=0/0, keys=0, size=0 B}";
+        assert_eq!(reported_keys(report), Some(128));
+        let older = b"I0101 00:00:00.000000 1 master_service.cpp:1] Master Metrics: Mem Storage: 0 B / 64.00 MB | Keys: 0 (soft-pinned: 0) | Clients: 1";
+        assert_eq!(reported_keys(older), Some(0));
+        // A worker printing the words, or a warning line, is not a report.
+        assert_eq!(reported_keys(b"W1201 x] | Keys: 5"), None);
+        assert_eq!(reported_keys(b"I1201 x] keys=12"), None);
+        assert_eq!(reported_keys(b"I1201 x] | Keys: "), None);
+    }
+
+    #[test]
+    fn the_event_says_how_many_keys_were_lost() {
+        let look = Look {
+            segments: vec!["10.0.0.2:1".into()],
+            capacity: Some(64 << 20),
+            keys: Some(0),
+        };
+        let mut t = t();
+        let d = describe(&t, &look, Duration::from_millis(800), true);
+        assert!(
+            d.contains("(no key count reported before the crash, master_key_count 0 now)"),
+            "{d}"
+        );
+        t.keys_before = Some(128);
+        let d = describe(&t, &look, Duration::from_millis(800), true);
+        assert!(
+            d.contains(
+                "(128 key(s) at the master's last report before the crash, master_key_count 0 now)"
+            ),
+            "{d}"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -215,7 +215,14 @@ struct Runtime {
     /// How often each master process became ready: from the second time on it was restarted,
     /// and the stores' remount is verified.
     master_ready: HashMap<usize, u32>,
+    /// Per master process: the key count its current incarnation last reported in its log
+    /// (`NO_KEYS` until it reports), and what the previous incarnation last reported.
+    master_keys: HashMap<usize, Arc<AtomicU64>>,
+    master_keys_before: HashMap<usize, u64>,
 }
+
+/// "No key count reported yet" in [`Runtime::master_keys`].
+const NO_KEYS: u64 = u64::MAX;
 
 /// Run a plan to completion (see [`super::run_blocking`]).
 pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
@@ -270,6 +277,8 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
         readers: Vec::new(),
         file_size_reported: false,
         master_ready: HashMap::new(),
+        master_keys: HashMap::new(),
+        master_keys_before: HashMap::new(),
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
@@ -442,11 +451,13 @@ impl Runtime {
         let pid = spawned.pid;
         signals::register_group(pid);
         self.leaders.insert(pid);
+        let name = spec.name.clone();
+        let tap = (spec.kind == ProcessKind::Master).then(|| self.watch_master_keys(proc));
         match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.output) {
             Ok(rx) => {
                 let tx = self.tx.clone();
                 let cfg = PumpConfig {
-                    prefix: format!("{} | ", spec.name),
+                    prefix: format!("{name} | "),
                     console: self.console.handle(),
                     matchers: self.matchers[proc].clone(),
                     on_match: Box::new(move |probe| {
@@ -456,12 +467,13 @@ impl Runtime {
                             probe,
                         });
                     }),
+                    tap,
                 };
                 self.readers.push(tokio::spawn(logs::pump(rx, file, cfg)));
             }
             // The pipe is dropped: the child gets EPIPE/SIGPIPE on output; it is still supervised.
             Err(e) => {
-                tracing::warn!(process = %spec.name, error = %e, "cannot read the output pipe")
+                tracing::warn!(process = %name, error = %e, "cannot read the output pipe")
             }
         }
         self.readers.retain(|h| !h.is_finished());
@@ -540,15 +552,34 @@ impl Runtime {
         if *n < 2 {
             return;
         }
-        let Some(target) = remount::target(&self.plan, i) else {
+        let Some(mut target) = remount::target(&self.plan, i) else {
             return;
         };
+        target.keys_before = self.master_keys_before.get(&i).copied();
         let tx = self.tx.clone();
         let master = unit.to_string();
         tokio::spawn(async move {
             let (ok, detail) = remount::verify(target, remount::REMOUNT_WITHIN).await;
             let _ = tx.send(Msg::Remount { master, ok, detail });
         });
+    }
+
+    /// A fresh key counter for a new incarnation of the master at `proc`, fed from its output
+    /// by the returned tap; what the previous incarnation last reported is kept for the remount
+    /// event ("the cache from before the crash is lost").
+    fn watch_master_keys(&mut self, proc: usize) -> Box<dyn FnMut(&[u8]) + Send> {
+        let keys = Arc::new(AtomicU64::new(NO_KEYS));
+        if let Some(prev) = self.master_keys.insert(proc, keys.clone()) {
+            match prev.load(Ordering::Relaxed) {
+                NO_KEYS => self.master_keys_before.remove(&proc),
+                n => self.master_keys_before.insert(proc, n),
+            };
+        }
+        Box::new(move |line| {
+            if let Some(n) = remount::reported_keys(line) {
+                keys.store(n, Ordering::Relaxed);
+            }
+        })
     }
 
     fn on_signal(&mut self, sig: SignalEvent) {
