@@ -160,7 +160,9 @@ fn python_int(s: &str) -> bool {
     let s = s.trim_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b');
     let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
     !digits.is_empty()
-        && digits.split('_').all(|group| !group.is_empty() && group.bytes().all(|b| b.is_ascii_digit()))
+        && digits
+            .split('_')
+            .all(|group| !group.is_empty() && group.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A byte count printed with explicit binary units, e.g. `400 GiB (429496729600 B)`.
@@ -251,10 +253,22 @@ mod tests {
     #[test]
     fn sglang_strictness() {
         // As SGLang's parser (Python's int()) reads them: signs and digit underscores parse.
-        for ok in ["4gb", "4GB", "100gb", "0", "4294967296", " 4gb ", "-1gb", "+8", "1_024gb"] {
+        for ok in [
+            "4gb",
+            "4GB",
+            "100gb",
+            "0",
+            "4294967296",
+            " 4gb ",
+            "-1gb",
+            "+8",
+            "1_024gb",
+        ] {
             assert!(sglang_accepts(ok), "{ok}");
         }
-        for bad in ["4g", "1.5gb", "4096mb", "", "gb", "4 g", "1__0", "_1", "1_", "+-1", "- 1"] {
+        for bad in [
+            "4g", "1.5gb", "4096mb", "", "gb", "4 g", "1__0", "_1", "1_", "+-1", "- 1",
+        ] {
             assert!(!sglang_accepts(bad), "{bad}");
         }
     }

@@ -898,8 +898,11 @@ pub struct PumpConfig {
     /// Called once per matcher when a line matches.
     pub on_match: Box<dyn FnMut(usize) + Send>,
     /// Sees every line (the master's key-count reports, see `remount::reported_keys`).
-    pub tap: Option<Box<dyn FnMut(&[u8]) + Send>>,
+    pub tap: Option<LineTap>,
 }
+
+/// A callback that sees every line a reader emits.
+pub type LineTap = Box<dyn FnMut(&[u8]) + Send>;
 
 /// Bytes read from a pipe at once (the default pipe capacity).
 const READ_CHUNK: usize = 64 * 1024;

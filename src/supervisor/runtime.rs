@@ -567,7 +567,7 @@ impl Runtime {
     /// A fresh key counter for a new incarnation of the master at `proc`, fed from its output
     /// by the returned tap; what the previous incarnation last reported is kept for the remount
     /// event ("the cache from before the crash is lost").
-    fn watch_master_keys(&mut self, proc: usize) -> Box<dyn FnMut(&[u8]) + Send> {
+    fn watch_master_keys(&mut self, proc: usize) -> logs::LineTap {
         let keys = Arc::new(AtomicU64::new(NO_KEYS));
         if let Some(prev) = self.master_keys.insert(proc, keys.clone()) {
             match prev.load(Ordering::Relaxed) {
