@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::plan::{
-    DependencySpec, NodeSummary, ReadinessSpec, RestartSpec, ShutdownSpec, SignalName, StopSpec,
+    DependencySpec, LivenessSpec, NodeSummary, ReadinessSpec, RestartSpec, ShutdownSpec,
+    SignalName, StopSpec,
 };
 use std::path::PathBuf;
 

@@ -1,0 +1,514 @@
+//! The supervisor's decisions: a pure state machine, `handle(event, now) -> actions`.
+//!
+//! Every per-process and per-gate state lives here, and every decision (start, probe, restart,
+//! give up, stop, kill, finish) is made here from events and the time passed in. It must not do
+//! any I/O, read the clock, spawn, signal or sleep: the runtime (`runtime.rs`) turns the world into
+//! [`Event`]s and carries out the [`Action`]s. That keeps every policy testable with plain values
+//! (see `tests.rs`, which drives restart storms, double signals and teardown order without a
+//! single process).
+//!
+//! Timers are not actions: the machine exposes [`Machine::next_deadline`] and the runtime sends
+//! [`Event::Tick`] when it passes. With nothing due it returns `None`, so an idle node never
+//! wakes up except for configured liveness probes.
+//!
+//! Files: `types` (what goes in and out), `probing` (readiness and liveness), `start`
+//! (gating and spawning), `restart` (exits and restart policy), `teardown` (signals, ordered
+//! stop, kill deadline), `graph` (dependencies and stop levels); this file holds the state and
+//! the event loop of the machine itself.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::plan::{
+    DependencyCondition, GateSpec, Plan, ProbeSpec, ProcessKind, ProcessSpec, RestartPolicy,
+    ShutdownSpec,
+};
+
+use super::exit_codes;
+
+mod graph;
+mod probing;
+mod restart;
+mod start;
+mod teardown;
+mod types;
+
+pub use types::*;
+
+use graph::stop_levels;
+use probing::{Liveness, Readiness};
+use types::rec;
+
+// ---------------------------------------------------------------------------------------------
+// Internal state
+// ---------------------------------------------------------------------------------------------
+
+/// What to do once a stopping process's group is empty.
+#[derive(Debug, Clone, PartialEq)]
+enum AfterStop {
+    /// Part of the node's teardown: the process is simply stopped.
+    Teardown,
+    /// Liveness failed: apply the restart policy.
+    Restart,
+    /// Readiness timed out: the process is failed with this code.
+    Fail { code: i32, reason: String },
+}
+
+#[derive(Debug, Clone)]
+enum ProcState {
+    /// Dependencies not satisfied yet.
+    Waiting,
+    /// Spawn requested, answer pending.
+    Spawning,
+    /// Spawned, readiness pending.
+    Starting { pid: Pid, readiness: Readiness },
+    /// Ready (and optionally liveness-checked).
+    Ready {
+        pid: Pid,
+        liveness: Option<Liveness>,
+    },
+    /// Waiting to be restarted.
+    BackingOff { until: Instant },
+    /// Stop signal sent (or group being killed); done when the leader is reaped AND the group is
+    /// empty: a member surviving its leader must still be killed (process-compose #520).
+    Stopping {
+        pid: Pid,
+        leader: Option<ExitStatus>,
+        group_empty: bool,
+        kill_at: Instant,
+        killed: bool,
+        then: AfterStop,
+    },
+    /// Terminal: completed, or stopped by the teardown.
+    Exited,
+    /// Terminal: failed (restart limit, readiness, spawn, dependency).
+    Failed,
+}
+
+impl ProcState {
+    fn name(&self) -> &'static str {
+        match self {
+            ProcState::Waiting => "waiting",
+            ProcState::Spawning => "spawning",
+            ProcState::Starting { .. } => "starting",
+            ProcState::Ready { .. } => "ready",
+            ProcState::BackingOff { .. } => "backing-off",
+            ProcState::Stopping { .. } => "stopping",
+            ProcState::Exited => "exited",
+            ProcState::Failed => "failed",
+        }
+    }
+
+    fn terminal(&self) -> bool {
+        matches!(self, ProcState::Exited | ProcState::Failed)
+    }
+
+    /// A live process group that needs stopping.
+    fn live_pid(&self) -> Option<Pid> {
+        match self {
+            ProcState::Starting { pid, .. } | ProcState::Ready { pid, .. } => Some(*pid),
+            ProcState::Stopping { pid, .. } => Some(*pid),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Proc {
+    spec: ProcessSpec,
+    deps: Vec<(UnitRef, DependencyCondition)>,
+    /// Teardown wave: lower levels stop first; always above every dependent's level.
+    stop_level: u32,
+    /// Nobody waits for it to complete: exiting 0 unasked is not normal.
+    long_running: bool,
+    state: ProcState,
+    since: Instant,
+    generation: u64,
+    restarts: u32,
+    restart_times: VecDeque<Instant>,
+    backoff: Duration,
+    last_exit: Option<ExitStatus>,
+    /// Whether the last exit counted as success (for `completed_successfully`).
+    last_success: bool,
+    spawned_at: Option<Instant>,
+    detail: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+enum GateState {
+    Probing(Readiness),
+    Ready,
+    Failed,
+    Cancelled,
+}
+
+#[derive(Debug, Clone)]
+struct Gate {
+    spec: GateSpec,
+    state: GateState,
+    since: Instant,
+    detail: Option<String>,
+}
+
+/// The supervisor's state machine. See the module doc.
+#[derive(Debug)]
+pub struct Machine {
+    procs: Vec<Proc>,
+    gates: Vec<Gate>,
+    shutdown: ShutdownSpec,
+    phase: Phase,
+    reason: Option<ShutdownReason>,
+    teardown_deadline: Option<Instant>,
+    deadline_hit: bool,
+    /// First SIGINT/SIGTERM, for escalation.
+    first_stop_signal_at: Option<Instant>,
+    escalated: bool,
+    /// A group had to be SIGKILLed during teardown (grace or deadline expired, or escalation).
+    sigkill_needed: bool,
+    next_attempt: u64,
+    /// Bumped on every state change, so the runtime rewrites the status file only when needed.
+    version: u64,
+}
+
+impl Machine {
+    /// Build the machine for a plan, rejecting what cannot run: duplicate names, unknown
+    /// dependency targets, dependency cycles, log-line probes on gates.
+    pub fn new(plan: &Plan, now: Instant) -> Result<Self, PlanError> {
+        let mut names: HashMap<&str, UnitRef> = HashMap::new();
+        for (i, g) in plan.gates.iter().enumerate() {
+            if names.insert(g.name.as_str(), UnitRef::Gate(i)).is_some() {
+                return Err(PlanError(format!("duplicate unit name `{}`", g.name)));
+            }
+            if g.readiness
+                .probes
+                .iter()
+                .any(|p| matches!(p, ProbeSpec::LogLine { .. }))
+            {
+                return Err(PlanError(format!(
+                    "gate `{}` has a log-line probe, but a gate has no output (use tcp, http, exec or file)",
+                    g.name
+                )));
+            }
+        }
+        for (i, p) in plan.processes.iter().enumerate() {
+            if names.insert(p.name.as_str(), UnitRef::Proc(i)).is_some() {
+                return Err(PlanError(format!("duplicate unit name `{}`", p.name)));
+            }
+            if p.argv.is_empty() {
+                return Err(PlanError(format!("process `{}` has an empty argv", p.name)));
+            }
+        }
+        let mut deps_of = Vec::with_capacity(plan.processes.len());
+        for p in &plan.processes {
+            let mut deps = Vec::new();
+            for d in &p.depends_on {
+                let Some(&target) = names.get(d.target.as_str()) else {
+                    return Err(PlanError(format!(
+                        "process `{}` depends on `{}`, which is neither a process nor a gate of this plan",
+                        p.name, d.target
+                    )));
+                };
+                if target == UnitRef::Proc(deps_of.len()) {
+                    return Err(PlanError(format!("process `{}` depends on itself", p.name)));
+                }
+                deps.push((target, d.condition));
+            }
+            deps_of.push(deps);
+        }
+        let levels = stop_levels(&plan.processes, &deps_of)?;
+        let mut waited_for = vec![false; plan.processes.len()];
+        for deps in &deps_of {
+            for (t, c) in deps {
+                if let (UnitRef::Proc(j), DependencyCondition::CompletedSuccessfully) = (t, c) {
+                    waited_for[*j] = true;
+                }
+            }
+        }
+        let procs = plan
+            .processes
+            .iter()
+            .zip(deps_of)
+            .enumerate()
+            .map(|(i, (spec, deps))| Proc {
+                backoff: spec.restart.backoff_initial,
+                spec: spec.clone(),
+                deps,
+                stop_level: levels[i],
+                long_running: !waited_for[i],
+                state: ProcState::Waiting,
+                since: now,
+                generation: 0,
+                restarts: 0,
+                restart_times: VecDeque::new(),
+                last_exit: None,
+                last_success: false,
+                spawned_at: None,
+                detail: None,
+            })
+            .collect();
+        let gates = plan
+            .gates
+            .iter()
+            .map(|g| Gate {
+                spec: g.clone(),
+                state: GateState::Cancelled,
+                since: now,
+                detail: None,
+            })
+            .collect();
+        Ok(Machine {
+            procs,
+            gates,
+            shutdown: plan.shutdown.clone(),
+            phase: Phase::Idle,
+            reason: None,
+            teardown_deadline: None,
+            deadline_hit: false,
+            first_stop_signal_at: None,
+            escalated: false,
+            sigkill_needed: false,
+            next_attempt: 0,
+            version: 0,
+        })
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Why the teardown started, once it has.
+    pub fn reason(&self) -> Option<&ShutdownReason> {
+        self.reason.as_ref()
+    }
+
+    /// Changes on every state change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Whether a group had to be SIGKILLed during the teardown.
+    pub fn sigkill_needed(&self) -> bool {
+        self.sigkill_needed
+    }
+
+    /// The exit code mcsup should return (meaningful once [`Phase::Done`]); see
+    /// [`super::RunOutcome`] for the table.
+    pub fn exit_code(&self) -> i32 {
+        match &self.reason {
+            Some(ShutdownReason::CriticalFailure { code, .. }) => *code,
+            Some(ShutdownReason::WorkersDone | ShutdownReason::NothingLeft)
+                if self
+                    .procs
+                    .iter()
+                    .any(|p| matches!(p.state, ProcState::Failed)) =>
+            {
+                exit_codes::FINISHED_WITH_FAILURES
+            }
+            _ if self.sigkill_needed => exit_codes::TEARDOWN_NEEDED_SIGKILL,
+            _ => exit_codes::OK,
+        }
+    }
+
+    /// When the runtime should send the next [`Event::Tick`]; `None` = nothing is timed.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let stopping = self.phase == Phase::Stopping;
+        let mut best: Option<Instant> = None;
+        let mut consider = |t: Option<Instant>| {
+            if let Some(t) = t {
+                best = Some(best.map_or(t, |b: Instant| b.min(t)));
+            }
+        };
+        if !stopping {
+            for g in &self.gates {
+                if let GateState::Probing(r) = &g.state {
+                    consider(r.next_deadline());
+                }
+            }
+        }
+        for p in &self.procs {
+            match &p.state {
+                ProcState::Starting { readiness, .. } if !stopping => {
+                    consider(readiness.next_deadline())
+                }
+                ProcState::Ready {
+                    liveness: Some(l), ..
+                } if !stopping && l.in_flight.is_none() => consider(Some(l.next_at)),
+                ProcState::BackingOff { until } if !stopping => consider(Some(*until)),
+                ProcState::Stopping {
+                    killed: false,
+                    kill_at,
+                    ..
+                } => consider(Some(*kill_at)),
+                _ => {}
+            }
+        }
+        if let Some(d) = self.teardown_deadline {
+            if self.phase == Phase::Stopping {
+                consider(Some(if self.deadline_hit {
+                    d + ABANDON_AFTER_DEADLINE
+                } else {
+                    d
+                }));
+            }
+        }
+        best
+    }
+
+    /// Status of every gate, then every process, in plan order.
+    pub fn snapshot(&self) -> Vec<UnitStatus> {
+        let gates = self.gates.iter().map(|g| UnitStatus {
+            name: g.spec.name.clone(),
+            kind: None,
+            critical: false,
+            state: match g.state {
+                GateState::Probing(_) => "probing",
+                GateState::Ready => "ready",
+                GateState::Failed => "failed",
+                GateState::Cancelled => {
+                    if self.phase == Phase::Idle {
+                        "waiting"
+                    } else {
+                        "cancelled"
+                    }
+                }
+            },
+            pid: None,
+            restarts: 0,
+            last_exit: None,
+            spawned_at: None,
+            since: g.since,
+            detail: g.detail.clone(),
+        });
+        let procs = self.procs.iter().map(|p| UnitStatus {
+            name: p.spec.name.clone(),
+            kind: Some(p.spec.kind),
+            critical: p.spec.critical,
+            state: p.state.name(),
+            pid: p.state.live_pid(),
+            restarts: p.restarts,
+            last_exit: p.last_exit,
+            spawned_at: p.spawned_at,
+            since: p.since,
+            detail: p.detail.clone(),
+        });
+        gates.chain(procs).collect()
+    }
+
+    /// Process groups that are (or may still be) alive: for a forced kill.
+    pub fn live_groups(&self) -> Vec<Pid> {
+        self.procs
+            .iter()
+            .filter_map(|p| p.state.live_pid())
+            .collect()
+    }
+
+    /// Feed one event; returns what to do, in order.
+    pub fn handle(&mut self, event: Event, now: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
+        let before = self.version;
+        match event {
+            Event::Start => self.on_start(now, &mut out),
+            Event::Spawned { proc, pid } => self.on_spawned(proc, pid, now, &mut out),
+            Event::SpawnFailed { proc, error } => self.on_spawn_failed(proc, error, now, &mut out),
+            Event::Exited { pid, status } => self.on_exited(pid, status, now, &mut out),
+            Event::GroupEmpty { pgid } => self.on_group_empty(pgid, now, &mut out),
+            Event::ProbeDone {
+                attempt,
+                ok,
+                detail,
+            } => self.on_probe(attempt, ok, detail, now, &mut out),
+            Event::LogMatched {
+                proc,
+                generation,
+                probe,
+            } => {
+                if let Some(p) = self.procs.get_mut(proc) {
+                    if p.generation == generation {
+                        if let ProcState::Starting { readiness, .. } = &mut p.state {
+                            if let Some(pr) = readiness.probes.get_mut(probe) {
+                                pr.passed = true;
+                            }
+                        }
+                    }
+                }
+            }
+            Event::Signal(sig) => self.on_signal(sig, now, &mut out),
+            Event::Tick => {}
+        }
+        self.settle(now, &mut out);
+        if !out.is_empty() && self.version == before {
+            // Probe bookkeeping changes no visible state; records and signals do.
+            if out.iter().any(|a| !matches!(a, Action::Probe { .. })) {
+                self.version += 1;
+            }
+        }
+        out
+    }
+
+    fn set_state(&mut self, i: usize, state: ProcState, now: Instant) {
+        let p = &mut self.procs[i];
+        // A readiness complaint ("not ready yet: ...") is stale once the process is ready.
+        if matches!(state, ProcState::Ready { .. }) {
+            p.detail = None;
+        }
+        p.state = state;
+        p.since = now;
+        self.version += 1;
+    }
+
+    fn on_start(&mut self, now: Instant, _out: &mut [Action]) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.phase = Phase::Starting;
+        for g in &mut self.gates {
+            g.state = GateState::Probing(Readiness::new(&g.spec.readiness, now));
+            g.since = now;
+        }
+        self.version += 1;
+    }
+
+    fn settle(&mut self, now: Instant, out: &mut Vec<Action>) {
+        // Each pass can unlock the next (a gate turns ready, a dependent spawns...). The number
+        // of passes is bounded by the number of units: every productive pass moves a unit on.
+        for _ in 0..(self.procs.len() + self.gates.len() + 4) {
+            let before = (self.version, out.len());
+            if matches!(self.phase, Phase::Starting | Phase::Running) {
+                self.settle_gates(now, out);
+                self.settle_running(now, out);
+                self.settle_waiting(now, out);
+                self.check_node_done(now, out);
+            }
+            if self.phase == Phase::Stopping {
+                self.settle_teardown(now, out);
+            }
+            self.settle_kills(now, out);
+            if (self.version, out.len()) == before {
+                break;
+            }
+        }
+        if matches!(self.phase, Phase::Starting | Phase::Running) {
+            let all_up = self.procs.iter().all(|p| {
+                matches!(
+                    p.state,
+                    ProcState::Ready { .. } | ProcState::Exited | ProcState::Failed
+                )
+            });
+            let phase = if all_up {
+                Phase::Running
+            } else {
+                Phase::Starting
+            };
+            if phase != self.phase {
+                self.phase = phase;
+                self.version += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

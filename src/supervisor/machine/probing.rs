@@ -1,0 +1,223 @@
+//! Readiness and liveness: which probes are due, what their results mean, and when a wait
+//! has timed out (for processes and for gates).
+
+use std::time::{Duration, Instant};
+
+use crate::plan::{LivenessSpec, ProbeSpec, ReadinessSpec};
+
+use super::*;
+
+#[derive(Debug, Clone)]
+pub(super) struct ProbeRun {
+    pub(super) spec: ProbeSpec,
+    pub(super) passed: bool,
+    pub(super) in_flight: Option<u64>,
+    pub(super) next_at: Instant,
+    pub(super) interval: Duration,
+}
+
+/// A readiness wait in progress (process or gate).
+#[derive(Debug, Clone)]
+pub(super) struct Readiness {
+    pub(super) deadline: Instant,
+    pub(super) max_interval: Duration,
+    pub(super) attempt_timeout: Duration,
+    pub(super) probes: Vec<ProbeRun>,
+}
+
+impl Readiness {
+    pub(super) fn new(spec: &ReadinessSpec, now: Instant) -> Self {
+        let first = now + spec.initial_delay;
+        Readiness {
+            deadline: now + spec.timeout,
+            max_interval: spec.max_interval.max(spec.interval),
+            attempt_timeout: spec.attempt_timeout,
+            probes: spec
+                .probes
+                .iter()
+                .map(|p| ProbeRun {
+                    spec: p.clone(),
+                    passed: false,
+                    in_flight: None,
+                    next_at: first,
+                    interval: spec.interval,
+                })
+                .collect(),
+        }
+    }
+
+    pub(super) fn all_passed(&self) -> bool {
+        self.probes.iter().all(|p| p.passed)
+    }
+
+    /// Probes that are due (log-line probes are never polled: output lines are events).
+    pub(super) fn emit_due(
+        &mut self,
+        unit: UnitRef,
+        now: Instant,
+        next_attempt: &mut u64,
+        out: &mut Vec<Action>,
+    ) {
+        for p in &mut self.probes {
+            if p.passed || p.in_flight.is_some() || matches!(p.spec, ProbeSpec::LogLine { .. }) {
+                continue;
+            }
+            if p.next_at <= now {
+                *next_attempt += 1;
+                p.in_flight = Some(*next_attempt);
+                out.push(Action::Probe {
+                    attempt: *next_attempt,
+                    unit,
+                    probe: p.spec.clone(),
+                    timeout: self.attempt_timeout,
+                });
+            }
+        }
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        let probes = self
+            .probes
+            .iter()
+            .filter(|p| {
+                !p.passed && p.in_flight.is_none() && !matches!(p.spec, ProbeSpec::LogLine { .. })
+            })
+            .map(|p| p.next_at);
+        probes.chain(std::iter::once(self.deadline)).min()
+    }
+
+    /// Returns true if the attempt belonged to this wait.
+    pub(super) fn on_result(&mut self, attempt: u64, ok: bool, now: Instant) -> bool {
+        let max = self.max_interval;
+        for p in &mut self.probes {
+            if p.in_flight == Some(attempt) {
+                p.in_flight = None;
+                if ok {
+                    p.passed = true;
+                } else {
+                    p.next_at = now + p.interval;
+                    p.interval = (p.interval * 2).min(max);
+                }
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Liveness {
+    pub(super) spec: LivenessSpec,
+    pub(super) in_flight: Option<u64>,
+    pub(super) next_at: Instant,
+    pub(super) failures: u32,
+}
+
+impl Machine {
+    pub(super) fn new_liveness(p: &Proc, now: Instant) -> Option<Liveness> {
+        p.spec.liveness.as_ref().and_then(|l| {
+            // A log-line probe only makes sense for readiness (a line is printed once).
+            if matches!(l.probe, ProbeSpec::LogLine { .. }) {
+                return None;
+            }
+            Some(Liveness {
+                spec: l.clone(),
+                in_flight: None,
+                next_at: now + l.period,
+                failures: 0,
+            })
+        })
+    }
+
+    #[allow(clippy::collapsible_match)]
+    pub(super) fn on_probe(
+        &mut self,
+        attempt: u64,
+        ok: bool,
+        detail: String,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        for g in &mut self.gates {
+            if let GateState::Probing(r) = &mut g.state {
+                if r.on_result(attempt, ok, now) {
+                    if !ok {
+                        g.detail = Some(detail);
+                    }
+                    return;
+                }
+            }
+        }
+        for i in 0..self.procs.len() {
+            let p = &mut self.procs[i];
+            match &mut p.state {
+                ProcState::Starting { readiness, .. } => {
+                    if readiness.on_result(attempt, ok, now) {
+                        if !ok {
+                            p.detail = Some(format!("not ready yet: {detail}"));
+                        }
+                        return;
+                    }
+                }
+                ProcState::Ready {
+                    pid,
+                    liveness: Some(l),
+                } if l.in_flight == Some(attempt) => {
+                    let pid = *pid;
+                    l.in_flight = None;
+                    l.next_at = now + l.spec.period;
+                    if ok {
+                        l.failures = 0;
+                        return;
+                    }
+                    l.failures += 1;
+                    if l.failures < l.spec.failure_threshold.max(1) {
+                        return;
+                    }
+                    let d = format!("{} consecutive failures, last: {detail}", l.failures);
+                    out.push(Action::Record(
+                        rec(&p.spec.name, RecordKind::LivenessFailed)
+                            .pid(pid)
+                            .detail(d),
+                    ));
+                    self.begin_stop(i, AfterStop::Restart, now, out);
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub(super) fn settle_gates(&mut self, now: Instant, out: &mut Vec<Action>) {
+        for gi in 0..self.gates.len() {
+            let g = &mut self.gates[gi];
+            let GateState::Probing(r) = &mut g.state else {
+                continue;
+            };
+            if r.all_passed() {
+                out.push(Action::Record(rec(&g.spec.name, RecordKind::Ready)));
+                g.state = GateState::Ready;
+                g.since = now;
+                self.version += 1;
+            } else if now >= r.deadline {
+                let d = format!(
+                    "readiness timed out after {} ms{}",
+                    ms(g.spec.readiness.timeout),
+                    g.detail
+                        .as_ref()
+                        .map(|d| format!(" (last: {d})"))
+                        .unwrap_or_default()
+                );
+                out.push(Action::Record(
+                    rec(&g.spec.name, RecordKind::Failed).detail(d.clone()),
+                ));
+                g.detail = Some(d);
+                g.state = GateState::Failed;
+                g.since = now;
+                self.version += 1;
+            } else {
+                r.emit_due(UnitRef::Gate(gi), now, &mut self.next_attempt, out);
+            }
+        }
+    }
+}

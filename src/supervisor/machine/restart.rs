@@ -1,0 +1,235 @@
+//! Exits: what a process's exit means (success, failure, restart with backoff, give up), and
+//! the node-level consequence of a critical failure.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+impl Machine {
+    pub(super) fn on_exited(
+        &mut self,
+        pid: Pid,
+        status: ExitStatus,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(i) = self
+            .procs
+            .iter()
+            .position(|p| p.state.live_pid() == Some(pid))
+        else {
+            return;
+        };
+        let p = &mut self.procs[i];
+        p.last_exit = Some(status);
+        p.last_success =
+            matches!(status, ExitStatus::Code(c) if p.spec.restart.success_codes.contains(&c));
+        out.push(Action::Record(
+            rec(&p.spec.name, RecordKind::Exited)
+                .pid(pid)
+                .status(status),
+        ));
+        match &mut p.state {
+            ProcState::Stopping { leader, .. } => {
+                *leader = Some(status);
+                self.version += 1;
+                self.maybe_stopped(i, now, out);
+            }
+            ProcState::Starting { .. } | ProcState::Ready { .. } => {
+                let was_starting = matches!(p.state, ProcState::Starting { .. });
+                // The leader is gone; whatever is left of its group is a leftover (pc #520):
+                // kill it by the pgid recorded at spawn.
+                out.push(Action::Signal {
+                    pgid: pid,
+                    signal: Signal::SIGKILL,
+                });
+                if self.phase == Phase::Stopping {
+                    // Exiting on its own during teardown (e.g. Slurm linuxproc sent it SIGTERM
+                    // too): fine, never restarted, not a failure. Wait for the group to empty.
+                    let state = ProcState::Stopping {
+                        pid,
+                        leader: Some(status),
+                        group_empty: false,
+                        kill_at: now,
+                        killed: true,
+                        then: AfterStop::Teardown,
+                    };
+                    self.set_state(i, state, now);
+                    out.push(Action::WatchGroup { pgid: pid });
+                } else {
+                    if was_starting {
+                        self.procs[i].detail = Some(format!("died before ready ({status})"));
+                    }
+                    self.apply_exit_policy(i, status, false, now, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn on_group_empty(&mut self, pgid: Pid, now: Instant, out: &mut Vec<Action>) {
+        let Some(i) = self
+            .procs
+            .iter()
+            .position(|p| matches!(p.state, ProcState::Stopping { pid, .. } if pid == pgid))
+        else {
+            return;
+        };
+        if let ProcState::Stopping { group_empty, .. } = &mut self.procs[i].state {
+            *group_empty = true;
+        }
+        self.maybe_stopped(i, now, out);
+    }
+
+    pub(super) fn maybe_stopped(&mut self, i: usize, now: Instant, out: &mut Vec<Action>) {
+        let ProcState::Stopping {
+            pid,
+            leader: Some(status),
+            group_empty: true,
+            then,
+            ..
+        } = &self.procs[i].state
+        else {
+            return;
+        };
+        let (pid, status, then) = (*pid, *status, then.clone());
+        let name = self.procs[i].spec.name.clone();
+        match then {
+            AfterStop::Teardown => {
+                out.push(Action::Record(
+                    rec(&name, RecordKind::Stopped).pid(pid).status(status),
+                ));
+                self.set_state(i, ProcState::Exited, now);
+            }
+            AfterStop::Restart => {
+                out.push(Action::Record(
+                    rec(&name, RecordKind::Stopped).pid(pid).status(status),
+                ));
+                if self.phase == Phase::Stopping {
+                    self.set_state(i, ProcState::Exited, now);
+                } else {
+                    self.apply_exit_policy(i, status, true, now, out);
+                }
+            }
+            AfterStop::Fail { code, reason } => {
+                out.push(Action::Record(
+                    rec(&name, RecordKind::Stopped).pid(pid).status(status),
+                ));
+                self.fail(i, code, reason, now, out);
+            }
+        }
+    }
+
+    /// After an unrequested exit (or a liveness-driven stop): restart, complete or fail.
+    pub(super) fn apply_exit_policy(
+        &mut self,
+        i: usize,
+        status: ExitStatus,
+        liveness: bool,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let p = &mut self.procs[i];
+        let success = !liveness && p.last_success;
+        let restart = match p.spec.restart.policy {
+            RestartPolicy::Never => false,
+            RestartPolicy::OnFailure => !success,
+            RestartPolicy::Always => true,
+        };
+        let failure_code = if liveness {
+            exit_codes::LIVENESS_FAILED
+        } else if status.code() == 0 {
+            exit_codes::CRITICAL_EXITED_ZERO
+        } else {
+            status.code()
+        };
+        if !restart {
+            if success {
+                if p.spec.critical && p.long_running {
+                    let reason =
+                        format!("exited unasked ({status}) and nothing waits for it to complete");
+                    self.fail(i, exit_codes::CRITICAL_EXITED_ZERO, reason, now, out);
+                } else {
+                    out.push(Action::Record(
+                        rec(&p.spec.name, RecordKind::Completed).status(status),
+                    ));
+                    self.set_state(i, ProcState::Exited, now);
+                }
+            } else {
+                let reason = if liveness {
+                    "liveness probe failed (restart policy: never)".to_string()
+                } else {
+                    format!("{status} (restart policy: {})", p.spec.restart.policy)
+                };
+                self.fail(i, failure_code, reason, now, out);
+            }
+            return;
+        }
+        let spec = &p.spec.restart;
+        // Backoff resets after a stable run (Kubernetes: reset after 10 min without a crash).
+        if p.spawned_at
+            .is_some_and(|t| now.saturating_duration_since(t) >= spec.reset_after)
+        {
+            p.backoff = spec.backoff_initial;
+        }
+        while p
+            .restart_times
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= spec.window)
+        {
+            p.restart_times.pop_front();
+        }
+        if p.restart_times.len() as u64 >= u64::from(spec.max_restarts) {
+            let reason = format!(
+                "restart limit reached: {} restarts within {} ms (last: {})",
+                p.restart_times.len(),
+                ms(spec.window),
+                if liveness {
+                    "liveness probe failed".to_string()
+                } else {
+                    status.to_string()
+                }
+            );
+            self.fail(i, failure_code, reason, now, out);
+            return;
+        }
+        p.restart_times.push_back(now);
+        p.restarts += 1;
+        let delay = p.backoff;
+        let next = p.backoff.as_secs_f64() * spec.backoff_factor.max(1.0);
+        p.backoff = Duration::try_from_secs_f64(next)
+            .unwrap_or(spec.backoff_max)
+            .min(spec.backoff_max);
+        let detail = format!("restart {} in {} ms", p.restarts, ms(delay));
+        out.push(Action::Record(
+            rec(&p.spec.name, RecordKind::Restarting)
+                .status(status)
+                .detail(detail),
+        ));
+        self.set_state(i, ProcState::BackingOff { until: now + delay }, now);
+    }
+
+    pub(super) fn fail(
+        &mut self,
+        i: usize,
+        code: i32,
+        reason: String,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let p = &mut self.procs[i];
+        let mut r = rec(&p.spec.name, RecordKind::Failed).detail(reason.clone());
+        r.status = p.last_exit;
+        out.push(Action::Record(r));
+        p.detail = Some(reason);
+        let (critical, name) = (p.spec.critical, p.spec.name.clone());
+        self.set_state(i, ProcState::Failed, now);
+        if critical && self.phase != Phase::Stopping && self.phase != Phase::Done {
+            self.begin_teardown(
+                ShutdownReason::CriticalFailure { unit: name, code },
+                now,
+                out,
+            );
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! What goes into the machine and comes out of it: events, actions, records, statuses, and
+//! the small types they carry. Plain values, no behaviour beyond formatting.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::plan::{ProbeSpec, ProcessKind};
+
+/// A process id (and, since every child leads its own group, its process-group id).
+pub type Pid = i32;
+
+/// A second SIGINT/SIGTERM escalates to SIGKILL only if it comes at least this long after the
+/// first. Slurm's time limit sends TERM, CONT, TERM in a burst; a person's second Ctrl-C is
+/// always slower than this.
+pub const ESCALATION_MIN_GAP: Duration = Duration::from_millis(100);
+
+/// After the global teardown deadline every group has been SIGKILLed; if a group is still not
+/// empty this long afterwards (a process stuck in uninterruptible sleep), mcsup gives up waiting.
+pub const ABANDON_AFTER_DEADLINE: Duration = Duration::from_secs(3);
+
+/// How a reaped process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExitStatus {
+    /// Exited with this code (0..=255).
+    Code(i32),
+    /// Killed by this signal number.
+    Signal(i32),
+}
+
+impl ExitStatus {
+    /// The shell convention: the exit code, or 128 + the signal number.
+    pub fn code(self) -> i32 {
+        match self {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }
+    }
+
+    /// The signal's name for a signal death.
+    pub fn signal_name(self) -> Option<&'static str> {
+        match self {
+            ExitStatus::Code(_) => None,
+            ExitStatus::Signal(s) => {
+                Some(Signal::try_from(s).map(|s| s.as_str()).unwrap_or("SIG?"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Code(c) => write!(f, "exit code {c}"),
+            ExitStatus::Signal(_) => {
+                write!(
+                    f,
+                    "killed by {} ({})",
+                    self.signal_name().unwrap_or("?"),
+                    self.code()
+                )
+            }
+        }
+    }
+}
+
+/// A process or a gate, by index into the plan's lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnitRef {
+    /// Index into `plan.gates`.
+    Gate(usize),
+    /// Index into `plan.processes`.
+    Proc(usize),
+}
+
+/// Input to the machine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Begin: start probing gates and spawn what has no unmet dependency.
+    Start,
+    /// The runtime carried out [`Action::Spawn`]; the child leads process group `pid`.
+    Spawned { proc: usize, pid: Pid },
+    /// [`Action::Spawn`] failed (fork/exec error, e.g. the program does not exist).
+    SpawnFailed { proc: usize, error: String },
+    /// A process group leader the runtime spawned was reaped.
+    Exited { pid: Pid, status: ExitStatus },
+    /// A group asked for with [`Action::WatchGroup`] has no member left.
+    GroupEmpty { pgid: Pid },
+    /// The result of [`Action::Probe`].
+    ProbeDone {
+        attempt: u64,
+        ok: bool,
+        detail: String,
+    },
+    /// A log-line readiness probe matched a line of the process's output.
+    LogMatched {
+        proc: usize,
+        generation: u64,
+        probe: usize,
+    },
+    /// mcsup received a signal (SIGTERM, SIGINT, SIGHUP or the drain signal).
+    Signal(Signal),
+    /// Time passed: act on whatever is due.
+    Tick,
+}
+
+/// Output of the machine, carried out by the runtime in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Spawn the process (its own group); answer with `Spawned` or `SpawnFailed`.
+    Spawn { proc: usize, generation: u64 },
+    /// `killpg(pgid, signal)`; ESRCH means the group is already gone.
+    Signal { pgid: Pid, signal: Signal },
+    /// Send `GroupEmpty` once no process is left in this group.
+    WatchGroup { pgid: Pid },
+    /// Run one probe attempt (at most `timeout`) and answer with `ProbeDone`.
+    Probe {
+        attempt: u64,
+        unit: UnitRef,
+        probe: ProbeSpec,
+        timeout: Duration,
+    },
+    /// Log this and append it to the events file.
+    Record(Record),
+}
+
+/// What a [`Record`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecordKind {
+    Spawned,
+    Ready,
+    Exited,
+    Completed,
+    Restarting,
+    Waiting,
+    LivenessFailed,
+    Stopping,
+    Killing,
+    Stopped,
+    Failed,
+    ShutdownRequested,
+    Escalated,
+    SignalIgnored,
+    Deadline,
+    Abandoned,
+    OrphanKilled,
+    /// A restarted master lists this node's stores again (written by the runtime, not the
+    /// machine: see `supervisor::remount`).
+    Remounted,
+    /// A restarted master still misses this node's stores after the bound.
+    RemountLate,
+    Finished,
+}
+
+impl RecordKind {
+    /// The name written to the events file (`spawned`, `ready`, `stopping`...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Spawned => "spawned",
+            RecordKind::Ready => "ready",
+            RecordKind::Exited => "exited",
+            RecordKind::Completed => "completed",
+            RecordKind::Restarting => "restarting",
+            RecordKind::Waiting => "waiting",
+            RecordKind::LivenessFailed => "liveness-failed",
+            RecordKind::Stopping => "stopping",
+            RecordKind::Killing => "killing",
+            RecordKind::Stopped => "stopped",
+            RecordKind::Failed => "failed",
+            RecordKind::ShutdownRequested => "shutdown-requested",
+            RecordKind::Escalated => "escalated",
+            RecordKind::SignalIgnored => "signal-ignored",
+            RecordKind::Deadline => "deadline",
+            RecordKind::Abandoned => "abandoned",
+            RecordKind::OrphanKilled => "orphan-killed",
+            RecordKind::Remounted => "remounted",
+            RecordKind::RemountLate => "remount-late",
+            RecordKind::Finished => "finished",
+        }
+    }
+}
+
+/// One machine-readable event about a unit (or about mcsup itself: `unit == "mcsup"`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Process or gate name, or `mcsup`.
+    pub unit: String,
+    /// What happened.
+    pub kind: RecordKind,
+    /// The process (group leader) concerned, if any.
+    pub pid: Option<Pid>,
+    /// How it ended, for exits.
+    pub status: Option<ExitStatus>,
+    /// A human explanation (reason, delay, signal...).
+    pub detail: Option<String>,
+}
+
+/// The node's overall phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Not started yet.
+    Idle,
+    /// Something is still waiting, spawning or not ready.
+    Starting,
+    /// Everything that should run is ready.
+    Running,
+    /// Ordered teardown in progress.
+    Stopping,
+    /// Every process is gone; the runtime may finish.
+    Done,
+}
+
+impl Phase {
+    /// The name written to the status file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Starting => "starting",
+            Phase::Running => "running",
+            Phase::Stopping => "stopping",
+            Phase::Done => "stopped",
+        }
+    }
+}
+
+/// Why the node is being torn down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShutdownReason {
+    /// SIGTERM, SIGINT, SIGHUP or the drain signal.
+    Signal(Signal),
+    /// Every worker has exited (`exit_when_workers_done`).
+    WorkersDone,
+    /// Nothing is left running or waiting.
+    NothingLeft,
+    /// A critical unit failed; mcsup exits with `code`.
+    CriticalFailure { unit: String, code: i32 },
+}
+
+impl std::fmt::Display for ShutdownReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShutdownReason::Signal(s) => write!(f, "received {}", s.as_str()),
+            ShutdownReason::WorkersDone => f.write_str("all workers exited"),
+            ShutdownReason::NothingLeft => f.write_str("no process left to supervise"),
+            ShutdownReason::CriticalFailure { unit, code } => {
+                write!(f, "critical `{unit}` failed (exit code {code})")
+            }
+        }
+    }
+}
+
+/// A plan the machine cannot run (found before anything starts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PlanError(pub String);
+
+/// Point-in-time view of one unit, for the status file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnitStatus {
+    /// Unit name.
+    pub name: String,
+    /// `None` for a gate.
+    pub kind: Option<ProcessKind>,
+    /// Whether its failure tears the node down.
+    pub critical: bool,
+    /// State name (see [`crate::supervisor::StatusProcess::state`]).
+    pub state: &'static str,
+    /// Current process (group leader) while one exists.
+    pub pid: Option<Pid>,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// How the last run ended.
+    pub last_exit: Option<ExitStatus>,
+    /// When the current (or last) run was spawned.
+    pub spawned_at: Option<Instant>,
+    /// When the unit entered its current state.
+    pub since: Instant,
+    /// Why it is in this state (failure reason, backoff...).
+    pub detail: Option<String>,
+}
+
+pub(super) fn rec(unit: &str, kind: RecordKind) -> Record {
+    Record {
+        unit: unit.to_string(),
+        kind,
+        pid: None,
+        status: None,
+        detail: None,
+    }
+}
+
+impl Record {
+    pub(super) fn pid(mut self, pid: Pid) -> Self {
+        self.pid = Some(pid);
+        self
+    }
+    pub(super) fn status(mut self, s: ExitStatus) -> Self {
+        self.status = Some(s);
+        self
+    }
+    pub(super) fn detail(mut self, d: impl Into<String>) -> Self {
+        self.detail = Some(d.into());
+        self
+    }
+}
+
+pub(super) fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
