@@ -46,12 +46,6 @@ const READER_DRAIN: Duration = Duration::from_secs(1);
 /// Backstop re-check of watched groups when a member's death may not reach us as SIGCHLD (its
 /// parent is alive outside the group). Only runs while a group is being stopped.
 const GROUP_RECHECK: Duration = Duration::from_millis(100);
-/// A child killed by SIGTERM/SIGINT/SIGHUP while nobody asked it to stop is reported this much
-/// later: under Slurm's proctrack/linuxproc (or a terminal's Ctrl-C to a whole group) the same
-/// signal is on its way to mcsup, and the machine must hear it first, or it would take the death
-/// for a crash (restart, or a critical failure with 143 instead of a clean shutdown). The child is
-/// dead either way; only the decision waits.
-const SIGNAL_DEATH_SETTLE: Duration = Duration::from_millis(25);
 
 /// Install a tracing subscriber on stderr (through [`StderrQueue`]) unless the caller already has
 /// one.
@@ -178,10 +172,6 @@ enum Msg {
         attempt: u64,
         pid: Pid,
     },
-    DeferredExit {
-        pid: Pid,
-        status: ExitStatus,
-    },
     Remount {
         master: String,
         ok: bool,
@@ -207,8 +197,6 @@ struct Runtime {
     exec_probes: HashMap<Pid, u64>,
     /// Groups to report empty.
     watched: HashSet<Pid>,
-    /// Leaders reaped whose exit is held back by [`SIGNAL_DEATH_SETTLE`].
-    deferred: HashSet<Pid>,
     readers: Vec<JoinHandle<()>>,
     /// Whether the first SIGXFSZ is in the events file.
     file_size_reported: bool,
@@ -273,7 +261,6 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
         leaders: HashSet::new(),
         exec_probes: HashMap::new(),
         watched: HashSet::new(),
-        deferred: HashSet::new(),
         readers: Vec::new(),
         file_size_reported: false,
         master_ready: HashMap::new(),
@@ -633,11 +620,6 @@ impl Runtime {
                 generation,
                 probe,
             }),
-            Msg::DeferredExit { pid, status } => {
-                self.deferred.remove(&pid);
-                self.feed(Event::Exited { pid, status });
-                self.check_groups();
-            }
             Msg::Remount { master, ok, detail } => {
                 let r = Record {
                     unit: master,
@@ -705,18 +687,8 @@ impl Runtime {
                 // Watch the group even if the machine does not: the backstop's table must drop
                 // the pgid once the group is gone (its number may be reused after that).
                 self.watched.insert(pid);
-                let stop_like =
-                    matches!(status, ExitStatus::Signal(s) if signals::is_stop_signal(s));
-                if stop_like && self.machine.phase() != Phase::Stopping {
-                    self.deferred.insert(pid);
-                    let tx = self.tx.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(SIGNAL_DEATH_SETTLE).await;
-                        let _ = tx.send(Msg::DeferredExit { pid, status });
-                    });
-                } else {
-                    evs.push(Event::Exited { pid, status });
-                }
+                // A death by a stop signal is held back by the machine (SIGNAL_DEATH_SETTLE).
+                evs.push(Event::Exited { pid, status });
             } else {
                 tracing::debug!(pid, %status, "reaped an orphaned descendant");
             }
@@ -733,9 +705,7 @@ impl Runtime {
             .iter()
             .copied()
             .filter(|&g| {
-                !self.leaders.contains(&g)
-                    && !self.deferred.contains(&g)
-                    && !spawn::signal_group(g, None).unwrap_or(false)
+                !self.leaders.contains(&g) && !spawn::signal_group(g, None).unwrap_or(false)
             })
             .collect();
         for g in gone {
@@ -791,18 +761,18 @@ impl Runtime {
             }
         }
         while rx.try_recv().is_ok() {}
-        let mut code = self.machine.exit_code();
-        if code == super::exit_codes::OK && signals::backstop_fired() {
+        if signals::backstop_fired() {
             // The backstop killed the groups before the loop heard the second signal.
-            code = super::exit_codes::TEARDOWN_NEEDED_SIGKILL;
+            self.feed(Event::BackstopKilled);
         }
+        let code = self.machine.exit_code();
         let reason = self
             .machine
             .reason()
             .map(|r| r.to_string())
             .unwrap_or_default();
         self.write_status(Some(code));
-        let sigkill_needed = self.machine.sigkill_needed() || signals::backstop_fired();
+        let sigkill_needed = self.machine.sigkill_needed();
         let Runtime { console, .. } = self;
         let dropped = console.finish(Duration::from_millis(500));
         if dropped > 0 {

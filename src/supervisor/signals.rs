@@ -61,30 +61,7 @@ static FIRST_STOP_NS: AtomicU64 = AtomicU64::new(0);
 static BACKSTOP_FIRED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
-/// The stop requests of the module table: each starts the ordered teardown, as SIGTERM does. The
-/// drain signal is listened for as well, whatever it is (by default SIGUSR1, which is here too).
-pub const STOP_SIGNALS: [Signal; 14] = [
-    Signal::SIGTERM,
-    Signal::SIGINT,
-    Signal::SIGHUP,
-    Signal::SIGQUIT,
-    Signal::SIGUSR1,
-    Signal::SIGUSR2,
-    Signal::SIGALRM,
-    Signal::SIGVTALRM,
-    Signal::SIGPROF,
-    Signal::SIGPWR,
-    Signal::SIGXCPU,
-    Signal::SIGIO,
-    Signal::SIGSTKFLT,
-    Signal::SIGSYS,
-];
-
-/// Whether `signo` is one of [`STOP_SIGNALS`]: a child killed by one while nobody asked it to
-/// stop may have been hit by the same step-wide signal that is on its way to mcsup.
-pub fn is_stop_signal(signo: i32) -> bool {
-    STOP_SIGNALS.iter().any(|&s| s as i32 == signo)
-}
+pub use super::machine::{is_stop_signal, STOP_SIGNALS};
 
 /// Writes that went over the file size limit (each one raises SIGXFSZ and fails with EFBIG).
 static FILE_SIZE_EXCEEDED: AtomicU64 = AtomicU64::new(0);

@@ -128,16 +128,7 @@ fn prepare(cmd: &mut Command, drain: Signal, stop: Option<Signal>) {
             if Some(drain_no) != stop_no {
                 libc::signal(drain_no, libc::SIG_IGN);
             }
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
             // mcsup may have died between fork and prctl: then PDEATHSIG never fires.
             if libc::getppid() != parent {
                 return Err(io::Error::other(
@@ -189,13 +180,7 @@ fn close_inherited_fds() {
 /// Become a child subreaper: orphaned descendants are reparented to mcsup (to be reaped and
 /// killed at teardown) instead of to PID 1.
 pub fn become_subreaper() -> io::Result<()> {
-    // SAFETY: prctl with integer arguments.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(nix::sys::prctl::set_child_subreaper(true)?)
 }
 
 /// `killpg(pgid, sig)`; `Ok(false)` when the group no longer exists (ESRCH = done).

@@ -152,6 +152,16 @@ struct Gate {
     detail: Option<String>,
 }
 
+/// A leader's exit (and its group's emptiness, if that came too) waiting for
+/// [`SIGNAL_DEATH_SETTLE`] to pass before the machine judges it.
+#[derive(Debug, Clone)]
+struct HeldExit {
+    pid: Pid,
+    status: ExitStatus,
+    until: Instant,
+    group_empty: bool,
+}
+
 /// The supervisor's state machine. See the module doc.
 #[derive(Debug)]
 pub struct Machine {
@@ -162,6 +172,8 @@ pub struct Machine {
     reason: Option<ShutdownReason>,
     teardown_deadline: Option<Instant>,
     deadline_hit: bool,
+    /// Deaths by a stop signal held back for [`SIGNAL_DEATH_SETTLE`], in arrival order.
+    held: Vec<HeldExit>,
     /// First SIGINT/SIGTERM, for escalation.
     first_stop_signal_at: Option<Instant>,
     escalated: bool,
@@ -271,6 +283,7 @@ impl Machine {
             sigkill_needed: false,
             next_attempt: 0,
             version: 0,
+            held: Vec::new(),
         })
     }
 
@@ -345,6 +358,9 @@ impl Machine {
                 _ => {}
             }
         }
+        for h in &self.held {
+            consider(Some(h.until));
+        }
         if let Some(d) = self.teardown_deadline {
             if self.phase == Phase::Stopping {
                 consider(Some(if self.deadline_hit {
@@ -413,8 +429,28 @@ impl Machine {
             Event::Start => self.on_start(now, &mut out),
             Event::Spawned { proc, pid } => self.on_spawned(proc, pid, now, &mut out),
             Event::SpawnFailed { proc, error } => self.on_spawn_failed(proc, error, now, &mut out),
-            Event::Exited { pid, status } => self.on_exited(pid, status, now, &mut out),
-            Event::GroupEmpty { pgid } => self.on_group_empty(pgid, now, &mut out),
+            Event::Exited { pid, status } => {
+                if self.unasked_stop_signal_death(pid, status) {
+                    self.held.push(HeldExit {
+                        pid,
+                        status,
+                        until: now + SIGNAL_DEATH_SETTLE,
+                        group_empty: false,
+                    });
+                } else {
+                    self.on_exited(pid, status, now, &mut out)
+                }
+            }
+            Event::GroupEmpty { pgid } => match self.held.iter_mut().find(|h| h.pid == pgid) {
+                Some(h) => h.group_empty = true,
+                None => self.on_group_empty(pgid, now, &mut out),
+            },
+            Event::BackstopKilled => {
+                if !self.sigkill_needed {
+                    self.sigkill_needed = true;
+                    self.version += 1;
+                }
+            }
             Event::ProbeDone {
                 attempt,
                 ok,
@@ -438,6 +474,7 @@ impl Machine {
             Event::Signal(sig) => self.on_signal(sig, now, &mut out),
             Event::Tick => {}
         }
+        self.release_held(now, &mut out);
         self.settle(now, &mut out);
         if !out.is_empty() && self.version == before {
             // Probe bookkeeping changes no visible state; records and signals do.
@@ -457,6 +494,32 @@ impl Machine {
         p.state = state;
         p.since = now;
         self.version += 1;
+    }
+
+    /// Whether `pid` died of a stop signal nobody asked for: the node is not being torn down and
+    /// mcsup was not stopping this process (a liveness restart sends SIGTERM itself).
+    fn unasked_stop_signal_death(&self, pid: Pid, status: ExitStatus) -> bool {
+        let ExitStatus::Signal(sig) = status else {
+            return false;
+        };
+        is_stop_signal(sig)
+            && !matches!(self.phase, Phase::Stopping | Phase::Done)
+            && self.procs.iter().any(|p| {
+                p.state.live_pid() == Some(pid) && !matches!(p.state, ProcState::Stopping { .. })
+            })
+    }
+
+    /// Judge the held deaths that are due, or all of them once the node is being torn down
+    /// (the signal they were waiting for has been heard).
+    fn release_held(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let stopping = matches!(self.phase, Phase::Stopping | Phase::Done);
+        while let Some(i) = self.held.iter().position(|h| stopping || h.until <= now) {
+            let h = self.held.remove(i);
+            self.on_exited(h.pid, h.status, now, out);
+            if h.group_empty {
+                self.on_group_empty(h.pid, now, out);
+            }
+        }
     }
 
     fn on_start(&mut self, now: Instant, _out: &mut [Action]) {

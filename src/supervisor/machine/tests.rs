@@ -1063,8 +1063,93 @@ fn every_exit_status_maps_to_its_exit_code() {
             pid: 100,
             status: ExitStatus::Signal(sig),
         });
+        if is_stop_signal(sig) {
+            // Held back: the same signal may be on its way to mcsup.
+            assert_eq!(h.m.phase(), Phase::Running, "signal {sig}");
+            h.at(SIGNAL_DEATH_SETTLE.as_millis() as u64);
+        }
+        assert_eq!(h.m.phase(), Phase::Done, "signal {sig}");
         assert_eq!(h.m.exit_code(), 128 + sig, "signal {sig}");
     }
+}
+
+#[test]
+fn a_step_wide_sigterm_reaching_the_children_first_is_a_clean_shutdown() {
+    // Under Slurm proctrack/linuxproc, scancel's SIGTERM reaches every child and mcsup at about
+    // the same moment: the children die (and are reaped) before mcsup's own copy is handled.
+    // Their deaths are held back, mcsup's signal arrives within the settle time, and the run is
+    // a clean teardown: no restart, no failure, exit 0.
+    let mut p = chain();
+    for s in &mut p.processes {
+        s.restart.policy = RestartPolicy::Always;
+    }
+    let mut h = H::new(p);
+    h.start_all();
+    h.now = h.t0 + d(1_000);
+    for pid in [100, 101, 102] {
+        let a = h.gone(pid, ExitStatus::Signal(libc::SIGTERM));
+        assert!(a.is_empty(), "judged before the settle time: {a:?}");
+    }
+    assert_eq!(
+        h.m.next_deadline(),
+        Some(h.now + SIGNAL_DEATH_SETTLE),
+        "the runtime wakes for the held deaths"
+    );
+    h.now += SIGNAL_DEATH_SETTLE - d(1);
+    let a = h.ev(Event::Signal(Signal::SIGTERM));
+    assert!(spawns(&a).is_empty(), "{a:?}");
+    assert!(!has(&a, "master", RecordKind::Failed) && !has(&a, "worker", RecordKind::Restarting));
+    assert_eq!(h.m.phase(), Phase::Done);
+    assert_eq!(h.m.exit_code(), exit_codes::OK);
+    assert_eq!(h.m.reason(), Some(&ShutdownReason::Signal(Signal::SIGTERM)));
+}
+
+#[test]
+fn a_sigterm_death_nobody_followed_up_is_judged_after_the_settle_time() {
+    let p = plan(vec![restarting(
+        proc("s", ProcessKind::Store),
+        RestartPolicy::OnFailure,
+    )]);
+    let mut h = H::new(p);
+    h.start_all();
+    let a = h.gone(100, ExitStatus::Signal(libc::SIGTERM));
+    assert!(a.is_empty(), "{a:?}");
+    assert_eq!(h.state(0), "ready", "not judged yet");
+    let settle = SIGNAL_DEATH_SETTLE.as_millis() as u64;
+    assert!(records(&h.at(settle - 1)).is_empty());
+    let a = h.at(settle);
+    assert!(has(&a, "s", RecordKind::Restarting), "{a:?}");
+    assert_eq!(h.state(0), "backing-off");
+    // A SIGKILL death (not a stop signal) is judged at once.
+    let mut h = H::new(plan(vec![restarting(
+        proc("s", ProcessKind::Store),
+        RestartPolicy::OnFailure,
+    )]));
+    h.start_all();
+    let a = h.gone(100, ExitStatus::Signal(libc::SIGKILL));
+    assert!(has(&a, "s", RecordKind::Restarting), "{a:?}");
+}
+
+#[test]
+fn a_backstop_kill_makes_a_clean_teardown_report_sigkill() {
+    let mut h = H::new(chain());
+    h.start_all();
+    h.ev(Event::Signal(Signal::SIGTERM));
+    // The second signal's handler SIGKILLed every group before the loop heard of it.
+    for pid in [102, 101, 100] {
+        h.gone(pid, ExitStatus::Signal(libc::SIGKILL));
+    }
+    assert_eq!(h.m.phase(), Phase::Done);
+    assert_eq!(h.m.exit_code(), exit_codes::OK);
+    h.ev(Event::BackstopKilled);
+    assert!(h.m.sigkill_needed());
+    assert_eq!(h.m.exit_code(), exit_codes::TEARDOWN_NEEDED_SIGKILL);
+    // It never hides a failure's own code.
+    let mut h = H::new(plan(vec![proc("m", ProcessKind::Master)]));
+    h.start_all();
+    h.gone(100, ExitStatus::Code(3));
+    h.ev(Event::BackstopKilled);
+    assert_eq!(h.m.exit_code(), 3);
 }
 
 #[test]

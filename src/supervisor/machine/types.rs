@@ -19,6 +19,38 @@ pub const ESCALATION_MIN_GAP: Duration = Duration::from_millis(100);
 /// empty this long afterwards (a process stuck in uninterruptible sleep), mcsup gives up waiting.
 pub const ABANDON_AFTER_DEADLINE: Duration = Duration::from_secs(3);
 
+/// The stop requests of the signals module table (`signals.rs`): each starts the ordered teardown, as SIGTERM does. The
+/// drain signal is listened for as well, whatever it is (by default SIGUSR1, which is here too).
+pub const STOP_SIGNALS: [Signal; 14] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGALRM,
+    Signal::SIGVTALRM,
+    Signal::SIGPROF,
+    Signal::SIGPWR,
+    Signal::SIGXCPU,
+    Signal::SIGIO,
+    Signal::SIGSTKFLT,
+    Signal::SIGSYS,
+];
+
+/// Whether `signo` is one of [`STOP_SIGNALS`]: a child killed by one while nobody asked it to
+/// stop may have been hit by the same step-wide signal that is on its way to mcsup.
+pub fn is_stop_signal(signo: i32) -> bool {
+    STOP_SIGNALS.iter().any(|&s| s as i32 == signo)
+}
+
+/// How long a child's death by a stop signal that nobody asked for is held back before the
+/// machine judges it: under Slurm's proctrack/linuxproc (or a terminal's Ctrl-C to a whole group)
+/// the same signal is on its way to mcsup, and the machine must hear it first, or it would take
+/// the death for a crash (restart, or a critical failure with 143 instead of a clean shutdown).
+/// The child is dead either way; only the decision waits. A teardown releases it at once.
+pub const SIGNAL_DEATH_SETTLE: Duration = Duration::from_millis(25);
+
 /// How a reaped process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ExitStatus {
@@ -100,6 +132,9 @@ pub enum Event {
     },
     /// mcsup received a signal (SIGTERM, SIGINT, SIGHUP or the drain signal).
     Signal(Signal),
+    /// The signal handler's backstop SIGKILLed every group itself (a second stop signal came
+    /// while the loop was busy): the teardown needed SIGKILL, whatever the machine saw.
+    BackstopKilled,
     /// Time passed: act on whatever is due.
     Tick,
 }
