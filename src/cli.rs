@@ -8,18 +8,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+use crate::exit::ExitCode;
 use crate::node::{self, MasterMode, NodeInputs};
 use crate::plan::{self, Plan};
 use crate::recipe::{self, RecipeError};
 use crate::render;
 use crate::supervisor::{self, LogFormat, RunOptions};
-
-/// Exit code: success.
-pub const EXIT_OK: i32 = 0;
-/// Exit code: preflight failed (or, for `preflight`, a check failed).
-pub const EXIT_PREFLIGHT: i32 = 1;
-/// Exit code: bad usage, bad recipe, or a plan that cannot be made.
-pub const EXIT_USAGE: i32 = 2;
 
 /// Per-node supervisor for Mooncake Store and SGLang/vLLM workers under Slurm.
 ///
@@ -168,7 +162,7 @@ pub struct CliError {
 impl CliError {
     fn usage(message: impl Into<String>) -> Self {
         CliError {
-            code: EXIT_USAGE,
+            code: ExitCode::Usage.code(),
             message: message.into(),
         }
     }
@@ -328,9 +322,9 @@ fn print_report(report: &crate::preflight::Report, args: &PreflightArgs) -> Resu
     };
     print(&text)?;
     Ok(if report.passed(args.target.strict) {
-        EXIT_OK
+        ExitCode::Ok.code()
     } else {
-        EXIT_PREFLIGHT
+        ExitCode::PreflightFailed.code()
     })
 }
 
@@ -518,7 +512,7 @@ fn print(text: &str) -> Result<(), CliError> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(CliError {
-            code: EXIT_USAGE,
+            code: ExitCode::Usage.code(),
             message: format!("cannot write to stdout: {e}"),
         }),
     }
@@ -558,7 +552,7 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
                 tracing::warn!("preflight failed; starting anyway (--skip-preflight)");
             } else {
                 return Err(CliError {
-                    code: EXIT_PREFLIGHT,
+                    code: ExitCode::PreflightFailed.code(),
                     message: format!("preflight failed on {}; nothing was started (see above; `mcsup preflight` shows the full report, --skip-preflight overrides)", plan.node.name),
                 });
             }
@@ -574,7 +568,7 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
         console: !args.no_console,
     };
     let outcome = supervisor::run_blocking(plan, opts).map_err(|e| CliError {
-        code: crate::supervisor::EXIT_SETUP,
+        code: ExitCode::SetupFailed.code(),
         message: e.to_string(),
     })?;
     Ok(outcome.exit_code)
@@ -597,11 +591,11 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
     };
     let text =
         supervisor::print_status(&dir, node.as_deref(), args.json).map_err(|e| CliError {
-            code: EXIT_PREFLIGHT,
+            code: ExitCode::PreflightFailed.code(),
             message: e.to_string(),
         })?;
     print(&text)?;
-    Ok(EXIT_OK)
+    Ok(ExitCode::Ok.code())
 }
 
 /// Execute a parsed command line; returns the process exit code.
@@ -617,7 +611,7 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
                 render::plan_human(&plan, a.show_secrets)
             };
             print(&text)?;
-            Ok(EXIT_OK)
+            Ok(ExitCode::Ok.code())
         }
         Some(Cmd::Preflight(a)) => preflight(a),
         Some(Cmd::Status(a)) => status(a),
@@ -649,14 +643,14 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             }
             out.push_str(&m.yaml);
             print(&out)?;
-            Ok(EXIT_OK)
+            Ok(ExitCode::Ok.code())
         }
         Some(Cmd::Completions { shell }) => {
             let mut cmd = Cli::command();
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut cmd, "mcsup", &mut buf);
             print(&String::from_utf8_lossy(&buf))?;
-            Ok(EXIT_OK)
+            Ok(ExitCode::Ok.code())
         }
     }
 }

@@ -28,38 +28,13 @@ mod status;
 
 use std::path::{Path, PathBuf};
 
+use crate::exit::ExitCode;
 use crate::plan::Plan;
 
 pub use machine::ExitStatus;
 pub use runtime::{flush_stderr, init_tracing, stderr_write};
 pub use signals::{hold_early_signals, survive_file_size_limit};
 pub use status::{events_path, print_status, status_path, StatusFile, StatusProcess};
-
-/// Exit codes of `mcsup run`, also documented on [`RunOutcome`].
-pub mod exit_codes {
-    /// A requested shutdown (a stop signal, the drain signal, workers finished) with everything
-    /// stopped cleanly.
-    pub const OK: i32 = 0;
-    /// The supervisor could not set up (log directory, plan it cannot run, runtime).
-    pub const SETUP_FAILED: i32 = 3;
-    /// A long-running critical process exited with a success code nobody asked for.
-    pub const CRITICAL_EXITED_ZERO: i32 = 4;
-    /// A critical process (or a gate/dependency it needs) never became ready.
-    pub const READINESS_FAILED: i32 = 5;
-    /// A critical process kept failing its liveness probe until the restart limit.
-    pub const LIVENESS_FAILED: i32 = 6;
-    /// A critical process could not be spawned (fork/exec error, e.g. no such program).
-    pub const SPAWN_FAILED: i32 = 7;
-    /// The node finished on its own (workers done / nothing left) but some process had failed.
-    pub const FINISHED_WITH_FAILURES: i32 = 8;
-    /// Shutdown was requested, but the teardown needed SIGKILL (grace or deadline expired, or a
-    /// second SIGINT/SIGTERM forced it).
-    pub const TEARDOWN_NEEDED_SIGKILL: i32 = 124;
-}
-
-/// Exit code for a [`SupervisorError`] (supervisor setup error); same as
-/// [`exit_codes::SETUP_FAILED`].
-pub const EXIT_SETUP: i32 = exit_codes::SETUP_FAILED;
 
 /// How the supervisor reports its own events on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,26 +56,13 @@ pub struct RunOptions {
     pub console: bool,
 }
 
-/// What happened, and the exit code mcsup should return.
-///
-/// | code | meaning |
-/// |---|---|
-/// | 0 | shutdown was requested (a stop signal: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGALRM, SIGPWR... as tabled in `signals`; the drain signal; all workers finished) and everything stopped cleanly |
-/// | 1, 2 | (not used by the supervisor: preflight failure and usage/recipe error, from the CLI) |
-/// | 3 | supervisor setup error (returned as [`SupervisorError`]; see [`SupervisorError::exit_code`]) |
-/// | 4 | a critical long-running process exited with a success code nobody asked for |
-/// | 5 | a critical process never became ready (readiness timeout, or a gate/dependency it needs failed) |
-/// | 6 | a critical process failed its liveness probe until the restart limit |
-/// | 7 | a critical process could not be spawned (e.g. program not found) |
-/// | 8 | the node finished on its own (workers done) but some (non-critical) process had failed |
-/// | N | a critical process failed (restart policy exhausted) with exit code N, or 128+S when killed by signal S |
-/// | 124 | shutdown was requested but the teardown needed SIGKILL (grace/deadline expired, or a second SIGINT/SIGTERM) |
-///
-/// A failure code wins over 124 (it is the root cause). A child's own exit code can collide with
-/// the codes above (a critical process exiting 4 reports 4): the events file tells them apart.
+/// What happened, and the exit code mcsup should return: one of [`ExitCode`] (its table states
+/// each meaning). A failure code wins over 124 (it is the root cause). A child's own exit code can
+/// collide with the fixed codes (a critical process exiting 4 reports 4): the events file tells
+/// them apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOutcome {
-    /// The process exit code (table above).
+    /// The process exit code ([`ExitCode::code`]).
     pub exit_code: i32,
     /// Why the node was torn down, in words.
     pub reason: String,
@@ -146,7 +108,7 @@ pub enum SupervisorError {
 impl SupervisorError {
     /// The exit code for this error (3: supervisor setup error).
     pub fn exit_code(&self) -> i32 {
-        exit_codes::SETUP_FAILED
+        ExitCode::SetupFailed.code()
     }
 
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {

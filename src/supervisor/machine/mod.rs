@@ -26,7 +26,7 @@ use crate::plan::{
     ShutdownSpec,
 };
 
-use super::exit_codes;
+use crate::exit::ExitCode;
 
 mod graph;
 mod probing;
@@ -318,10 +318,10 @@ impl Machine {
                     .iter()
                     .any(|p| matches!(p.state, ProcState::Failed)) =>
             {
-                exit_codes::FINISHED_WITH_FAILURES
+                ExitCode::FinishedWithFailures.code()
             }
-            _ if self.sigkill_needed => exit_codes::TEARDOWN_NEEDED_SIGKILL,
-            _ => exit_codes::OK,
+            _ if self.sigkill_needed => ExitCode::TeardownNeededSigkill.code(),
+            _ => ExitCode::Ok.code(),
         }
     }
 

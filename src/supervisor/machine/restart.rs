@@ -137,9 +137,9 @@ impl Machine {
             RestartPolicy::Always => true,
         };
         let failure_code = if liveness {
-            exit_codes::LIVENESS_FAILED
+            ExitCode::LivenessFailed.code()
         } else if status.code() == 0 {
-            exit_codes::CRITICAL_EXITED_ZERO
+            ExitCode::CriticalExitedZero.code()
         } else {
             status.code()
         };
@@ -148,7 +148,7 @@ impl Machine {
                 if p.spec.critical && p.long_running {
                     let reason =
                         format!("exited unasked ({status}) and nothing waits for it to complete");
-                    self.fail(i, exit_codes::CRITICAL_EXITED_ZERO, reason, now, out);
+                    self.fail(i, ExitCode::CriticalExitedZero.code(), reason, now, out);
                 } else {
                     out.push(Action::Record(
                         rec(&p.spec.name, RecordKind::Completed).status(status),

@@ -50,7 +50,7 @@ impl Machine {
         }
         self.fail(
             i,
-            exit_codes::SPAWN_FAILED,
+            ExitCode::SpawnFailed.code(),
             format!("could not start: {error}"),
             now,
             out,
@@ -85,7 +85,7 @@ impl Machine {
                                 .unwrap_or_default()
                         );
                         let then = AfterStop::Fail {
-                            code: exit_codes::READINESS_FAILED,
+                            code: ExitCode::ReadinessFailed.code(),
                             reason,
                         };
                         self.begin_stop(i, then, now, out);
@@ -139,7 +139,7 @@ impl Machine {
                     self.unit_name(t),
                     c
                 );
-                self.fail(i, exit_codes::READINESS_FAILED, reason, now, out);
+                self.fail(i, ExitCode::ReadinessFailed.code(), reason, now, out);
                 if self.phase == Phase::Stopping {
                     return;
                 }

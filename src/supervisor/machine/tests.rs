@@ -327,7 +327,7 @@ fn readiness_timeout_stops_the_process_and_fails_with_code_5() {
     assert!(has(&a, "m", RecordKind::Failed));
     assert!(has(&a, "mcsup", RecordKind::Finished));
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::READINESS_FAILED);
+    assert_eq!(h.m.exit_code(), ExitCode::ReadinessFailed.code());
 }
 
 #[test]
@@ -529,7 +529,7 @@ fn restart_storm_is_bounded_by_the_window() {
     assert_eq!(spawned, 6, "first start + 5 restarts");
     // The only worker failed: the node finishes, reporting the failure.
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::FINISHED_WITH_FAILURES);
+    assert_eq!(h.m.exit_code(), ExitCode::FinishedWithFailures.code());
 }
 
 #[test]
@@ -570,7 +570,7 @@ fn critical_exit_zero_unasked_is_a_failure() {
     h.gone(102, ExitStatus::Code(0));
     h.gone(101, ExitStatus::Code(0));
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::CRITICAL_EXITED_ZERO);
+    assert_eq!(h.m.exit_code(), ExitCode::CriticalExitedZero.code());
 }
 
 #[test]
@@ -606,7 +606,7 @@ fn failed_dependency_fails_waiting_dependents() {
     });
     assert!(has(&a, "setup", RecordKind::Failed));
     assert!(has(&a, "worker", RecordKind::Failed));
-    assert_eq!(h.m.exit_code(), exit_codes::READINESS_FAILED);
+    assert_eq!(h.m.exit_code(), ExitCode::ReadinessFailed.code());
 }
 
 #[test]
@@ -641,7 +641,7 @@ fn teardown_goes_in_tiers_and_waits_for_empty_groups() {
     );
     let a = h.gone(100, ExitStatus::Code(0));
     assert!(has(&a, "mcsup", RecordKind::Finished));
-    assert_eq!(h.m.exit_code(), exit_codes::TEARDOWN_NEEDED_SIGKILL);
+    assert_eq!(h.m.exit_code(), ExitCode::TeardownNeededSigkill.code());
 }
 
 #[test]
@@ -706,7 +706,7 @@ fn second_sigint_escalates_to_sigkill_of_every_group() {
         h.gone(pid, ExitStatus::Signal(9));
     }
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::TEARDOWN_NEEDED_SIGKILL);
+    assert_eq!(h.m.exit_code(), ExitCode::TeardownNeededSigkill.code());
 }
 
 #[test]
@@ -814,7 +814,7 @@ fn global_deadline_shortens_graces_and_kills_everything() {
     );
     h.gone(101, ExitStatus::Signal(9));
     h.gone(100, ExitStatus::Signal(9));
-    assert_eq!(h.m.exit_code(), exit_codes::TEARDOWN_NEEDED_SIGKILL);
+    assert_eq!(h.m.exit_code(), ExitCode::TeardownNeededSigkill.code());
 }
 
 #[test]
@@ -1022,7 +1022,7 @@ fn non_critical_worker_failure_keeps_the_node_running_until_all_workers_are_gone
     assert!(has(&a, "mcsup", RecordKind::ShutdownRequested));
     h.gone(101, ExitStatus::Code(0));
     h.gone(100, ExitStatus::Code(0));
-    assert_eq!(h.m.exit_code(), exit_codes::FINISHED_WITH_FAILURES);
+    assert_eq!(h.m.exit_code(), ExitCode::FinishedWithFailures.code());
 }
 
 #[test]
@@ -1050,7 +1050,7 @@ fn every_exit_status_maps_to_its_exit_code() {
         });
         assert_eq!(h.m.phase(), Phase::Done);
         let want = if code == 0 {
-            exit_codes::CRITICAL_EXITED_ZERO
+            ExitCode::CriticalExitedZero.code()
         } else {
             code
         };
@@ -1100,7 +1100,7 @@ fn a_step_wide_sigterm_reaching_the_children_first_is_a_clean_shutdown() {
     assert!(spawns(&a).is_empty(), "{a:?}");
     assert!(!has(&a, "master", RecordKind::Failed) && !has(&a, "worker", RecordKind::Restarting));
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::OK);
+    assert_eq!(h.m.exit_code(), ExitCode::Ok.code());
     assert_eq!(h.m.reason(), Some(&ShutdownReason::Signal(Signal::SIGTERM)));
 }
 
@@ -1140,10 +1140,10 @@ fn a_backstop_kill_makes_a_clean_teardown_report_sigkill() {
         h.gone(pid, ExitStatus::Signal(libc::SIGKILL));
     }
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::OK);
+    assert_eq!(h.m.exit_code(), ExitCode::Ok.code());
     h.ev(Event::BackstopKilled);
     assert!(h.m.sigkill_needed());
-    assert_eq!(h.m.exit_code(), exit_codes::TEARDOWN_NEEDED_SIGKILL);
+    assert_eq!(h.m.exit_code(), ExitCode::TeardownNeededSigkill.code());
     // It never hides a failure's own code.
     let mut h = H::new(plan(vec![proc("m", ProcessKind::Master)]));
     h.start_all();
@@ -1179,7 +1179,7 @@ fn spawn_failure_of_a_critical_process_is_code_7() {
     });
     assert!(has(&a, "master", RecordKind::Failed));
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::SPAWN_FAILED);
+    assert_eq!(h.m.exit_code(), ExitCode::SpawnFailed.code());
 }
 
 fn gated() -> Plan {
@@ -1235,7 +1235,7 @@ fn gate_timeout_fails_critical_dependents() {
     assert!(has(&a, "remote-master", RecordKind::Failed));
     assert!(has(&a, "store", RecordKind::Failed));
     assert_eq!(h.m.phase(), Phase::Done);
-    assert_eq!(h.m.exit_code(), exit_codes::READINESS_FAILED);
+    assert_eq!(h.m.exit_code(), ExitCode::ReadinessFailed.code());
 }
 
 #[test]
