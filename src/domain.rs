@@ -1,4 +1,5 @@
-//! Small vocabulary shared by every layer: serving roles and signal names.
+//! Small vocabulary shared by every layer: serving roles, signal names, and the one "did you
+//! mean" rule every error message uses ([`suggest`]).
 //!
 //! A leaf: it imports nothing from mcsup, so the recipe parser, the planner and the supervisor can
 //! all use these types without depending on each other.
@@ -112,5 +113,60 @@ impl<'de> Deserialize<'de> for SignalName {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The candidate closest to `input` (case-insensitive Damerau-Levenshtein distance), if it is a
+/// plausible typo: at most 3 edits, and fewer edits than the candidate has characters. The one
+/// "did you mean" rule of every error and warning.
+pub fn suggest<'a>(input: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    suggest_within(input, candidates, |d, len| d <= 3 && d < len)
+}
+
+/// [`suggest`] for names that are tolerated when unknown (a recipe's foreign sections): only a
+/// near miss counts as a typo, at most 2 edits and fewer than half the candidate's length.
+pub fn suggest_typo<'a>(
+    input: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    suggest_within(input, candidates, |d, len| d <= 2 && d < len / 2 + 1)
+}
+
+fn suggest_within<'a>(
+    input: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    plausible: impl Fn(usize, usize) -> bool,
+) -> Option<&'a str> {
+    let input = input.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .map(|c| {
+            (
+                strsim::damerau_levenshtein(&input, &c.to_ascii_lowercase()),
+                c,
+            )
+        })
+        .filter(|&(d, c)| plausible(d, c.chars().count()))
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod suggest_tests {
+    use super::*;
+
+    #[test]
+    fn near_misses_are_suggested_and_far_ones_are_not() {
+        let keys = ["backend", "mcsup", "services", "env"];
+        assert_eq!(suggest("bakend", keys), Some("backend"));
+        assert_eq!(suggest("BACKEND", keys), Some("backend"));
+        assert_eq!(suggest("servces", keys), Some("services"));
+        assert_eq!(suggest("frontend", keys), None);
+        // Fewer edits than the candidate is long: "x" is not a typo of "env".
+        assert_eq!(suggest("xyz", keys), None);
+        assert_eq!(suggest_typo("bakend", keys), Some("backend"));
+        assert_eq!(suggest_typo("backnd_x", keys), None);
+        assert_eq!(suggest_typo("enx", keys), Some("env"));
+        assert_eq!(suggest_typo("exx", keys), None);
     }
 }

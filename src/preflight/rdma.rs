@@ -82,12 +82,7 @@ pub fn parse_device_list(value: &str) -> DeviceRequest {
 }
 
 fn closest<'a>(name: &str, present: &'a [String]) -> Option<&'a str> {
-    present
-        .iter()
-        .map(|p| (strsim::damerau_levenshtein(name, p), p.as_str()))
-        .filter(|(d, p)| *d <= 3 && *d < p.len())
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, p)| p)
+    crate::domain::suggest(name, present.iter().map(String::as_str))
 }
 
 fn rank_text(rank: &GidRank) -> String {

@@ -431,12 +431,8 @@ pub fn check_master_flags(plan: &Plan, path_var: Option<&str>, report: &mut Repo
         let hints: Vec<String> = unknown
             .iter()
             .map(|u| {
-                let near = known
-                    .iter()
-                    .map(|k| (strsim::damerau_levenshtein(u, k), k))
-                    .filter(|(d, _)| *d <= 3)
-                    .min_by_key(|(d, _)| *d)
-                    .map(|(_, k)| format!(" (did you mean --{k}?)"))
+                let near = crate::domain::suggest(u, known.iter().map(String::as_str))
+                    .map(|k| format!(" (did you mean --{k}?)"))
                     .unwrap_or_default();
                 format!("--{u}{near}")
             })

@@ -481,12 +481,8 @@ fn explain(raw: &str) -> (String, Option<String>) {
             "value"
         };
         let message = format!("unknown {what} `{bad}`");
-        let closest = expected
-            .iter()
-            .map(|k| (strsim::damerau_levenshtein(&bad.to_ascii_lowercase(), k), k))
-            .filter(|(d, k)| *d <= 3 && *d < k.len())
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, k)| k.clone());
+        let closest =
+            crate::domain::suggest(bad, expected.iter().map(String::as_str)).map(str::to_string);
         let list = expected
             .iter()
             .map(|k| format!("`{k}`"))

@@ -52,22 +52,10 @@ impl Recipe {
     }
 }
 
-/// Names this many edits (or fewer) away from a known key are treated as typos, not as foreign
-/// sections, where unknown keys are otherwise tolerated.
-const TYPO_DISTANCE: usize = 2;
-
+/// Names close to a known key ([`crate::domain::suggest_typo`]) are treated as typos, not as
+/// foreign sections, where unknown keys are otherwise tolerated.
 fn close_match<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
-    known
-        .iter()
-        .map(|k| {
-            (
-                strsim::damerau_levenshtein(&key.to_ascii_lowercase(), k),
-                *k,
-            )
-        })
-        .filter(|(d, k)| *d <= TYPO_DISTANCE && *d < k.len() / 2 + 1)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
+    crate::domain::suggest_typo(key, known.iter().copied())
 }
 
 const RECIPE_KEYS: &[&str] = &[

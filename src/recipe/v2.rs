@@ -88,15 +88,11 @@ fn engine_type(t: &str) -> Result<String, (String, String)> {
     if ENGINE_TYPES.contains(&lower.as_str()) {
         return Ok(lower);
     }
-    let closest = ENGINE_TYPES
-        .iter()
-        .map(|k| (strsim::damerau_levenshtein(&lower, k), *k))
-        .min_by_key(|(d, _)| *d)
-        .filter(|(d, _)| *d <= 2);
+    let closest = crate::domain::suggest(&lower, ENGINE_TYPES.iter().copied());
     Err((
         format!("unknown engine type `{t}`"),
         match closest {
-            Some((_, k)) => format!("did you mean `{k}`? (engines: {})", ENGINE_TYPES.join(", ")),
+            Some(k) => format!("did you mean `{k}`? (engines: {})", ENGINE_TYPES.join(", ")),
             None => format!("use one of: {}", ENGINE_TYPES.join(", ")),
         },
     ))
