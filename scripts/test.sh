@@ -29,6 +29,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
+# The full suite: a test whose outside prerequisite (venv, Slurm, etcd) is missing fails here
+# instead of skipping (tests/common/mod.rs `require`).
+export MCSUP_TESTS_REQUIRE_ALL=1
 # The real mooncake_master and store service come from the project venv.
 export PATH="$REPO_ROOT/.venv/bin:$PATH"
 export MCSUP_VENV="$REPO_ROOT/.venv"

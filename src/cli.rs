@@ -498,11 +498,25 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
     Ok(plan)
 }
 
-fn init_tracing(format: LogFormatArg) {
-    crate::supervisor::init_tracing(match format {
-        LogFormatArg::Human => LogFormat::Human,
-        LogFormatArg::Json => LogFormat::Json,
-    });
+impl From<LogFormatArg> for LogFormat {
+    fn from(f: LogFormatArg) -> LogFormat {
+        match f {
+            LogFormatArg::Human => LogFormat::Human,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
+}
+
+impl Cli {
+    /// How mcsup's own log is written, for the commands that log (`run`, the default); `None`
+    /// for the others, whose output is their result. `main` initialises tracing with it, once.
+    pub fn log_format(&self) -> Option<LogFormat> {
+        match &self.command {
+            None => Some(self.run.log_format.into()),
+            Some(Cmd::Run(args)) => Some(args.log_format.into()),
+            Some(_) => None,
+        }
+    }
 }
 
 fn print(text: &str) -> Result<(), CliError> {
@@ -519,7 +533,6 @@ fn print(text: &str) -> Result<(), CliError> {
 }
 
 fn run(args: RunArgs) -> Result<i32, CliError> {
-    init_tracing(args.log_format);
     // A plan file carries everything the preflight needs (HiCache, headroom), so both paths
     // run it.
     let plan = match &args.plan_file {
@@ -561,10 +574,6 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
         }
     }
     let opts = RunOptions {
-        log_format: match args.log_format {
-            LogFormatArg::Human => LogFormat::Human,
-            LogFormatArg::Json => LogFormat::Json,
-        },
         console: !args.no_console,
     };
     let outcome = supervisor::run_blocking(plan, opts).map_err(|e| CliError {

@@ -15,6 +15,9 @@ fn main() {
     mcsup::supervisor::hold_early_signals();
     mcsup::supervisor::survive_file_size_limit();
     let cli = mcsup::cli::Cli::parse();
+    if let Some(format) = cli.log_format() {
+        mcsup::supervisor::init_tracing(format);
+    }
     let code = match mcsup::cli::execute(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -84,12 +84,13 @@ fn configs_dir(env: &TestEnv) -> PathBuf {
             ["/usr/sbin/nats-server", "/usr/bin/nats-server"],
         ),
     ] {
-        let target = candidates
-            .iter()
-            .find(|c| Path::new(c).exists())
-            .unwrap_or_else(|| {
-                panic!("{name} is missing: run scripts/setup.sh (scripts/test.sh does)")
-            });
+        let found = candidates.iter().find(|c| Path::new(c).exists());
+        common::require(
+            found.is_some(),
+            name,
+            "run scripts/setup.sh (scripts/test.sh does)",
+        );
+        let target = found.unwrap();
         std::os::unix::fs::symlink(target, dir.join(name)).unwrap();
     }
     dir

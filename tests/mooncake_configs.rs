@@ -122,10 +122,10 @@ fn client_loader(what: &str, env: &[(String, String)], stdin: &str) -> Result<St
     use std::io::Write;
     let bin = venv_bin();
     let sources = bin.parent().unwrap().join("client-sources");
-    assert!(
+    common::require(
         sources.join("STAMP").exists(),
-        "{} is missing: run scripts/setup.sh (scripts/test.sh does)",
-        sources.display()
+        &sources.display().to_string(),
+        "run scripts/setup.sh (scripts/test.sh does)",
     );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/client_loaders.py");
     let mut child = Command::new(bin.join("python"))

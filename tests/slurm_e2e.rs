@@ -26,6 +26,7 @@ struct Cluster {
 
 impl Cluster {
     fn start(env: &TestEnv, proctrack: &str, port_base: u16) -> Cluster {
+        common::require_slurm();
         let base = env.path("slurm");
         let out = Command::new(repo().join("scripts/slurm/cluster.sh"))
             .args([

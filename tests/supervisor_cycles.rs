@@ -56,10 +56,7 @@ fn two_hundred_start_stop_cycles_leak_nothing() {
         condition: DependencyCondition::Started,
     });
     let plan = env.plan(vec![store, worker]);
-    let opts = RunOptions {
-        console: false,
-        ..Default::default()
-    };
+    let opts = RunOptions { console: false };
 
     let first = run_blocking(plan.clone(), opts.clone()).expect("run");
     assert_eq!(first.exit_code, 0, "{}", first.reason);

@@ -49,9 +49,6 @@ pub enum LogFormat {
 /// Options that are not part of the plan.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
-    /// Format of mcsup's own event log on stderr (used only if the caller has not installed a
-    /// tracing subscriber already).
-    pub log_format: LogFormat,
     /// Mirror children's output (prefixed with the process name) on mcsup's stdout.
     pub console: bool,
 }
@@ -123,8 +120,10 @@ impl SupervisorError {
 /// long-lived thread: PR_SET_PDEATHSIG follows the forking thread, not the process).
 ///
 /// Returns once every child (and every reparented descendant) is gone.
+///
+/// mcsup's own log goes wherever the caller's tracing subscriber sends it (the binary installs
+/// one in `main` with [`init_tracing`]).
 pub fn run_blocking(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
-    runtime::init_tracing(opts.log_format);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -19,6 +19,48 @@ use serde_json::Value;
 pub const TESTCHILD: &str = env!("CARGO_BIN_EXE_mcsup-testchild");
 pub const MCSUP: &str = env!("CARGO_BIN_EXE_mcsup");
 
+/// A prerequisite from outside the repository (the Mooncake venv, Slurm, etcd/NATS). When it is
+/// absent, the full suite (`scripts/test.sh`, which sets `MCSUP_TESTS_REQUIRE_ALL=1`) and CI
+/// (`CI` set) fail the test with `fix`; a developer's plain `cargo nextest run` (one process per
+/// test) prints why and ends the test without running it, so the inner loop works on a bare
+/// machine. Under `cargo test` (many tests per process) it always fails: ending the process there
+/// would end its other tests too.
+pub fn require(present: bool, what: &str, fix: &str) {
+    if present {
+        return;
+    }
+    let required = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+        || std::env::var_os("MCSUP_TESTS_REQUIRE_ALL").is_some_and(|v| v == "1");
+    let own_process = std::env::var("NEXTEST_EXECUTION_MODE").as_deref() == Ok("process-per-test");
+    if required || !own_process {
+        panic!("{what} is missing: {fix}");
+    }
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
+    eprintln!("SKIPPED {test}: {what} is missing ({fix}); set CI=1 to make this a failure");
+    std::process::exit(0);
+}
+
+/// This machine can run the local Slurm cluster (scripts/slurm/cluster.sh: root, the Debian
+/// packages); else [`require`] skips or fails the test.
+pub fn require_slurm() {
+    let root = nix::unistd::Uid::effective().is_root();
+    let installed = [
+        "/usr/sbin/slurmctld",
+        "/usr/sbin/slurmd",
+        "/usr/sbin/munged",
+    ]
+    .iter()
+    .all(|p| Path::new(p).exists());
+    require(
+        root && installed,
+        "a local Slurm (root and the slurmctld, slurmd, munge packages)",
+        "run scripts/test.sh as root (it installs them)",
+    );
+}
+
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }

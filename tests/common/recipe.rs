@@ -15,10 +15,10 @@ pub fn repo() -> PathBuf {
 pub fn venv_bin() -> PathBuf {
     let venv = std::env::var_os("MCSUP_VENV").map_or_else(|| repo().join(".venv"), PathBuf::from);
     let bin = venv.join("bin");
-    assert!(
+    super::require(
         bin.join("mooncake_master").exists(),
-        "{}/mooncake_master is missing: run scripts/setup.sh (scripts/test.sh does)",
-        bin.display()
+        &format!("{}/mooncake_master", bin.display()),
+        "run scripts/setup.sh (scripts/test.sh does)",
     );
     bin
 }
