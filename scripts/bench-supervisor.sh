@@ -13,15 +13,11 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
 
+# shellcheck source=scripts/lib/common.sh
+. "$REPO_ROOT/scripts/lib/common.sh"
 if ! command -v supervisord >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing supervisord (Debian package supervisor) for the comparison..." >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends supervisor >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends supervisor >/dev/null 2>&1; } \
-      || echo "could not install supervisord: its columns are skipped" >&2
-  else
-    echo "supervisord not found: its columns are skipped" >&2
-  fi
+  echo "installing supervisord (Debian package supervisor) for the comparison..." >&2
+  apt_install supervisor >&2 || echo "could not install supervisord: its columns are skipped" >&2
 fi
 
 (cd "$REPO_ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --bin mcsup --bin mcsup-testchild)

@@ -45,8 +45,11 @@ def wait_files(paths, timeout=30.0):
 
 
 def proc_spec(name, kind, argv, deps=(), stop_signal="SIGTERM"):
+    # The plan format of `mcsup plan --json` (docs/plan.md); the start phase decides the
+    # teardown tier, as for a planned master, store and worker.
+    phase = "workers" if kind == "worker" else "before_workers"
     return {
-        "name": name, "kind": kind, "roles": [], "argv": argv, "preamble": None,
+        "name": name, "kind": kind, "phase": phase, "roles": [], "argv": argv, "preamble": None,
         "env": [{"name": TAG, "value": "1", "source": "bench"}], "cwd": None,
         "depends_on": [{"target": d, "condition": "healthy"} for d in deps],
         "readiness": None, "liveness": None,
