@@ -10,7 +10,8 @@
 #   plan    parse_str, then node::resolve + plan::plan for every role and prefill+decode on fixed
 #           Slurm/local contexts, then render::plan_human / plan_json
 #
-# Inputs: the committed seeds in fuzz/seeds/recipe/ (read-only) plus the growing, git-ignored
+# Inputs: the committed seeds in fuzz/seeds/recipe/, recipes/ and the srt-slurm fixtures under
+# tests/fixtures/ (all read-only) plus the growing, git-ignored
 # corpus in fuzz/corpus/<target>/. Crashes land in fuzz/artifacts/<target>/; the script exits 1
 # if any target crashed (or timed out / ran out of memory on one input). Reproduce one with
 #   cargo fuzz run --sanitizer none -a <target> fuzz/artifacts/<target>/crash-...
@@ -92,7 +93,10 @@ for t in "${TARGETS[@]}"; do
     echo
     echo "==> fuzzing $t for ${DURATION}s (log: ${log#"$REPO_ROOT"/})"
     set +e
-    cargo fuzz run "${FUZZ_FLAGS[@]}" "$t" "fuzz/corpus/$t" fuzz/seeds/recipe -- \
+    # Seeds, read-only: the hand-made edge cases in fuzz/seeds/recipe/, and the real recipes
+    # themselves (the examples and the srt-slurm fixtures), never copies of them.
+    cargo fuzz run "${FUZZ_FLAGS[@]}" "$t" "fuzz/corpus/$t" fuzz/seeds/recipe recipes \
+        tests/fixtures/srt-slurm-v1 tests/fixtures/srt-slurm-2 -- \
         -max_total_time="$DURATION" \
         -max_len="$MAX_LEN" \
         -timeout=10 \

@@ -90,21 +90,10 @@ elif [ "${MCSUP_SKIP_APT:-0}" = "1" ]; then
   warn "apt: MCSUP_SKIP_APT=1 and these packages are missing: ${missing[*]}"
   warn "apt: the Rust build or the Mooncake wheel may fail without them"
 else
-  command -v apt-get >/dev/null 2>&1 \
-    || die "apt: missing packages (${missing[*]}) and apt-get not found; install them by hand or set MCSUP_SKIP_APT=1"
-  SUDO=()
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null 2>&1 \
-      || die "apt: missing packages (${missing[*]}); not root and no sudo. Run as root or set MCSUP_SKIP_APT=1"
-    SUDO=(sudo)
-  fi
-  log "apt: missing: ${missing[*]}"
-  log "apt: running apt-get update"
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  log "apt: installing: ${missing[*]}"
   apt_rc=0
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "${missing[@]}" || apt_rc=$?
+  apt_install "${missing[@]}" || apt_rc=$?
+  SUDO=()
+  [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
 
   # ------------------------------------------------------------------------------------------
   # 1b. Stop + disable the system services of service packages installed just now (see
@@ -141,7 +130,7 @@ else
     fi
     log "apt: $pkg: system service $svc is stopped and disabled (tests start their own)"
   done
-  [ "$apt_rc" -eq 0 ] || die "apt: 'apt-get install ${missing[*]}' failed (exit $apt_rc)"
+  [ "$apt_rc" -eq 0 ] || die "apt: could not install ${missing[*]} (see above)"
 fi
 
 # --------------------------------------------------------------------------------------------

@@ -12,22 +12,10 @@ cd "$REPO_ROOT"
 
 # The Slurm tests start private clusters in parallel: install the packages once, up front,
 # rather than letting concurrent tests race for the dpkg lock.
-SLURM_PACKAGES=(slurmctld slurmd slurm-client munge)
-missing=()
-for p in "${SLURM_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  if [ "${MCSUP_SKIP_APT:-0}" = "1" ]; then
-    echo "test.sh: Slurm packages missing (${missing[*]}) and MCSUP_SKIP_APT=1: the Slurm tests will fail" >&2
-  else
-    SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
-    echo "test.sh: installing ${missing[*]} for the Slurm tests"
-    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" \
-      || { "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q \
-           && "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"; }
-  fi
-fi
+# shellcheck source=scripts/lib/common.sh
+. "$REPO_ROOT/scripts/lib/common.sh"
+apt_install slurmctld slurmd slurm-client munge \
+  || warn "test.sh: the Slurm packages are missing: the Slurm tests will fail"
 
 # The full suite: a test whose outside prerequisite (venv, Slurm, etcd) is missing fails here
 # instead of skipping (tests/common/mod.rs `require`).
