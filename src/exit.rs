@@ -1,5 +1,5 @@
-//! mcsup's exit codes: one type for every command, and the meaning of each, as the README's
-//! table states it (`tests/docs.rs` checks the README against [`ExitCode::TABLE`]).
+//! mcsup's exit codes: one type for every command, and the meaning of each, as the table in
+//! docs/supervision.md states it (`tests/docs.rs` checks the page against [`ExitCode::TABLE`]).
 
 /// How mcsup ends. `code()` is the process exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub enum ExitCode {
 }
 
 impl ExitCode {
-    /// Every fixed code with its meaning, in the order of the README's table (which also has a
+    /// Every fixed code with its meaning, in the order of docs/supervision.md's table (which also has a
     /// row for [`ExitCode::Child`]: "N, 128+S").
     pub const TABLE: [(ExitCode, &'static str); 10] = [
         (ExitCode::Ok, "success; for `run`: a requested shutdown (signal, drain, all workers done) with every process stopped cleanly"),
@@ -46,7 +46,7 @@ impl ExitCode {
         (ExitCode::TeardownNeededSigkill, "`run`: the teardown needed SIGKILL (a grace or the global deadline expired, or a second SIGINT/SIGTERM)"),
     ];
 
-    /// The meaning of [`ExitCode::Child`] in the README's table.
+    /// The meaning of [`ExitCode::Child`] in docs/supervision.md's table.
     pub const CHILD_MEANING: &'static str =
         "`run`: the failing critical process's own exit code N, or 128 + S when signal S killed it";
 

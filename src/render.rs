@@ -53,7 +53,7 @@ pub fn redacted(plan: &Plan) -> Plan {
     p
 }
 
-/// The plan as one JSON document (see the README for its shape).
+/// The plan as one JSON document (docs/plan.md shows its shape).
 pub fn plan_json(plan: &Plan, show_secrets: bool) -> String {
     let p = if show_secrets {
         plan.clone()

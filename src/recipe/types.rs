@@ -476,7 +476,8 @@ pub struct MasterConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// Default SIGINT (older store services handle only SIGINT), 10 s grace.
+    /// Default: SIGINT (older store services handle only SIGINT) and the store's grace
+    /// (`plan::policy::policy_defaults`; docs/recipe.md states it, tested).
     #[serde(default)]
     pub stop: Option<StopConfig>,
     /// Default on-failure, 3 restarts in 10 minutes.
