@@ -598,12 +598,22 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             )
         }
     };
-    let text =
-        supervisor::print_status(&dir, node.as_deref(), args.json).map_err(|e| CliError {
-            code: ExitCode::PreflightFailed.code(),
-            message: e.to_string(),
-        })?;
-    print(&text)?;
+    let read = supervisor::read_status(&dir, node.as_deref()).map_err(|e| CliError {
+        code: ExitCode::PreflightFailed.code(),
+        message: e.to_string(),
+    })?;
+    if args.json {
+        print(&read.text)?;
+    } else {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        print(&crate::render::status_human(
+            &read.status,
+            now_ms,
+            read.writer_alive,
+        ))?;
+    }
     Ok(ExitCode::Ok.code())
 }
 

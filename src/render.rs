@@ -11,6 +11,7 @@ use crate::mooncake::size;
 use crate::plan::*;
 use crate::recipe::SIZE_VARIABLES;
 use crate::secrets::{self, REDACTED};
+use crate::supervisor::StatusFile;
 
 /// A copy of the plan with secret values replaced, and marked as redacted when any was.
 pub fn redacted(plan: &Plan) -> Plan {
@@ -432,5 +433,167 @@ mod tests {
                 "1"
             ]
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `mcsup status`
+// ---------------------------------------------------------------------------------------------
+
+fn ago(now_ms: u64, t: u64) -> String {
+    let s = now_ms.saturating_sub(t) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// `mcsup status` as a table: the node line (with "stale" when the mcsup that wrote it is gone
+/// before it finished), one row per process, output losses. Pure: `now_ms` and whether the
+/// writer is `alive` come from the caller.
+pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
+    let mut out = format!(
+        "node {}  mcsup pid {}  phase {}",
+        s.node, s.mcsup_pid, s.phase
+    );
+    if s.phase != "stopped" && !alive {
+        out.push_str("  (mcsup is not running: this status is stale)");
+    }
+    if let Some(r) = &s.reason {
+        out.push_str(&format!("  reason: {r}"));
+    }
+    if let Some(c) = s.exit_code {
+        out.push_str(&format!("  exit code {c}"));
+    }
+    out.push('\n');
+    let header = [
+        "NAME",
+        "KIND",
+        "STATE",
+        "PID",
+        "RESTARTS",
+        "LAST EXIT",
+        "SINCE",
+        "DETAIL",
+    ];
+    let rows: Vec<[String; 8]> = s
+        .units
+        .iter()
+        .map(|u| {
+            [
+                u.name.clone(),
+                format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
+                u.state.clone(),
+                u.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                u.restarts.to_string(),
+                u.last_exit
+                    .as_ref()
+                    .map(|e| match &e.signal {
+                        Some(sig) => format!("{} ({sig})", e.code),
+                        None => e.code.to_string(),
+                    })
+                    .unwrap_or_else(|| "-".into()),
+                ago(now_ms, u.state_since_ts_ms),
+                u.detail.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let fmt_row = |cells: &[String]| {
+        let mut line = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        line.trim_end().to_string()
+    };
+    out.push_str(&fmt_row(&header.map(String::from)));
+    out.push('\n');
+    for r in &rows {
+        out.push_str(&fmt_row(r));
+        out.push('\n');
+    }
+    for u in &s.units {
+        if let Some(l) = &u.output_lost {
+            out.push_str(&format!(
+                "{}: {} bytes ({} lines) of output lost, not in its log file ({})\n",
+                u.name, l.bytes, l.lines, l.error
+            ));
+        }
+    }
+    if s.console_dropped_lines > 0 {
+        out.push_str(&format!(
+            "console dropped {} lines (the log files have them)\n",
+            s.console_dropped_lines
+        ));
+    }
+    out.push_str("(* = critical)\n");
+    out
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+    use crate::supervisor::{StatusExit, StatusProcess};
+
+    #[test]
+    fn status_renders_a_table_and_says_when_it_is_stale() {
+        let unit = |name: &str, kind: &str, critical: bool| StatusProcess {
+            name: name.into(),
+            kind: kind.into(),
+            critical,
+            state: "ready".into(),
+            pid: Some(42),
+            restarts: 0,
+            last_exit: None,
+            spawned_ts_ms: Some(1_000),
+            state_since_ts_ms: 1_500,
+            detail: None,
+            output_lost: None,
+        };
+        let mut worker = unit("worker", "worker", false);
+        worker.state = "backing-off".into();
+        worker.pid = None;
+        worker.restarts = 2;
+        worker.last_exit = Some(StatusExit {
+            code: 137,
+            signal: Some("SIGKILL".into()),
+        });
+        worker.output_lost = Some(crate::supervisor::OutputLost {
+            bytes: 4096,
+            lines: 40,
+            error: "No space left on device (os error 28)".into(),
+        });
+        let s = StatusFile {
+            node: "n1".into(),
+            mcsup_pid: 7,
+            phase: "running".into(),
+            started_ts_ms: 1_000,
+            updated_ts_ms: 2_000,
+            reason: None,
+            exit_code: None,
+            console_dropped_lines: 0,
+            units: vec![unit("master", "master", true), worker],
+        };
+        let human = status_human(&s, 62_500, false);
+        assert!(human.contains("stale"), "{human}");
+        assert!(human.contains("137 (SIGKILL)"), "{human}");
+        assert!(human.contains("1m1s"), "{human}");
+        assert!(human.lines().nth(1).unwrap().starts_with("NAME"), "{human}");
+        assert!(human.contains("master*"), "{human}");
+        assert!(
+            human.contains("worker: 4096 bytes (40 lines) of output lost"),
+            "{human}"
+        );
+        assert!(!status_human(&s, 62_500, true).contains("stale"));
     }
 }

@@ -139,13 +139,19 @@ fn the_recipe_page_states_the_planners_defaults() {
     let stop = default("master.stop`, `store.stop`, worker `stop");
     for (who, p) in [("master", master), ("store", store), ("workers", worker)] {
         let said = format!("{who} {} {} s", p.stop.signal, secs(p.stop.grace));
-        assert!(stop.contains(&said), "docs/recipe.md says `{stop}`, the planner: `{said}`");
+        assert!(
+            stop.contains(&said),
+            "docs/recipe.md says `{stop}`, the planner: `{said}`"
+        );
     }
     // Restart policies, per kind, and the restart numbers.
     let restart = default("*.restart.policy");
     for (who, p) in [("master", master), ("store", store), ("workers", worker)] {
         let said = format!("{who} `{}`", policy(p.restart.policy));
-        assert!(restart.contains(&said), "docs/recipe.md says `{restart}`, the planner: `{said}`");
+        assert!(
+            restart.contains(&said),
+            "docs/recipe.md says `{restart}`, the planner: `{said}`"
+        );
     }
     let r = &store.restart;
     assert_eq!(
@@ -157,7 +163,10 @@ fn the_recipe_page_states_the_planners_defaults() {
             secs(r.backoff_max)
         )
     );
-    assert_eq!(default("*.restart.reset_after_seconds"), secs(r.reset_after));
+    assert_eq!(
+        default("*.restart.reset_after_seconds"),
+        secs(r.reset_after)
+    );
     assert_eq!(
         default("*.restart.max_restarts` / `window_seconds"),
         format!("{} / {}", r.max_restarts, secs(r.window))
@@ -167,7 +176,10 @@ fn the_recipe_page_states_the_planners_defaults() {
         format!("`{:?}`", r.success_codes)
     );
     // Shutdown.
-    assert_eq!(default("shutdown.deadline_seconds"), secs(p.shutdown.deadline));
+    assert_eq!(
+        default("shutdown.deadline_seconds"),
+        secs(p.shutdown.deadline)
+    );
     assert_eq!(
         default("shutdown.drain_signal"),
         format!("`{}`", p.shutdown.drain_signal)
@@ -181,7 +193,10 @@ fn the_recipe_page_states_the_planners_defaults() {
         default("preflight.headroom_gib"),
         (p.memory.headroom_bytes >> 30).to_string()
     );
-    assert_eq!(default("workers.<role>[i].critical"), format!("`{}`", worker.critical));
+    assert_eq!(
+        default("workers.<role>[i].critical"),
+        format!("`{}`", worker.critical)
+    );
 }
 
 /// docs/recipe.md's example `mcsup:` section (every key, most with its default) is a valid

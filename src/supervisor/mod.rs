@@ -34,7 +34,10 @@ use crate::plan::Plan;
 pub use machine::ExitStatus;
 pub use runtime::{flush_stderr, init_tracing, stderr_write};
 pub use signals::{hold_early_signals, survive_file_size_limit};
-pub use status::{events_path, print_status, status_path, StatusFile, StatusProcess};
+pub use status::{
+    events_path, read_events, read_status, status_path, EventRecord, OutputLost, StatusExit,
+    StatusFile, StatusProcess, StatusRead,
+};
 
 /// How the supervisor reports its own events on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -244,22 +244,38 @@ pub struct EventsWriter {
     node: String,
 }
 
-#[derive(Serialize)]
-struct EventLine<'a> {
-    ts_ms: u64,
+/// One line of `<node>.events.jsonl`: what mcsup writes and what `mcsup status`, tools and the
+/// tests read back (the one type of the events file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Wall clock, milliseconds since the epoch.
+    pub ts_ms: u64,
     /// Milliseconds since mcsup started (monotonic).
-    t_ms: f64,
-    node: &'a str,
-    process: &'a str,
-    event: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pid: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exit_code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signal: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    detail: Option<&'a str>,
+    pub t_ms: f64,
+    pub node: String,
+    /// The process (or gate, or `mcsup` itself).
+    pub process: String,
+    /// `spawned`, `ready`, `exited`, `restarting`, `failed`, `stopping`, `stopped`,
+    /// `shutdown-requested`, `remounted`, `finished`, ... (`RecordKind::as_str`).
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The records of an events file, in order. A line that is not a record (the last one may be
+/// half-written while mcsup runs) is skipped.
+pub fn read_events(path: &Path) -> std::io::Result<Vec<EventRecord>> {
+    let text = std::fs::read_to_string(path)?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
 }
 
 fn open_events(path: &Path) -> std::io::Result<File> {
@@ -273,16 +289,16 @@ fn open_events(path: &Path) -> std::io::Result<File> {
 /// the run's events file.
 pub(super) fn append_event(run: &RunDir, process: &str, event: &'static str, detail: &str) {
     let now = Instant::now();
-    let line = EventLine {
+    let line = EventRecord {
         ts_ms: run.clock.wall_ms(now),
         t_ms: (run.clock.since_start_ms(now) * 1000.0).round() / 1000.0,
-        node: &run.node,
-        process,
-        event,
+        node: run.node.clone(),
+        process: process.to_string(),
+        event: event.to_string(),
         pid: None,
         exit_code: None,
         signal: None,
-        detail: Some(detail),
+        detail: Some(detail.to_string()),
     };
     let path = events_path(&run.dir, &run.node);
     let written = serde_json::to_vec(&line)
@@ -323,16 +339,16 @@ impl EventsWriter {
                 }
             }
         }
-        let line = EventLine {
+        let line = EventRecord {
             ts_ms: clock.wall_ms(now),
             t_ms: (clock.since_start_ms(now) * 1000.0).round() / 1000.0,
-            node: &self.node,
-            process: &r.unit,
-            event: r.kind.as_str(),
+            node: self.node.clone(),
+            process: r.unit.clone(),
+            event: r.kind.as_str().to_string(),
             pid: r.pid,
             exit_code: r.status.map(|s| s.code()),
-            signal: r.status.and_then(|s| s.signal_name()),
-            detail: r.detail.as_deref(),
+            signal: r.status.and_then(|s| s.signal_name()).map(str::to_string),
+            detail: r.detail.clone(),
         };
         if let Ok(mut v) = serde_json::to_vec(&line) {
             v.push(b'\n');
@@ -343,13 +359,18 @@ impl EventsWriter {
     }
 }
 
-/// Render `mcsup status`: the status file of `node` in `log_dir` (or the only one there), as a
-/// human table or as the JSON itself.
-pub fn print_status(
-    log_dir: &Path,
-    node: Option<&str>,
-    json: bool,
-) -> Result<String, SupervisorError> {
+/// A status file as read by `mcsup status`: its text as written, and its typed content.
+#[derive(Debug, Clone)]
+pub struct StatusRead {
+    pub text: String,
+    pub status: StatusFile,
+    /// Whether the mcsup that wrote it still runs (its pid answers signal 0).
+    pub writer_alive: bool,
+}
+
+/// Read the status file of `node` in `log_dir` (or the only one there) for `mcsup status`; the
+/// rendering is `render::status_human`.
+pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, SupervisorError> {
     let path = match node {
         Some(n) => {
             logs::check_name("node", n).map_err(SupervisorError::Setup)?;
@@ -395,120 +416,20 @@ pub fn print_status(
             path: path.clone(),
             source: e,
         })?;
-    if json {
-        return Ok(text);
-    }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    Ok(render_human(&status, now_ms))
-}
-
-fn ago(now_ms: u64, t: u64) -> String {
-    let s = now_ms.saturating_sub(t) / 1000;
-    match s {
-        0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{}s", s / 60, s % 60),
-        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
-    }
-}
-
-fn render_human(s: &StatusFile, now_ms: u64) -> String {
-    let alive =
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(s.mcsup_pid as i32), None).is_ok();
-    let mut out = format!(
-        "node {}  mcsup pid {}  phase {}",
-        s.node, s.mcsup_pid, s.phase
-    );
-    if s.phase != "stopped" && !alive {
-        out.push_str("  (mcsup is not running: this status is stale)");
-    }
-    if let Some(r) = &s.reason {
-        out.push_str(&format!("  reason: {r}"));
-    }
-    if let Some(c) = s.exit_code {
-        out.push_str(&format!("  exit code {c}"));
-    }
-    out.push('\n');
-    let header = [
-        "NAME",
-        "KIND",
-        "STATE",
-        "PID",
-        "RESTARTS",
-        "LAST EXIT",
-        "SINCE",
-        "DETAIL",
-    ];
-    let rows: Vec<[String; 8]> = s
-        .units
-        .iter()
-        .map(|u| {
-            [
-                u.name.clone(),
-                format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
-                u.state.clone(),
-                u.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
-                u.restarts.to_string(),
-                u.last_exit
-                    .as_ref()
-                    .map(|e| match &e.signal {
-                        Some(sig) => format!("{} ({sig})", e.code),
-                        None => e.code.to_string(),
-                    })
-                    .unwrap_or_else(|| "-".into()),
-                ago(now_ms, u.state_since_ts_ms),
-                u.detail.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let fmt_row = |cells: &[String]| {
-        let mut line = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                line.push_str(c);
-            } else {
-                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        line.trim_end().to_string()
-    };
-    out.push_str(&fmt_row(&header.map(String::from)));
-    out.push('\n');
-    for r in &rows {
-        out.push_str(&fmt_row(r));
-        out.push('\n');
-    }
-    for u in &s.units {
-        if let Some(l) = &u.output_lost {
-            out.push_str(&format!(
-                "{}: {} bytes ({} lines) of output lost, not in its log file ({})\n",
-                u.name, l.bytes, l.lines, l.error
-            ));
-        }
-    }
-    if s.console_dropped_lines > 0 {
-        out.push_str(&format!(
-            "console dropped {} lines (the log files have them)\n",
-            s.console_dropped_lines
-        ));
-    }
-    out.push_str("(* = critical)\n");
-    out
+    let writer_alive =
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(status.mcsup_pid as i32), None).is_ok();
+    Ok(StatusRead {
+        text,
+        status,
+        writer_alive,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn sample() -> StatusFile {
+    pub(crate) fn sample() -> StatusFile {
         StatusFile {
             node: "n1".into(),
             mcsup_pid: u32::MAX - 1,
@@ -566,37 +487,29 @@ mod tests {
             std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        let json = print_status(dir.path(), None, true).unwrap();
-        let back: StatusFile = serde_json::from_str(&json).unwrap();
+        let read = read_status(dir.path(), None).unwrap();
+        let back: StatusFile = serde_json::from_str(&read.text).unwrap();
         assert_eq!(back, sample());
-        let human = print_status(dir.path(), Some("n1"), false).unwrap();
-        assert!(human.contains("stale"), "{human}");
-        assert!(human.contains("137 (SIGKILL)"), "{human}");
-        assert!(human.lines().nth(1).unwrap().starts_with("NAME"), "{human}");
-        assert!(
-            human.contains("worker: 4096 bytes (40 lines) of output lost"),
-            "{human}"
+        assert_eq!(read.status, sample());
+        assert!(!read.writer_alive, "pid {} is not running", u32::MAX - 1);
+        assert_eq!(
+            read_status(dir.path(), Some("n1")).unwrap().status,
+            sample()
         );
     }
 
     #[test]
     fn status_errors_name_the_problem() {
         let dir = tempfile::tempdir().unwrap();
-        let e = print_status(dir.path(), None, false)
-            .unwrap_err()
-            .to_string();
+        let e = read_status(dir.path(), None).unwrap_err().to_string();
         assert!(e.contains("no status file"), "{e}");
         for n in ["a", "b"] {
             write_status(&status_path(dir.path(), n), &sample()).unwrap();
         }
-        let e = print_status(dir.path(), None, false)
-            .unwrap_err()
-            .to_string();
+        let e = read_status(dir.path(), None).unwrap_err().to_string();
         assert!(e.contains("a, b"), "{e}");
         std::fs::write(status_path(dir.path(), "c"), "{}").unwrap();
-        let e = print_status(dir.path(), Some("c"), false)
-            .unwrap_err()
-            .to_string();
+        let e = read_status(dir.path(), Some("c")).unwrap_err().to_string();
         assert!(e.contains("not a mcsup status file"), "{e}");
     }
 }

@@ -514,17 +514,24 @@ impl Drop for Mcsup {
 }
 
 /// Parse an events file (`<node>.events.jsonl`); missing or partial lines are skipped.
+/// The events of an events file. Every complete line must be a
+/// [`mcsup::supervisor::EventRecord`] (the public type of the file); only a half-written last
+/// line is skipped.
 pub fn read_events(path: &Path) -> Vec<Ev> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| Ev {
-            process: v["process"].as_str().unwrap_or("").to_string(),
-            event: v["event"].as_str().unwrap_or("").to_string(),
-            t_ms: v["t_ms"].as_f64().unwrap_or(0.0),
-            pid: v["pid"].as_i64().map(|p| p as i32),
-            exit_code: v["exit_code"].as_i64().map(|p| p as i32),
-            raw: v,
+        .map(|v| {
+            let r: mcsup::supervisor::EventRecord = serde_json::from_value(v.clone())
+                .unwrap_or_else(|e| panic!("{}: not an EventRecord ({e}): {v}", path.display()));
+            Ev {
+                process: r.process,
+                event: r.event,
+                t_ms: r.t_ms,
+                pid: r.pid,
+                exit_code: r.exit_code,
+                raw: v,
+            }
         })
         .collect()
 }
