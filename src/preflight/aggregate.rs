@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::facts::Facts;
 use super::report::{Check, Report, Status};
 
 const G: &str = "fleet";
@@ -20,7 +21,7 @@ pub struct NodeReport {
     #[serde(default)]
     pub checks: Vec<NodeCheck>,
     #[serde(default)]
-    pub facts: BTreeMap<String, String>,
+    pub facts: Facts,
 }
 
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -40,11 +41,15 @@ pub fn parse_reports(text: &str) -> Result<Vec<NodeReport>, String> {
     Ok(out)
 }
 
-fn group_by(reports: &[NodeReport], key: &str) -> BTreeMap<String, Vec<String>> {
+/// Nodes grouped by the value of one fact (nodes without it are left out).
+fn group_by(
+    reports: &[NodeReport],
+    fact: impl Fn(&Facts) -> Option<String>,
+) -> BTreeMap<String, Vec<String>> {
     let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in reports {
-        if let Some(v) = r.facts.get(key).filter(|v| !v.is_empty()) {
-            m.entry(v.clone()).or_default().push(r.node.clone());
+        if let Some(v) = fact(&r.facts).filter(|v| !v.is_empty()) {
+            m.entry(v).or_default().push(r.node.clone());
         }
     }
     m
@@ -101,7 +106,7 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
         }
     }
 
-    let pmtu = group_by(reports, "rdma.path_mtu");
+    let pmtu = group_by(reports, |f| f.path_mtu.map(|m| m.to_string()));
     if pmtu.len() > 1 {
         rep.push(Check::fail(
             G,
@@ -110,7 +115,7 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
             "give every node the same MC_MTU (the smallest), or the same netdev MTU",
         ));
     }
-    let mtu = group_by(reports, "rdma.active_mtu");
+    let mtu = group_by(reports, |f| f.active_mtu.map(|m| m.to_string()));
     match mtu.len() {
         0 => rep.push(Check::skip(G, "active mtu", "no node reported an RDMA MTU")),
         1 => rep.push(Check::ok(G, "active mtu", format!("{} on every node that reported one", mtu.keys().next().map_or("", String::as_str)))),
@@ -125,14 +130,11 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
     // GID indices: per device; a fleet-wide MC_GID_INDEX only works where every node agrees.
     let mut per_node_index: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in reports {
-        if let Some(v) = r.facts.get("rdma.gid_index").filter(|v| !v.is_empty()) {
-            let indices: Vec<&str> = v
-                .split(',')
-                .filter_map(|p| p.split_once('=').map(|(_, i)| i))
-                .collect();
-            let mut uniq: Vec<&str> = indices.clone();
+        if let Some(v) = r.facts.gid_index.as_ref().filter(|v| !v.is_empty()) {
+            let mut uniq: Vec<u32> = v.iter().map(|(_, i)| *i).collect();
             uniq.sort();
             uniq.dedup();
+            let uniq: Vec<String> = uniq.iter().map(u32::to_string).collect();
             per_node_index
                 .entry(uniq.join("/"))
                 .or_default()
@@ -150,7 +152,7 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
         )),
     }
 
-    let devices = group_by(reports, "rdma.devices_present");
+    let devices = group_by(reports, |f| f.devices_present.as_ref().map(|d| d.join(",")));
     if devices.len() > 1 {
         rep.push(Check::warn(
             G,
@@ -169,7 +171,7 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
         ));
     }
 
-    let memlock = group_by(reports, "memlock");
+    let memlock = group_by(reports, |f| f.memlock.clone());
     if memlock.len() > 1 {
         let status = if memlock.keys().any(|k| k != "unlimited") {
             Status::Fail

@@ -488,7 +488,7 @@ pub fn check_memlock(
         Some(None) => "unlimited".to_string(),
         Some(Some(v)) => Bytes(v).to_string(),
     };
-    report.facts.insert("memlock".into(), text.clone());
+    report.facts.memlock = Some(text.clone());
     if protocol != "rdma" {
         report.push(Check::skip(
             L,

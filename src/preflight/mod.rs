@@ -6,6 +6,7 @@
 //! exit code 1, `run` refuses to start). Human and JSON output both come from the report.
 
 pub mod aggregate;
+pub mod facts;
 pub mod fixture;
 pub mod gpu;
 pub mod memory;

@@ -110,10 +110,8 @@ pub fn check_installed(installed: Option<&Installed>, report: &mut Report) {
     match installed {
         Some(i) => {
             let (rule, exact) = gid_rule(&i.version);
-            report
-                .facts
-                .insert("mooncake.version".into(), i.version.clone());
-            report.facts.insert("mooncake.gid_rule".into(), rule.into());
+            report.facts.mooncake_version = Some(i.version.clone());
+            report.facts.mooncake_gid_rule = Some(rule.into());
             if exact {
                 report.push(Check::ok(
                     G,
@@ -135,12 +133,8 @@ pub fn check_installed(installed: Option<&Installed>, report: &mut Report) {
             }
         }
         None => {
-            report
-                .facts
-                .insert("mooncake.version".into(), "not found".into());
-            report
-                .facts
-                .insert("mooncake.gid_rule".into(), "assumed 0.3.12+".into());
+            report.facts.mooncake_version = Some("not found".into());
+            report.facts.mooncake_gid_rule = Some("assumed 0.3.12+".into());
             report.push(Check::skip(
                 G,
                 "mooncake version",
@@ -186,10 +180,18 @@ mod tests {
         assert_eq!(i.version, "0.3.10");
         let mut r = Report::default();
         check(Some(&path), &mut r);
-        assert_eq!(r.facts["mooncake.version"], "0.3.10");
-        assert!(r.facts["mooncake.gid_rule"].contains("0.3.10-0.3.11"));
+        assert_eq!(r.facts.mooncake_version.as_deref(), Some("0.3.10"));
+        assert!(r
+            .facts
+            .mooncake_gid_rule
+            .as_deref()
+            .unwrap()
+            .contains("0.3.10-0.3.11"));
         let mut r = Report::default();
         check(Some("/nonexistent"), &mut r);
-        assert_eq!(r.facts["mooncake.gid_rule"], "assumed 0.3.12+");
+        assert_eq!(
+            r.facts.mooncake_gid_rule.as_deref(),
+            Some("assumed 0.3.12+")
+        );
     }
 }

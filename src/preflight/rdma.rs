@@ -153,9 +153,7 @@ pub fn check(
         }
         RdmaPresence::Devices => {}
     }
-    report
-        .facts
-        .insert("rdma.devices_present".into(), present.join(","));
+    report.facts.devices_present = Some(present.clone());
 
     // Which devices: the store's MOONCAKE_DEVICE; workers' lists are checked for existence too.
     let request = lookup(main_spec, inherited, "MOONCAKE_DEVICE")
@@ -298,7 +296,7 @@ pub fn check(
     };
 
     let mut mtus: Vec<(String, String)> = Vec::new();
-    let mut chosen_indices: Vec<String> = Vec::new();
+    let mut chosen_indices: Vec<(String, u32)> = Vec::new();
     for d in &selected {
         let Some(port) = d.port(port_no) else {
             report.push(Check::fail(
@@ -363,7 +361,7 @@ pub fn check(
                 let idx = *idx;
                 {
                     let v = evaluate_gid_index(&port.gids, idx);
-                    chosen_indices.push(format!("{}={idx}", d.name));
+                    chosen_indices.push((d.name.clone(), idx));
                     match legacy {
                         // 0.3.8-0.3.9 failed the device when the configured slot had no netdev
                         // (mooncake-internals.md §A3); 0.3.10 made it a warning.
@@ -450,7 +448,7 @@ pub fn check(
                 let sel = select_gid(&port.gids);
                 match sel.chosen_candidate() {
                     Some(c) => {
-                        chosen_indices.push(format!("{}={}", d.name, c.index));
+                        chosen_indices.push((d.name.clone(), c.index));
                         let others: Vec<String> = sel
                             .candidates
                             .iter()
@@ -534,7 +532,7 @@ pub fn check(
         ));
     } else if let Some((_, m)) = mtus.first() {
         report.push(Check::ok(G, "active mtu", format!("{m} on every device")));
-        report.facts.insert("rdma.active_mtu".into(), m.clone());
+        report.facts.active_mtu = m.parse().ok();
         let mc_mtu = lookup(main_spec, inherited, "MC_MTU").map(|(v, _)| v.to_string());
         let (pmtu, note) = crate::mooncake::path_mtu(m.parse().unwrap_or(4096), mc_mtu.as_deref());
         if let Some(note) = note {
@@ -553,21 +551,10 @@ pub fn check(
                 mc_mtu.as_deref().unwrap_or("unset")
             ),
         ));
-        report
-            .facts
-            .insert("rdma.path_mtu".into(), pmtu.to_string());
+        report.facts.path_mtu = Some(pmtu);
     }
-    report
-        .facts
-        .insert("rdma.gid_index".into(), chosen_indices.join(","));
-    report.facts.insert(
-        "rdma.devices".into(),
-        selected
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-    );
+    report.facts.gid_index = Some(chosen_indices);
+    report.facts.devices = Some(selected.iter().map(|d| d.name.clone()).collect());
     selected.len()
 }
 

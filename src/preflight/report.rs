@@ -105,7 +105,7 @@ pub struct Report {
     pub checks: Vec<Check>,
     pub budget: Option<Budget>,
     /// Facts other tools aggregate across nodes (GID index, MTU, devices, memlock).
-    pub facts: std::collections::BTreeMap<String, String>,
+    pub facts: super::facts::Facts,
 }
 
 impl Report {

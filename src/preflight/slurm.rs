@@ -105,13 +105,11 @@ pub fn check(plan: &Plan, kill_wait: &KillWait, report: &mut Report) {
     let deadline = plan.shutdown.deadline;
     let (kw, source) = match kill_wait {
         KillWait::Read(d) => {
-            report.facts.insert("slurm.kill_wait".into(), secs(*d));
+            report.facts.kill_wait = Some(secs(*d));
             (*d, format!("Slurm's KillWait {}", secs(*d)))
         }
         KillWait::Unknown(why) => {
-            report
-                .facts
-                .insert("slurm.kill_wait".into(), format!("unknown: {why}"));
+            report.facts.kill_wait = Some(format!("unknown: {why}"));
             (
                 DEFAULT_KILL_WAIT,
                 format!(
