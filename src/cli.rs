@@ -218,11 +218,8 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
         plan::PlanOptions { strict: t.strict },
     )
     .map_err(|e| {
-        let at = match recipe.positions.find(&e.key_path) {
-            Some((line, col)) => format!(":{line}:{col}"),
-            None => String::new(),
-        };
-        CliError::usage(format!("{}{at}: {e}", recipe_path.display()))
+        let at = recipe.positions.find(&e.key_path);
+        CliError::usage(e.diagnostic().in_file(recipe_path, at).to_string())
     })?;
     Ok((recipe, plan))
 }

@@ -1,5 +1,5 @@
-//! Small vocabulary shared by every layer: serving roles, signal names, and the one "did you
-//! mean" rule every error message uses ([`suggest`]).
+//! Small vocabulary shared by every layer: serving roles, signal names, the one shape of a
+//! user-facing error ([`Diagnostic`]) and the one "did you mean" rule ([`suggest`]).
 //!
 //! A leaf: it imports nothing from mcsup, so the recipe parser, the planner and the supervisor can
 //! all use these types without depending on each other.
@@ -168,5 +168,82 @@ mod suggest_tests {
         assert_eq!(suggest_typo("backnd_x", keys), None);
         assert_eq!(suggest_typo("enx", keys), Some("env"));
         assert_eq!(suggest_typo("exx", keys), None);
+    }
+}
+
+/// A user-facing error about a place in an input: the file, the key path, the position, what is
+/// wrong and how to fix it. The one rendering of "message + fix" for recipe and plan errors:
+/// `FILE[:LINE:COL]: [KEY.PATH: ]MESSAGE` and, on the next line, `  fix: FIX`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The input file, when the error is about one.
+    pub file: Option<std::path::PathBuf>,
+    /// Dotted key path, e.g. `backend.mooncake_kv_store.standalone.placements` (or a CLI flag
+    /// such as `--role`); empty when the error is about the whole input.
+    pub key_path: String,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    pub message: String,
+    pub fix: Option<String>,
+}
+
+impl Diagnostic {
+    /// The same diagnostic, placed in `file` (at `position`, when known).
+    pub fn in_file(mut self, file: &std::path::Path, position: Option<(usize, usize)>) -> Self {
+        self.file = Some(file.to_path_buf());
+        self.position = position.or(self.position);
+        self
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut lead = match &self.file {
+            Some(file) => file.display().to_string(),
+            None => String::new(),
+        };
+        if let (Some((l, c)), false) = (self.position, lead.is_empty()) {
+            lead.push_str(&format!(":{l}:{c}"));
+        }
+        for part in [lead.as_str(), self.key_path.as_str()] {
+            if !part.is_empty() {
+                write!(f, "{part}: ")?;
+            }
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(fix) = &self.fix {
+            write!(f, "\n  fix: {fix}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod diagnostic_tests {
+    use super::*;
+
+    #[test]
+    fn a_diagnostic_names_the_place_the_problem_and_the_fix() {
+        let d = Diagnostic {
+            key_path: "mcsup.shutdown.deadline_seconds".into(),
+            message: "must be positive".into(),
+            fix: Some("set 25".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            d.to_string(),
+            "mcsup.shutdown.deadline_seconds: must be positive\n  fix: set 25"
+        );
+        let d = d.in_file(std::path::Path::new("job.yaml"), Some((3, 5)));
+        assert_eq!(
+            d.to_string(),
+            "job.yaml:3:5: mcsup.shutdown.deadline_seconds: must be positive\n  fix: set 25"
+        );
+        let whole = Diagnostic {
+            file: Some("job.yaml".into()),
+            message: "the recipe is empty".into(),
+            ..Default::default()
+        };
+        assert_eq!(whole.to_string(), "job.yaml: the recipe is empty");
     }
 }

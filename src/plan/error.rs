@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::domain::Diagnostic;
+
 /// A recipe that is syntactically fine but cannot be planned for this node.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct PlanError {
@@ -13,13 +15,21 @@ pub struct PlanError {
     pub fix: String,
 }
 
+impl PlanError {
+    /// As a [`Diagnostic`], to be placed in the recipe's file by the caller.
+    pub fn diagnostic(&self) -> Diagnostic {
+        Diagnostic {
+            key_path: self.key_path.clone(),
+            message: self.message.clone(),
+            fix: Some(self.fix.clone()),
+            ..Default::default()
+        }
+    }
+}
+
 impl fmt::Display for PlanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}\n  fix: {}",
-            self.key_path, self.message, self.fix
-        )
+        self.diagnostic().fmt(f)
     }
 }
 

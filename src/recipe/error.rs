@@ -1,8 +1,9 @@
 //! Errors from reading a recipe: each names the file, the key path, the position when known, what
 //! is wrong, and how to fix it.
 
-use std::fmt;
 use std::path::PathBuf;
+
+use crate::domain::Diagnostic;
 
 /// A recipe could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -23,35 +24,8 @@ pub enum RecipeError {
     Invalid(Box<Invalid>),
 }
 
-/// The details of an invalid recipe.
-#[derive(Debug)]
-pub struct Invalid {
-    pub path: PathBuf,
-    /// Dotted key path, e.g. `backend.mooncake_kv_store.standalone.placements`.
-    pub key_path: String,
-    /// 1-based line and column, when the parser knows them.
-    pub position: Option<(usize, usize)>,
-    pub message: String,
-    pub fix: Option<String>,
-}
-
-impl fmt::Display for Invalid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.path.display())?;
-        if let Some((l, c)) = self.position {
-            write!(f, ":{l}:{c}")?;
-        }
-        if self.key_path.is_empty() {
-            write!(f, ": {}", self.message)?;
-        } else {
-            write!(f, ": {}: {}", self.key_path, self.message)?;
-        }
-        if let Some(fix) = &self.fix {
-            write!(f, "\n  fix: {fix}")?;
-        }
-        Ok(())
-    }
-}
+/// The details of an invalid recipe: a [`Diagnostic`] whose file is the recipe.
+pub type Invalid = Diagnostic;
 
 impl RecipeError {
     /// Build an [`RecipeError::Invalid`].
@@ -62,8 +36,8 @@ impl RecipeError {
         message: impl Into<String>,
         fix: Option<String>,
     ) -> Self {
-        RecipeError::Invalid(Box::new(Invalid {
-            path: path.into(),
+        RecipeError::Invalid(Box::new(Diagnostic {
+            file: Some(path.into()),
             key_path: key_path.into(),
             position,
             message: message.into(),
