@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use common::*;
 use mcsup::plan::*;
 use mcsup::supervisor::{run_blocking, RunOptions};
@@ -61,11 +59,9 @@ fn two_hundred_start_stop_cycles_leak_nothing() {
     let first = run_blocking(plan.clone(), opts.clone()).expect("run");
     assert_eq!(first.exit_code, 0, "{}", first.reason);
     let fds = fd_count();
-    let start = Instant::now();
     for i in 1..200 {
         let out = run_blocking(plan.clone(), opts.clone()).expect("run");
         assert_eq!(out.exit_code, 0, "cycle {i}: {}", out.reason);
-        assert!(start.elapsed() < Duration::from_secs(60), "cycles too slow");
     }
     assert!(fd_count() <= fds, "fds leaked: {} -> {}", fds, fd_count());
     assert!(

@@ -32,8 +32,9 @@ use crate::exit::ExitCode;
 use crate::plan::Plan;
 
 pub use machine::ExitStatus;
+pub use runtime::run_with_signals;
 pub use runtime::{flush_stderr, init_tracing, stderr_write};
-pub use signals::{hold_early_signals, survive_file_size_limit};
+pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
 pub use status::{
     events_path, read_events, read_status, status_path, EventRecord, OutputLost, StatusExit,
     StatusFile, StatusProcess, StatusRead,

@@ -214,6 +214,24 @@ const NO_KEYS: u64 = u64::MAX;
 
 /// Run a plan to completion (see [`super::run_blocking`]).
 pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
+    let drain = plan.shutdown.drain_signal.0;
+    signals::install_backstop(drain)
+        .map_err(|e| SupervisorError::Setup(format!("cannot install signal handlers: {e}")))?;
+    // Listen before the first spawn so no signal can be missed.
+    let sigs = signals::SignalEvents::new(drain)
+        .map_err(|e| SupervisorError::Setup(format!("cannot listen for signals: {e}")))?;
+    signals::release_early_signals();
+    run_with_signals(plan, opts, sigs).await
+}
+
+/// [`run`] with the signals coming from `sigs` instead of the process's own (mini-redis style:
+/// the shutdown source is a parameter), so a test can drive a whole run in-process, e.g. with a
+/// channel ([`signals::SignalSource`] is implemented for one).
+pub async fn run_with_signals(
+    plan: Plan,
+    opts: RunOptions,
+    mut sigs: impl signals::SignalSource,
+) -> Result<RunOutcome, SupervisorError> {
     let clock = Clock::new();
     let machine = Machine::new(&plan, Instant::now())?;
     let matchers = compile_matchers(&plan)?;
@@ -235,14 +253,9 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
     if let Err(e) = spawn::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper: orphaned grandchildren will escape to PID 1");
     }
-    signals::install_backstop(drain)
-        .map_err(|e| SupervisorError::Setup(format!("cannot install signal handlers: {e}")))?;
-    // Listen before the first spawn so no exit or signal can be missed.
+    // Listen before the first spawn so no exit can be missed.
     let mut sigchld = signal(SignalKind::child())
         .map_err(|e| SupervisorError::Setup(format!("cannot listen for SIGCHLD: {e}")))?;
-    let mut sigs = signals::SignalEvents::new(drain)
-        .map_err(|e| SupervisorError::Setup(format!("cannot listen for signals: {e}")))?;
-    signals::release_early_signals();
     let console = Console::start(opts.console)
         .map_err(|e| SupervisorError::Setup(format!("cannot start the console thread: {e}")))?;
     let (tx, mut rx) = unbounded_channel::<Msg>();

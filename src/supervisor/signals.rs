@@ -213,6 +213,28 @@ pub fn signal_name(signo: i32) -> String {
     }
 }
 
+/// Where the supervisor hears signals from: the process's own ([`SignalEvents`]) or, to drive a
+/// run in-process, a channel of [`SignalEvent`]s (a closed channel never yields).
+pub trait SignalSource {
+    /// The next signal event.
+    fn recv(&mut self) -> impl std::future::Future<Output = SignalEvent>;
+}
+
+impl SignalSource for SignalEvents {
+    async fn recv(&mut self) -> SignalEvent {
+        SignalEvents::recv(self).await
+    }
+}
+
+impl SignalSource for tokio::sync::mpsc::UnboundedReceiver<SignalEvent> {
+    async fn recv(&mut self) -> SignalEvent {
+        match tokio::sync::mpsc::UnboundedReceiver::recv(self).await {
+            Some(ev) => ev,
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// The signals mcsup listens to while it supervises, as one stream.
 pub struct SignalEvents {
     streams: Vec<(SignalEvent, TokioSignal)>,
