@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod error;
+#[cfg(any(test, feature = "fixtures"))]
 pub mod fixture;
 pub mod gid;
 pub mod sysfs;

@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod facts;
+#[cfg(any(test, feature = "test-support"))]
 pub mod fixture;
 pub mod gpu;
 pub mod memory;
