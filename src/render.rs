@@ -541,49 +541,63 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
 }
 
 #[cfg(test)]
-mod status_tests {
+pub(crate) mod status_tests {
     use super::*;
-    use crate::supervisor::{StatusExit, StatusProcess};
+    use crate::supervisor::{OutputLost, StatusExit, StatusProcess};
 
-    #[test]
-    fn status_renders_a_table_and_says_when_it_is_stale() {
-        let unit = |name: &str, kind: &str, critical: bool| StatusProcess {
-            name: name.into(),
-            kind: kind.into(),
-            critical,
-            state: "ready".into(),
-            pid: Some(42),
-            restarts: 0,
-            last_exit: None,
-            spawned_ts_ms: Some(1_000),
-            state_since_ts_ms: 1_500,
-            detail: None,
-            output_lost: None,
-        };
-        let mut worker = unit("worker", "worker", false);
-        worker.state = "backing-off".into();
-        worker.pid = None;
-        worker.restarts = 2;
-        worker.last_exit = Some(StatusExit {
-            code: 137,
-            signal: Some("SIGKILL".into()),
-        });
-        worker.output_lost = Some(crate::supervisor::OutputLost {
-            bytes: 4096,
-            lines: 40,
-            error: "No space left on device (os error 28)".into(),
-        });
-        let s = StatusFile {
+    /// A status file with a ready critical master and a restarting worker that lost output
+    /// (also the supervisor's status-file tests' sample).
+    pub(crate) fn sample() -> StatusFile {
+        StatusFile {
             node: "n1".into(),
-            mcsup_pid: 7,
+            mcsup_pid: u32::MAX - 1,
             phase: "running".into(),
             started_ts_ms: 1_000,
             updated_ts_ms: 2_000,
             reason: None,
             exit_code: None,
             console_dropped_lines: 0,
-            units: vec![unit("master", "master", true), worker],
-        };
+            units: vec![
+                StatusProcess {
+                    name: "master".into(),
+                    kind: "master".into(),
+                    critical: true,
+                    state: "ready".into(),
+                    pid: Some(42),
+                    restarts: 0,
+                    last_exit: None,
+                    spawned_ts_ms: Some(1_000),
+                    state_since_ts_ms: 1_500,
+                    detail: None,
+                    output_lost: None,
+                },
+                StatusProcess {
+                    name: "worker".into(),
+                    kind: "worker".into(),
+                    critical: false,
+                    state: "backing-off".into(),
+                    pid: None,
+                    restarts: 2,
+                    last_exit: Some(StatusExit {
+                        code: 137,
+                        signal: Some("SIGKILL".into()),
+                    }),
+                    spawned_ts_ms: Some(1_000),
+                    state_since_ts_ms: 1_900,
+                    detail: Some("restart 2 in 200 ms".into()),
+                    output_lost: Some(OutputLost {
+                        bytes: 4096,
+                        lines: 40,
+                        error: "No space left on device (os error 28)".into(),
+                    }),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn status_renders_a_table_and_says_when_it_is_stale() {
+        let s = sample();
         let human = status_human(&s, 62_500, false);
         assert!(human.contains("stale"), "{human}");
         assert!(human.contains("137 (SIGKILL)"), "{human}");

@@ -429,53 +429,7 @@ pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, Sup
 mod tests {
     use super::*;
 
-    pub(crate) fn sample() -> StatusFile {
-        StatusFile {
-            node: "n1".into(),
-            mcsup_pid: u32::MAX - 1,
-            phase: "running".into(),
-            started_ts_ms: 1_000,
-            updated_ts_ms: 2_000,
-            reason: None,
-            exit_code: None,
-            console_dropped_lines: 0,
-            units: vec![
-                StatusProcess {
-                    name: "master".into(),
-                    kind: "master".into(),
-                    critical: true,
-                    state: "ready".into(),
-                    pid: Some(42),
-                    restarts: 0,
-                    last_exit: None,
-                    spawned_ts_ms: Some(1_000),
-                    state_since_ts_ms: 1_500,
-                    detail: None,
-                    output_lost: None,
-                },
-                StatusProcess {
-                    name: "worker".into(),
-                    kind: "worker".into(),
-                    critical: false,
-                    state: "backing-off".into(),
-                    pid: None,
-                    restarts: 2,
-                    last_exit: Some(StatusExit {
-                        code: 137,
-                        signal: Some("SIGKILL".into()),
-                    }),
-                    spawned_ts_ms: Some(1_000),
-                    state_since_ts_ms: 1_900,
-                    detail: Some("restart 2 in 200 ms".into()),
-                    output_lost: Some(OutputLost {
-                        bytes: 4096,
-                        lines: 40,
-                        error: "No space left on device (os error 28)".into(),
-                    }),
-                },
-            ],
-        }
-    }
+    use crate::render::status_tests::sample;
 
     #[test]
     fn status_file_round_trips_and_renders() {

@@ -19,8 +19,10 @@ pub const ESCALATION_MIN_GAP: Duration = Duration::from_millis(100);
 /// empty this long afterwards (a process stuck in uninterruptible sleep), mcsup gives up waiting.
 pub const ABANDON_AFTER_DEADLINE: Duration = Duration::from_secs(3);
 
-/// The stop requests of the signals module table (`signals.rs`): each starts the ordered teardown, as SIGTERM does. The
-/// drain signal is listened for as well, whatever it is (by default SIGUSR1, which is here too).
+/// The stop requests of the signals module table (`signals.rs`): each starts the ordered
+/// teardown, as SIGTERM does. The drain signal is listened for as well, whatever it is (by
+/// default SIGUSR1, which is here too). The machine holds back a child's death by one of them
+/// ([`SIGNAL_DEATH_SETTLE`]).
 pub const STOP_SIGNALS: [Signal; 14] = [
     Signal::SIGTERM,
     Signal::SIGINT,
