@@ -1,0 +1,224 @@
+//! Readiness and liveness probes: schedule, timeouts, stale results, log-line matches.
+
+use super::*;
+
+#[test]
+fn readiness_probes_start_at_once_and_back_off_to_max_interval() {
+    let mut h = H::new(plan(vec![tcp_ready(proc("m", ProcessKind::Master), 5000)]));
+    h.ev(Event::Start);
+    let a = h.ev(Event::Spawned { proc: 0, pid: 100 });
+    let p = probes(&a);
+    assert_eq!(p.len(), 1, "first probe immediately at spawn");
+    // Failures: retry after 10, 20, 40, 40 ms.
+    let mut attempt = p[0];
+    let mut t = 0;
+    for expect in [10, 20, 40, 40] {
+        h.ev(Event::ProbeDone {
+            attempt,
+            ok: false,
+            detail: "refused".into(),
+        });
+        assert_eq!(h.m.next_deadline(), Some(h.t0 + d(t + expect)));
+        assert!(probes(&h.at(t + expect - 1)).is_empty());
+        let a = h.at(t + expect);
+        attempt = probes(&a)[0];
+        t += expect;
+    }
+    let a = h.ev(Event::ProbeDone {
+        attempt,
+        ok: true,
+        detail: String::new(),
+    });
+    assert!(has(&a, "m", RecordKind::Ready));
+    assert_eq!(h.state(0), "ready");
+    // The status no longer shows the last refusal once the process is ready.
+    assert_eq!(h.m.snapshot()[0].detail, None);
+}
+
+#[test]
+fn stale_probe_results_and_exits_are_ignored() {
+    let mut h = H::new(plan(vec![tcp_ready(proc("m", ProcessKind::Master), 5000)]));
+    h.ev(Event::Start);
+    h.ev(Event::Spawned { proc: 0, pid: 100 });
+    assert!(h
+        .ev(Event::ProbeDone {
+            attempt: 999,
+            ok: true,
+            detail: String::new()
+        })
+        .is_empty());
+    assert!(h
+        .ev(Event::Exited {
+            pid: 4242,
+            status: ExitStatus::Code(1)
+        })
+        .is_empty());
+    assert_eq!(h.state(0), "starting");
+}
+
+#[test]
+fn readiness_timeout_stops_the_process_and_fails_with_code_5() {
+    let mut h = H::new(plan(vec![tcp_ready(proc("m", ProcessKind::Master), 100)]));
+    h.ev(Event::Start);
+    let a = h.ev(Event::Spawned { proc: 0, pid: 100 });
+    let attempt = probes(&a)[0];
+    h.ev(Event::ProbeDone {
+        attempt,
+        ok: false,
+        detail: "refused".into(),
+    });
+    let a = h.at(100);
+    assert_eq!(
+        signals(&a),
+        [(100, Signal::SIGTERM), (100, Signal::SIGCONT)]
+    );
+    assert_eq!(h.state(0), "stopping");
+    let a = h.gone(100, ExitStatus::Signal(15));
+    assert!(has(&a, "m", RecordKind::Failed));
+    assert!(has(&a, "mcsup", RecordKind::Finished));
+    assert_eq!(h.m.phase(), Phase::Done);
+    assert_eq!(h.m.exit_code(), ExitCode::ReadinessFailed.code());
+}
+
+#[test]
+fn death_during_readiness_fails_at_once_with_its_status() {
+    let mut p = plan(vec![tcp_ready(proc("m", ProcessKind::Master), 60_000)]);
+    p.processes[0].readiness.as_mut().unwrap().probes = vec![ProbeSpec::LogLine {
+        pattern: "ready".into(),
+    }];
+    let mut h = H::new(p);
+    h.ev(Event::Start);
+    h.ev(Event::Spawned { proc: 0, pid: 100 });
+    h.at(5);
+    let a = h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(3),
+    });
+    assert!(has(&a, "m", RecordKind::Failed));
+    assert_eq!(
+        signals(&a),
+        [(100, Signal::SIGKILL)],
+        "leftovers of the group are killed"
+    );
+    assert_eq!(h.m.phase(), Phase::Done);
+    assert_eq!(h.m.exit_code(), 3);
+}
+
+#[test]
+fn log_line_match_makes_ready_only_for_the_current_generation() {
+    let mut p = plan(vec![restarting(
+        tcp_ready(proc("m", ProcessKind::Master), 60_000),
+        RestartPolicy::Always,
+    )]);
+    p.processes[0].readiness.as_mut().unwrap().probes = vec![ProbeSpec::LogLine {
+        pattern: "ready".into(),
+    }];
+    let mut h = H::new(p);
+    h.ev(Event::Start);
+    h.ev(Event::Spawned { proc: 0, pid: 100 });
+    h.ev(Event::LogMatched {
+        proc: 0,
+        generation: 7,
+        probe: 0,
+    });
+    assert_eq!(h.state(0), "starting");
+    let a = h.ev(Event::LogMatched {
+        proc: 0,
+        generation: 1,
+        probe: 0,
+    });
+    assert!(has(&a, "m", RecordKind::Ready));
+}
+
+#[test]
+fn liveness_failures_restart_per_policy() {
+    let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::OnFailure);
+    s.liveness = Some(tcp_liveness(3));
+    let mut h = H::new(plan(vec![s]));
+    h.start_all();
+    assert_eq!(
+        h.m.next_deadline(),
+        Some(h.t0 + d(1000)),
+        "liveness is the only timer"
+    );
+    let mut t = 0;
+    for i in 0..3 {
+        t += 1000;
+        let a = h.at(t);
+        let attempt = probes(&a)[0];
+        let a = h.ev(Event::ProbeDone {
+            attempt,
+            ok: false,
+            detail: "refused".into(),
+        });
+        if i < 2 {
+            assert!(signals(&a).is_empty());
+        } else {
+            assert!(has(&a, "s", RecordKind::LivenessFailed));
+            assert_eq!(
+                signals(&a),
+                [(100, Signal::SIGTERM), (100, Signal::SIGCONT)]
+            );
+        }
+    }
+    let a = h.gone(100, ExitStatus::Signal(15));
+    assert!(has(&a, "s", RecordKind::Restarting), "{a:?}");
+}
+
+#[test]
+fn liveness_success_resets_the_failure_count() {
+    let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::OnFailure);
+    s.liveness = Some(tcp_liveness(2));
+    let mut h = H::new(plan(vec![s]));
+    h.start_all();
+    for (i, ok) in [false, true, false, true].into_iter().enumerate() {
+        let a = h.at((i as u64 + 1) * 1000);
+        let attempt = probes(&a)[0];
+        let a = h.ev(Event::ProbeDone {
+            attempt,
+            ok,
+            detail: String::new(),
+        });
+        assert!(signals(&a).is_empty());
+    }
+}
+
+#[test]
+fn health_failure_during_shutdown_is_ignored() {
+    let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::Always);
+    s.liveness = Some(tcp_liveness(1));
+    let mut h = H::new(plan(vec![s]));
+    h.start_all();
+    let a = h.at(1000);
+    let attempt = probes(&a)[0];
+    h.ev(Event::Signal(Signal::SIGTERM));
+    let a = h.ev(Event::ProbeDone {
+        attempt,
+        ok: false,
+        detail: "refused".into(),
+    });
+    assert!(!has(&a, "s", RecordKind::LivenessFailed));
+    let a = h.gone(100, ExitStatus::Signal(15));
+    assert!(spawns(&a).is_empty());
+    assert_eq!(h.m.exit_code(), 0);
+}
+
+#[test]
+fn liveness_restart_stop_turns_into_teardown_when_shutdown_arrives() {
+    let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::Always);
+    s.liveness = Some(tcp_liveness(1));
+    let mut h = H::new(plan(vec![s]));
+    h.start_all();
+    let a = h.at(1000);
+    let attempt = probes(&a)[0];
+    h.ev(Event::ProbeDone {
+        attempt,
+        ok: false,
+        detail: "refused".into(),
+    });
+    assert_eq!(h.state(0), "stopping");
+    h.ev(Event::Signal(Signal::SIGTERM));
+    let a = h.gone(100, ExitStatus::Signal(15));
+    assert!(spawns(&a).is_empty());
+    assert_eq!(h.m.phase(), Phase::Done);
+}
