@@ -39,6 +39,7 @@ pub use types::*;
 
 use graph::stop_levels;
 use probing::{Liveness, Readiness};
+use restart::HeldExit;
 use types::rec;
 
 // ---------------------------------------------------------------------------------------------
@@ -150,16 +151,6 @@ struct Gate {
     state: GateState,
     since: Instant,
     detail: Option<String>,
-}
-
-/// A leader's exit (and its group's emptiness, if that came too) waiting for
-/// [`SIGNAL_DEATH_SETTLE`] to pass before the machine judges it.
-#[derive(Debug, Clone)]
-struct HeldExit {
-    pid: Pid,
-    status: ExitStatus,
-    until: Instant,
-    group_empty: bool,
 }
 
 /// The supervisor's state machine. See the module doc.
@@ -494,32 +485,6 @@ impl Machine {
         p.state = state;
         p.since = now;
         self.version += 1;
-    }
-
-    /// Whether `pid` died of a stop signal nobody asked for: the node is not being torn down and
-    /// mcsup was not stopping this process (a liveness restart sends SIGTERM itself).
-    fn unasked_stop_signal_death(&self, pid: Pid, status: ExitStatus) -> bool {
-        let ExitStatus::Signal(sig) = status else {
-            return false;
-        };
-        is_stop_signal(sig)
-            && !matches!(self.phase, Phase::Stopping | Phase::Done)
-            && self.procs.iter().any(|p| {
-                p.state.live_pid() == Some(pid) && !matches!(p.state, ProcState::Stopping { .. })
-            })
-    }
-
-    /// Judge the held deaths that are due, or all of them once the node is being torn down
-    /// (the signal they were waiting for has been heard).
-    fn release_held(&mut self, now: Instant, out: &mut Vec<Action>) {
-        let stopping = matches!(self.phase, Phase::Stopping | Phase::Done);
-        while let Some(i) = self.held.iter().position(|h| stopping || h.until <= now) {
-            let h = self.held.remove(i);
-            self.on_exited(h.pid, h.status, now, out);
-            if h.group_empty {
-                self.on_group_empty(h.pid, now, out);
-            }
-        }
     }
 
     fn on_start(&mut self, now: Instant, _out: &mut [Action]) {

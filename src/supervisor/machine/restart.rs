@@ -1,11 +1,48 @@
-//! Exits: what a process's exit means (success, failure, restart with backoff, give up), and
-//! the node-level consequence of a critical failure.
+//! Exits: what a process's exit means (success, failure, restart with backoff, give up), the
+//! node-level consequence of a critical failure, and the deaths by a stop signal held back until
+//! the signal that may follow them has had its chance ([`SIGNAL_DEATH_SETTLE`]).
 
 use std::time::{Duration, Instant};
 
 use super::*;
 
+/// A leader's exit (and its group's emptiness, if that came too) waiting for
+/// [`SIGNAL_DEATH_SETTLE`] to pass before the machine judges it.
+#[derive(Debug, Clone)]
+pub(super) struct HeldExit {
+    pub(super) pid: Pid,
+    pub(super) status: ExitStatus,
+    pub(super) until: Instant,
+    pub(super) group_empty: bool,
+}
+
 impl Machine {
+    /// Whether `pid` died of a stop signal nobody asked for: the node is not being torn down and
+    /// mcsup was not stopping this process (a liveness restart sends SIGTERM itself).
+    pub(super) fn unasked_stop_signal_death(&self, pid: Pid, status: ExitStatus) -> bool {
+        let ExitStatus::Signal(sig) = status else {
+            return false;
+        };
+        is_stop_signal(sig)
+            && !matches!(self.phase, Phase::Stopping | Phase::Done)
+            && self.procs.iter().any(|p| {
+                p.state.live_pid() == Some(pid) && !matches!(p.state, ProcState::Stopping { .. })
+            })
+    }
+
+    /// Judge the held deaths that are due, or all of them once the node is being torn down
+    /// (the signal they were waiting for has been heard).
+    pub(super) fn release_held(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let stopping = matches!(self.phase, Phase::Stopping | Phase::Done);
+        while let Some(i) = self.held.iter().position(|h| stopping || h.until <= now) {
+            let h = self.held.remove(i);
+            self.on_exited(h.pid, h.status, now, out);
+            if h.group_empty {
+                self.on_group_empty(h.pid, now, out);
+            }
+        }
+    }
+
     pub(super) fn on_exited(
         &mut self,
         pid: Pid,
