@@ -431,6 +431,11 @@ fn node_and_process_names_that_leave_the_log_dir_are_refused() {
 /// at once, recorded as an event and in the status file.
 #[test]
 fn output_lost_on_a_full_disk_is_counted_in_status_and_events() {
+    common::require(
+        nix::unistd::Uid::effective().is_root(),
+        "root (for a private mount namespace with a 256 KiB tmpfs)",
+        "run it as root, as scripts/test.sh does",
+    );
     let env = TestEnv::new();
     let log_dir = env.log_dir();
     std::fs::create_dir_all(&log_dir).unwrap();
