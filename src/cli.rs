@@ -197,10 +197,26 @@ pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
 /// Read the recipe (once: it may be a pipe) and resolve it into this node's plan.
 pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
     let recipe_path = t.recipe.as_deref().ok_or_else(|| {
-        CliError::usage("no recipe given\n  fix: pass --recipe FILE (or set MCSUP_RECIPE)")
+        CliError::usage(
+            crate::domain::Diagnostic {
+                key_path: "--recipe".into(),
+                message: "no recipe given".into(),
+                fix: Some("pass --recipe FILE (or set MCSUP_RECIPE)".into()),
+                ..Default::default()
+            }
+            .to_string(),
+        )
     })?;
     let role_text = t.role.as_deref().ok_or_else(|| {
-        CliError::usage("no role given\n  fix: pass --role prefill|decode|agg (or set MCSUP_ROLE)")
+        CliError::usage(
+            crate::domain::Diagnostic {
+                key_path: "--role".into(),
+                message: "no role given".into(),
+                fix: Some("pass --role prefill|decode|agg (or set MCSUP_ROLE)".into()),
+                ..Default::default()
+            }
+            .to_string(),
+        )
     })?;
     let roles = plan::parse_roles(role_text).map_err(|e| CliError::usage(e.to_string()))?;
     let recipe = recipe::load_file(recipe_path)?;

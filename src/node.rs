@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
+use crate::domain::Diagnostic;
+
 /// Whether the master runs on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum MasterMode {
@@ -90,20 +92,78 @@ pub struct NodeContext {
     pub warnings: Vec<String>,
 }
 
-/// Why the node could not be resolved.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why the node could not be resolved. Rendered as a [`Diagnostic`] (the option or recipe key,
+/// what is wrong, the fix).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeError {
-    #[error("cannot parse the node list `{list}`: {reason}\n  fix: use Slurm hostlist syntax, e.g. gpu-[01-04],infra1")]
-    BadNodelist { list: String, reason: String },
-    #[error("the node list `{list}` names {count} nodes, more than the {MAX_NODES} mcsup plans for (every node's address is resolved)\n  fix: check --nodelist / SLURM_JOB_NODELIST; a job this large needs its nodes split into groups of at most {MAX_NODES}, each with its own recipe")]
-    TooManyNodes { list: String, count: u128 },
-    #[error("node `{node}` is not in the job's node list ({list})\n  fix: pass --node with one of: {list}")]
-    NotInList { node: String, list: String },
-    #[error("`{value}` given for {what} is not an IP address\n  fix: pass a numeric address such as 10.0.0.5")]
-    BadAddress { what: String, value: String },
-    #[error("node name `{name}` is not usable: it names this node's files in the log directory\n  fix: pass --node with a host name (letters, digits, '-', '_', '.'; not `.` or `..`)")]
-    BadName { name: String },
+    BadNodelist {
+        list: String,
+        reason: String,
+    },
+    TooManyNodes {
+        list: String,
+        count: u128,
+    },
+    NotInList {
+        node: String,
+        list: String,
+    },
+    /// `what` is the option or recipe key that gave `value`.
+    BadAddress {
+        what: String,
+        value: String,
+    },
+    BadName {
+        name: String,
+    },
 }
+
+impl NodeError {
+    /// The error as a [`Diagnostic`].
+    pub fn diagnostic(&self) -> Diagnostic {
+        let (key, message, fix) = match self {
+            NodeError::BadNodelist { list, reason } => (
+                "--nodelist",
+                format!("cannot parse the node list `{list}`: {reason}"),
+                "use Slurm hostlist syntax, e.g. gpu-[01-04],infra1".to_string(),
+            ),
+            NodeError::TooManyNodes { list, count } => (
+                "--nodelist",
+                format!("the node list `{list}` names {count} nodes, more than the {MAX_NODES} mcsup plans for (every node's address is resolved)"),
+                format!("check --nodelist / SLURM_JOB_NODELIST; a job this large needs its nodes split into groups of at most {MAX_NODES}, each with its own recipe"),
+            ),
+            NodeError::NotInList { node, list } => (
+                "--node",
+                format!("node `{node}` is not in the job's node list ({list})"),
+                format!("pass --node with one of: {list}"),
+            ),
+            NodeError::BadAddress { what, value } => (
+                what.as_str(),
+                format!("`{value}` is not an IP address"),
+                "pass a numeric address such as 10.0.0.5".to_string(),
+            ),
+            NodeError::BadName { name } => (
+                "--node",
+                format!("node name `{name}` is not usable: it names this node's files in the log directory"),
+                "pass --node with a host name (letters, digits, '-', '_', '.'; not `.` or `..`)".to_string(),
+            ),
+        };
+        Diagnostic {
+            key_path: key.to_string(),
+            message,
+            fix: Some(fix),
+            ..Default::default()
+        }
+    }
+}
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.diagnostic().fmt(f)
+    }
+}
+
+impl std::error::Error for NodeError {}
 
 /// Resolves a host name to an address; `None` when it does not resolve.
 pub type Resolver<'a> = &'a dyn Fn(&str) -> Option<IpAddr>;
