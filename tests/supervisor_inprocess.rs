@@ -93,8 +93,13 @@ fn a_drain_from_the_signal_source_tears_down_in_order() {
 fn a_second_stop_signal_escalates_to_sigkill() {
     let env = TestEnv::new();
     let mut plan = chain(&env);
-    // The worker ignores SIGTERM: only the escalation can end it before its grace.
-    plan.processes[2].argv.push("--ignore-term".into());
+    // The worker ignores SIGTERM: only the escalation can end it before its grace. It is ready
+    // once it says so, after its signal handling is in place (else the first SIGTERM could
+    // arrive before the child has set it to ignored).
+    plan.processes[2]
+        .argv
+        .extend(["--ignore-term", "--ready-line", "up"].map(String::from));
+    plan.processes[2].readiness = ready_on_line("^up$", 10_000);
     plan.processes[2].stop.grace = Duration::from_secs(30);
     let out = run_and_signal(
         &env,
