@@ -3,18 +3,24 @@
 
 Run through scripts/bench-supervisor.sh (it builds the release binaries first). Measures, in
 one run on this machine:
-  1. start of a 3-service chain of instantly-ready services (launch -> all 3 running)
-  2. teardown of 16 children (SIGTERM -> supervisor exited, children gone)
-  3. log capture throughput: 2M lines of 100 B, vs a raw pipe into `cat`
-  4. RSS of the supervisor with 16 children
-  5. CPU time and wakeups (context switches) while idle for IDLE_SECONDS
-"Floor" = the same children started/stopped/piped directly by this harness, without a
-supervisor. Everything talks only to the local filesystem; no network.
+  1. start of a 3-service chain of instantly-ready services (launch -> all 3 running), ungated
+  2. a 3-service chain a -> b -> c of services listening at once, each started when the
+     previous one accepts TCP connections (mcsup: tcp readiness probes with the planner's
+     default schedule, read from `mcsup plan --json`), vs the harness doing the same gating
+  3. spawn of 16 and of 256 children; 256 children with a file readiness probe each until all
+     are ready; teardown of 16 and 256 children (SIGTERM -> supervisor exited, children gone)
+  4. log capture throughput: 2M lines of 100 B, vs a raw pipe into `cat`, console off and on
+  5. RSS of the supervisor with 16 children
+  6. CPU time and wakeups (context switches) while idle for IDLE_SECONDS
+"Floor" = the same children started/stopped/piped/gated directly by this harness, without a
+supervisor. Everything talks only to the local filesystem and 127.0.0.1. The figures and ratios
+are printed and written as JSON to $BENCH_JSON (default: target/bench-supervisor.json).
 """
 import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +34,9 @@ REPS = int(os.environ.get("BENCH_REPS", "10"))
 IDLE_SECONDS = float(os.environ.get("IDLE_SECONDS", "30"))
 LINES = int(os.environ.get("BENCH_LINES", "2000000"))
 TAG = "MCSUP_BENCH_TAG"
+SCALE = int(os.environ.get("BENCH_SCALE", "256"))
+JSON_OUT = os.environ.get("BENCH_JSON", os.path.join(os.path.dirname(__file__), "..", "..",
+                                                     "target", "bench-supervisor.json"))
 
 
 def now():
@@ -42,6 +51,20 @@ def wait_files(paths, timeout=30.0):
         if now() > end:
             raise RuntimeError(f"timeout waiting for {paths}")
         time.sleep(0.0002)
+
+
+def default_readiness():
+    """The readiness schedule `mcsup plan` gives a probe by default (interval, back-off)."""
+    recipe = os.path.join(os.path.dirname(__file__), "..", "..", "recipes", "local.yaml")
+    out = subprocess.run([MCSUP, "plan", "--role", "agg", "--recipe", recipe, "--json"],
+                         capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout)["processes"][0]["readiness"]
+    return {k: r[k] for k in ("initial_delay_ms", "interval_ms", "max_interval_ms",
+                              "attempt_timeout_ms")}
+
+
+def readiness(probe, schedule):
+    return {"probes": [probe], **schedule, "timeout_ms": 30000}
 
 
 def proc_spec(name, kind, argv, deps=(), stop_signal="SIGTERM"):
@@ -136,6 +159,127 @@ def ms(x):
     return f"{x * 1000:.1f} ms"
 
 
+def free_ports(n):
+    socks = []
+    for _ in range(n):
+        sk = socket.socket()
+        sk.bind(("127.0.0.1", 0))
+        socks.append(sk)
+    ports = [sk.getsockname()[1] for sk in socks]
+    for sk in socks:
+        sk.close()
+    return ports
+
+
+def accepts(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.05):
+            return True
+    except OSError:
+        return False
+
+
+def wait_accepts(port, timeout=30.0):
+    end = now() + timeout
+    while not accepts(port):
+        if now() > end:
+            raise RuntimeError(f"timeout waiting for 127.0.0.1:{port}")
+        time.sleep(0.0002)
+    return now()
+
+
+def count_ready(events_path):
+    try:
+        with open(events_path) as f:
+            return sum(1 for line in f if '"event":"ready"' in line)
+    except OSError:
+        return 0
+
+
+# ---------------------------------------------------------------------------------------------
+def bench_gated_chain():
+    """a -> b -> c, each listening at once; b starts when a accepts, c when b accepts."""
+    schedule = default_readiness()
+    res = {"floor": [], "mcsup": []}
+    for _ in range(REPS):
+        with tempfile.TemporaryDirectory() as d:
+            ports = free_ports(3)
+            argv = [[CHILD, "--listen", str(p)] for p in ports]
+            t0 = now()
+            kids = []
+            for a, p in zip(argv, ports):
+                kids.append(subprocess.Popen(a, stdout=subprocess.DEVNULL))
+                wait_accepts(p)
+            res["floor"].append(now() - t0)
+            for k in kids:
+                k.kill()
+                k.wait()
+            procs = []
+            for i, (a, p) in enumerate(zip(argv, ports)):
+                spec = proc_spec(f"s{i}", "store", a, [f"s{i - 1}"] if i else [])
+                spec["readiness"] = readiness({"type": "tcp", "host": "127.0.0.1", "port": p},
+                                              schedule)
+                procs.append(spec)
+            t0 = now()
+            m = start_mcsup(d, plan(f"{d}/logs", procs))
+            res["mcsup"].append(wait_accepts(ports[2]) - t0)
+            stop(m)
+        kill_tagged()
+    out = {k: statistics.median(v) for k, v in res.items() if v}
+    out["schedule"] = schedule
+    return out
+
+
+def bench_spawn(n, reps):
+    """n children with no readiness: launch -> every child has touched its file."""
+    res = {"floor": [], "mcsup": []}
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory() as d:
+            files = [f"{d}/w{i}" for i in range(n)]
+            argv = [[CHILD, "--touch", f] for f in files]
+            t0 = now()
+            kids = [subprocess.Popen(a, stdout=subprocess.DEVNULL) for a in argv]
+            res["floor"].append(wait_files(files) - t0)
+            for k in kids:
+                k.kill()
+                k.wait()
+            for f in files:
+                os.unlink(f)
+            procs = [proc_spec(f"w{i}", "worker", a) for i, a in enumerate(argv)]
+            t0 = now()
+            m = start_mcsup(d, plan(f"{d}/logs", procs))
+            res["mcsup"].append(wait_files(files) - t0)
+            stop(m)
+        kill_tagged()
+    return {k: statistics.median(v) for k, v in res.items() if v}
+
+
+def bench_ready(n, reps):
+    """n children, each ready by a file probe on the file it touches: launch -> n ready events."""
+    schedule = default_readiness()
+    res = []
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory() as d:
+            files = [f"{d}/w{i}" for i in range(n)]
+            procs = []
+            for i, f in enumerate(files):
+                spec = proc_spec(f"w{i}", "worker", [CHILD, "--touch", f])
+                spec["readiness"] = readiness({"type": "file", "path": f}, schedule)
+                procs.append(spec)
+            events = f"{d}/logs/bench.events.jsonl"
+            t0 = now()
+            m = start_mcsup(d, plan(f"{d}/logs", procs))
+            end = t0 + 60
+            while count_ready(events) < n:
+                if now() > end:
+                    raise RuntimeError(f"only {count_ready(events)} of {n} ready after 60 s")
+                time.sleep(0.001)
+            res.append(now() - t0)
+            stop(m)
+        kill_tagged()
+    return {"mcsup": statistics.median(res)}
+
+
 # ---------------------------------------------------------------------------------------------
 def bench_start():
     res = {"floor": [], "mcsup": [], "supervisord": []}
@@ -172,11 +316,11 @@ def bench_start():
     return {k: statistics.median(v) for k, v in res.items() if v}
 
 
-def bench_teardown():
+def bench_teardown(n=16, with_supervisord=True):
     res = {"floor": [], "mcsup": [], "supervisord": []}
     for _ in range(max(3, REPS // 2)):
         with tempfile.TemporaryDirectory() as d:
-            files = [f"{d}/w{i}" for i in range(16)]
+            files = [f"{d}/w{i}" for i in range(n)]
             argv = [[CHILD, "--touch", f] for f in files]
             kids = [subprocess.Popen(a, stdout=subprocess.DEVNULL) for a in argv]
             wait_files(files)
@@ -198,7 +342,7 @@ def bench_teardown():
             res["mcsup"].append(now() - t0)
             for f in files:
                 os.unlink(f)
-            if SUPERVISORD:
+            if SUPERVISORD and with_supervisord:
                 conf = supervisord_conf(d, [(f"w{i}", a) for i, a in enumerate(argv)])
                 s = start_supervisord(conf)
                 wait_files(files)
@@ -223,12 +367,14 @@ def bench_logs():
         assert os.path.getsize(out) == expect, os.path.getsize(out)
         os.unlink(out)
         p = plan(f"{d}/logs", [proc_spec("w", "worker", argv)])
-        t0 = now()
-        m = start_mcsup(d, p)
-        m.wait()
-        res["mcsup"] = now() - t0
-        size = os.path.getsize(f"{d}/logs/bench.w.log")
-        assert size == expect, f"mcsup log has {size} bytes, expected {expect}"
+        for key, console in [("mcsup", False), ("mcsup_console", True)]:
+            shutil.rmtree(f"{d}/logs", ignore_errors=True)
+            t0 = now()
+            m = start_mcsup(d, p, console=console)
+            m.wait()
+            res[key] = now() - t0
+            size = os.path.getsize(f"{d}/logs/bench.w.log")
+            assert size == expect, f"mcsup log has {size} bytes, expected {expect}"
         if SUPERVISORD:
             conf = supervisord_conf(d, [("w", argv)], log_capture=True)
             t0 = now()
@@ -302,40 +448,73 @@ def bench_rss_idle():
     return res
 
 
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
 def main():
     print(f"mcsup supervisor benchmark: {os.cpu_count()} cores, reps={REPS}, "
           f"supervisord={'yes' if SUPERVISORD else 'not installed'}")
+    results = {}
     st = bench_start()
-    print("\n1. start of a 3-service chain of instantly-ready services (median)")
+    results["start_chain_ungated"] = st
+    print("\n1. start of a 3-service chain of instantly-ready services, ungated (median)")
     for k, v in st.items():
         print(f"   {k:12} {ms(v)}")
-    print(f"   mcsup - floor = {ms(st['mcsup'] - st['floor'])} (target <= 5 ms)")
     if "supervisord" in st:
         print(f"   supervisord / mcsup = {st['supervisord'] / st['mcsup']:.1f}x")
-    td = bench_teardown()
-    print("\n2. teardown of 16 children (SIGTERM -> all gone, median)")
-    for k, v in td.items():
-        print(f"   {k:12} {ms(v)}")
-    print(f"   mcsup - floor = {ms(td['mcsup'] - td['floor'])} (target <= 10 ms)")
-    if "supervisord" in td:
-        print(f"   supervisord / mcsup = {td['supervisord'] / td['mcsup']:.1f}x")
+
+    gc = bench_gated_chain()
+    results["gated_chain"] = gc
+    print("\n2. 3-service chain a -> b -> c gated on TCP readiness (median; schedule "
+          f"{gc['schedule']['interval_ms']} ms doubling to {gc['schedule']['max_interval_ms']} ms)")
+    print(f"   floor (harness gating)  {ms(gc['floor'])}")
+    print(f"   mcsup                   {ms(gc['mcsup'])}")
+    print(f"   mcsup / floor = {ratio(gc['mcsup'], gc['floor']):.2f} (target <= 1.1)")
+
+    print("\n3. scale (median)")
+    scale = {}
+    for n, reps in [(16, REPS), (SCALE, max(3, REPS // 3))]:
+        sp = bench_spawn(n, reps)
+        rd = bench_ready(n, reps)
+        td = bench_teardown(n, with_supervisord=(n == 16))
+        scale[n] = {"spawn": sp, "ready": rd, "teardown": td}
+        print(f"   {n:3} children: spawn floor {ms(sp['floor'])}, mcsup {ms(sp['mcsup'])} "
+              f"(x{ratio(sp['mcsup'], sp['floor']):.2f}, target <= 1.2); all ready by file probes "
+              f"{ms(rd['mcsup'])}; teardown floor {ms(td['floor'])}, mcsup {ms(td['mcsup'])}"
+              + (f", supervisord {ms(td['supervisord'])}" if td.get("supervisord") else ""))
+    small, big = scale[16], scale[SCALE]
+    k = SCALE / 16
+    growth = {m: ratio(big[m]["mcsup"], small[m]["mcsup"]) / k for m in ("spawn", "ready", "teardown")}
+    print(f"   cost per child at {SCALE} / at 16: " + ", ".join(f"{m} {g:.2f}" for m, g in growth.items())
+          + " (1.0 = linear)")
+    results["scale"] = {str(n): v for n, v in scale.items()}
+    results["scale_per_child_growth"] = growth
+
     lg = bench_logs()
+    results["logs"] = lg
     mb = LINES * 100 / 1e6
-    print(f"\n3. log capture: {LINES} lines of 100 B ({mb:.0f} MB)")
-    for k, v in lg.items():
-        print(f"   {k:12} " + (f"{ms(v)}  ({mb / v:.0f} MB/s)" if v else "did not finish within 120 s"))
-    print(f"   mcsup throughput = {lg['floor'] / lg['mcsup'] * 100:.0f}% of the raw pipe (target >= 70%)")
+    print(f"\n4. log capture: {LINES} lines of 100 B ({mb:.0f} MB)")
+    for key, v in lg.items():
+        print(f"   {key:14} " + (f"{ms(v)}  ({mb / v:.0f} MB/s)" if v else "did not finish within 120 s"))
+    print(f"   mcsup throughput = {lg['floor'] / lg['mcsup'] * 100:.0f}% of the raw pipe, "
+          f"{lg['floor'] / lg['mcsup_console'] * 100:.0f}% with the console on (target >= 70%)")
+
     ri = bench_rss_idle()
-    print("\n4. RSS with 16 children")
+    results["rss_idle"] = ri
+    print("\n5. RSS with 16 children")
     print(f"   mcsup        {ri['mcsup_rss_kb'] / 1024:.1f} MiB (target <= 6 MiB)")
     if "supervisord_rss_kb" in ri:
         print(f"   supervisord  {ri['supervisord_rss_kb'] / 1024:.1f} MiB")
-    print(f"\n5. idle for {IDLE_SECONDS:.0f} s with 16 children (no probes configured)")
+    print(f"\n6. idle for {IDLE_SECONDS:.0f} s with 16 children (no probes configured)")
     for name in ["mcsup", "supervisord"]:
         if f"{name}_idle_cpu_ms" in ri:
             print(f"   {name:12} cpu {ri[name + '_idle_cpu_ms']:.0f} ms, wakeups (context switches) "
                   f"{ri[name + '_idle_wakeups']}")
-    print("\nJSON " + json.dumps({"start": st, "teardown": td, "logs": lg, "rss_idle": ri}))
+    os.makedirs(os.path.dirname(os.path.abspath(JSON_OUT)), exist_ok=True)
+    with open(JSON_OUT, "w") as f:
+        json.dump(results, f, indent=1)
+    print(f"\nJSON written to {os.path.abspath(JSON_OUT)}")
 
 
 if __name__ == "__main__":

@@ -143,8 +143,9 @@ pub fn readiness(probes: Vec<ProbeSpec>, timeout: Duration) -> ReadinessSpec {
     ReadinessSpec {
         probes,
         initial_delay: Duration::ZERO,
-        // Start fast (an instantly-ready service is seen in milliseconds), back off to 1 s.
-        interval: Duration::from_millis(10),
+        // Fast (a service is seen ~1 ms after it is ready) for the machine's first seconds of a
+        // wait (its FAST_WINDOW), then backing off to 1 s.
+        interval: Duration::from_millis(1),
         max_interval: Duration::from_secs(1),
         attempt_timeout: Duration::from_secs(2),
         timeout,

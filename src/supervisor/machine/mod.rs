@@ -38,7 +38,7 @@ mod types;
 pub use types::*;
 
 use graph::stop_levels;
-use probing::{Liveness, Readiness};
+use probing::{Liveness, Readiness, Waiter};
 use restart::HeldExit;
 use types::rec;
 
@@ -493,7 +493,7 @@ impl Machine {
         }
         self.phase = Phase::Starting;
         for g in &mut self.gates {
-            g.state = GateState::Probing(Readiness::new(&g.spec.readiness, now));
+            g.state = GateState::Probing(Readiness::new(&g.spec.readiness, now, Waiter::Gate));
             g.since = now;
         }
         self.version += 1;

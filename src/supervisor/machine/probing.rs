@@ -7,6 +7,16 @@ use crate::plan::{LivenessSpec, ProbeSpec, ReadinessSpec};
 
 use super::*;
 
+/// For this long from the start of a child's readiness wait, a failed TCP, HTTP or file probe is
+/// retried at the spec's interval without backing off, so a service is seen within about one
+/// interval of getting ready (the planner's default is 1 ms) during the first seconds, when
+/// instantly-ready services and chains of them become ready; then the interval doubles up to its
+/// maximum. Such an attempt costs microseconds (a loopback connect, a stat).
+pub const FAST_WINDOW: Duration = Duration::from_secs(2);
+/// An exec probe forks a process per attempt, and a gate probes another node: neither is
+/// retried more often than this, and both back off from the first failure.
+pub const SLOW_PROBE_MIN_INTERVAL: Duration = Duration::from_millis(10);
+
 #[derive(Debug, Clone)]
 pub(super) struct ProbeRun {
     pub(super) spec: ProbeSpec,
@@ -14,6 +24,8 @@ pub(super) struct ProbeRun {
     pub(super) in_flight: Option<u64>,
     pub(super) next_at: Instant,
     pub(super) interval: Duration,
+    /// Until then, failures do not back off ([`FAST_WINDOW`]).
+    pub(super) fast_until: Option<Instant>,
 }
 
 /// A readiness wait in progress (process or gate).
@@ -25,8 +37,16 @@ pub(super) struct Readiness {
     pub(super) probes: Vec<ProbeRun>,
 }
 
+/// Where a readiness wait probes: a child of this node, or a gate (another node, or an external
+/// endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Waiter {
+    Child,
+    Gate,
+}
+
 impl Readiness {
-    pub(super) fn new(spec: &ReadinessSpec, now: Instant) -> Self {
+    pub(super) fn new(spec: &ReadinessSpec, now: Instant, waiter: Waiter) -> Self {
         let first = now + spec.initial_delay;
         Readiness {
             deadline: now + spec.timeout,
@@ -35,12 +55,24 @@ impl Readiness {
             probes: spec
                 .probes
                 .iter()
-                .map(|p| ProbeRun {
-                    spec: p.clone(),
-                    passed: false,
-                    in_flight: None,
-                    next_at: first,
-                    interval: spec.interval,
+                .map(|p| {
+                    let cheap = waiter == Waiter::Child
+                        && matches!(
+                            p,
+                            ProbeSpec::Tcp { .. } | ProbeSpec::Http { .. } | ProbeSpec::File { .. }
+                        );
+                    ProbeRun {
+                        spec: p.clone(),
+                        passed: false,
+                        in_flight: None,
+                        next_at: first,
+                        interval: if cheap {
+                            spec.interval
+                        } else {
+                            spec.interval.max(SLOW_PROBE_MIN_INTERVAL)
+                        },
+                        fast_until: cheap.then_some(first + FAST_WINDOW),
+                    }
                 })
                 .collect(),
         }
@@ -96,7 +128,9 @@ impl Readiness {
                     p.passed = true;
                 } else {
                     p.next_at = now + p.interval;
-                    p.interval = (p.interval * 2).min(max);
+                    if p.fast_until.is_none_or(|until| now >= until) {
+                        p.interval = (p.interval * 2).min(max);
+                    }
                 }
                 return true;
             }

@@ -22,7 +22,7 @@ impl Machine {
         let state = match &p.spec.readiness {
             Some(r) if !r.probes.is_empty() => ProcState::Starting {
                 pid,
-                readiness: Readiness::new(r, now),
+                readiness: Readiness::new(r, now, Waiter::Child),
             },
             _ => {
                 out.push(Action::Record(

@@ -3,26 +3,41 @@
 use super::*;
 
 #[test]
-fn readiness_probes_start_at_once_and_back_off_to_max_interval() {
-    let mut h = H::new(plan(vec![tcp_ready(proc("m", ProcessKind::Master), 5000)]));
+fn readiness_probes_start_at_once_retry_fast_then_back_off_to_max_interval() {
+    let mut h = H::new(plan(vec![tcp_ready(
+        proc("m", ProcessKind::Master),
+        60_000,
+    )]));
     h.ev(Event::Start);
     let a = h.ev(Event::Spawned { proc: 0, pid: 100 });
     let p = probes(&a);
     assert_eq!(p.len(), 1, "first probe immediately at spawn");
-    // Failures: retry after 10, 20, 40, 40 ms.
     let mut attempt = p[0];
     let mut t = 0;
-    for expect in [10, 20, 40, 40] {
+    let fail_and_expect = |h: &mut H, attempt: &mut u64, t: &mut u64, expect: u64| {
         h.ev(Event::ProbeDone {
-            attempt,
+            attempt: *attempt,
             ok: false,
             detail: "refused".into(),
         });
-        assert_eq!(h.m.next_deadline(), Some(h.t0 + d(t + expect)));
-        assert!(probes(&h.at(t + expect - 1)).is_empty());
-        let a = h.at(t + expect);
-        attempt = probes(&a)[0];
-        t += expect;
+        assert_eq!(
+            h.m.next_deadline(),
+            Some(h.t0 + d(*t + expect)),
+            "at {t} ms"
+        );
+        assert!(probes(&h.at(*t + expect - 1)).is_empty());
+        let a = h.at(*t + expect);
+        *attempt = probes(&a)[0];
+        *t += expect;
+    };
+    // Within FAST_WINDOW a refused TCP probe is retried at the interval, without backing off.
+    let fast = super::super::probing::FAST_WINDOW.as_millis() as u64;
+    while t < fast {
+        fail_and_expect(&mut h, &mut attempt, &mut t, 10);
+    }
+    // Then it doubles up to the maximum: 10, 20, 40, 40 ms.
+    for expect in [10, 20, 40, 40] {
+        fail_and_expect(&mut h, &mut attempt, &mut t, expect);
     }
     let a = h.ev(Event::ProbeDone {
         attempt,
@@ -35,6 +50,32 @@ fn readiness_probes_start_at_once_and_back_off_to_max_interval() {
     assert_eq!(h.m.snapshot()[0].detail, None);
 }
 
+#[test]
+fn exec_probes_and_gates_are_never_polled_fast() {
+    // An exec probe forks per attempt: at least SLOW_PROBE_MIN_INTERVAL, backing off at once.
+    let mut p = tcp_ready(proc("m", ProcessKind::Master), 60_000);
+    let r = p.readiness.as_mut().unwrap();
+    r.probes = vec![ProbeSpec::Exec {
+        argv: vec!["true".into()],
+    }];
+    r.interval = d(1);
+    let mut h = H::new(plan(vec![p]));
+    h.ev(Event::Start);
+    let a = h.ev(Event::Spawned { proc: 0, pid: 100 });
+    let min = super::super::probing::SLOW_PROBE_MIN_INTERVAL.as_millis() as u64;
+    let mut attempt = probes(&a)[0];
+    let mut t = 0;
+    for expect in [min, 2 * min, 4 * min] {
+        h.ev(Event::ProbeDone {
+            attempt,
+            ok: false,
+            detail: "exit 1".into(),
+        });
+        assert_eq!(h.m.next_deadline(), Some(h.t0 + d(t + expect)));
+        attempt = probes(&h.at(t + expect))[0];
+        t += expect;
+    }
+}
 #[test]
 fn stale_probe_results_and_exits_are_ignored() {
     let mut h = H::new(plan(vec![tcp_ready(proc("m", ProcessKind::Master), 5000)]));
