@@ -934,3 +934,55 @@ fn drain_signal_arriving_before_handlers_is_held_not_fatal() {
     assert!(stderr.contains("SIGUSR1"), "the drain was seen: {stderr}");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_flood_of_output_reaches_the_file_whole_in_order_and_cut_at_the_cap() {
+    // 50 000 numbered lines of varying length as fast as the child can write them, every
+    // 1000th over the 64 KiB cap: the file has every line, in order, long ones split into
+    // 64 KiB pieces that each carry the marker; the console mirror keeps their order.
+    const MARKER: &[u8] = b" [mcsup: line longer than 64 KiB, split]";
+    let n = 50_000;
+    let env = TestEnv::new();
+    let mut w = env.proc(
+        "worker",
+        ProcessKind::Worker,
+        &["--numbered", &n.to_string(), "--exit-after", "0"],
+    );
+    w.critical = false;
+    let mut m = env.start(&env.plan(vec![w]));
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let log = std::fs::read(env.log_dir().join("n1.worker.log")).unwrap();
+    assert_eq!(log.last(), Some(&b'\n'));
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut cur = Vec::new();
+    for piece in log[..log.len() - 1].split(|&b| b == b'\n') {
+        match piece.strip_suffix(MARKER) {
+            Some(p) => {
+                assert_eq!(p.len(), 64 * 1024, "a split piece is exactly the cap");
+                cur.extend_from_slice(p);
+            }
+            None => {
+                cur.extend_from_slice(piece);
+                lines.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    assert_eq!(lines.len(), n);
+    for (i, line) in lines.iter().enumerate() {
+        let pad = if i % 1000 == 999 { 70_000 } else { i % 37 };
+        let want = format!("{i} {}", "n".repeat(pad));
+        assert!(line == want.as_bytes(), "line {i} differs");
+    }
+    // The console may drop under back-pressure (and counts it), but never reorders.
+    let mut last = None;
+    for l in m.stdout().lines() {
+        if let Some(rest) = l.strip_prefix("worker | ") {
+            if let Some(i) = rest.split(' ').next().and_then(|x| x.parse::<usize>().ok()) {
+                assert!(last.is_none_or(|p| i >= p), "console out of order at {i}");
+                last = Some(i);
+            }
+        }
+    }
+    assert_eq!(last, Some(n - 1), "the console saw the last line");
+    env.assert_no_leftovers();
+}

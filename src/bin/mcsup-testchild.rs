@@ -20,6 +20,7 @@
 //! --final-line TEXT       print TEXT without a newline just before --exit-after exits
 //! --long-line BYTES       print BYTES bytes of 'x' without a newline at start
 //! --lines N [--line-len L]  print N lines of L bytes (default 100) at start
+//! --numbered N            print N lines `<i> <padding>` at start, every 1000th over 64 KiB
 //! --grandchild MODE       spawn a sleeping grandchild: plain | setsid | double-fork (repeatable)
 //! --grandchild-ignore-term   the grandchildren ignore SIGTERM
 //! --grandchild-quiet      the grandchildren get /dev/null stdout (default: they hold ours)
@@ -54,6 +55,7 @@ struct Opts {
     final_line: Option<String>,
     long_line: Option<usize>,
     lines: usize,
+    numbered: usize,
     line_len: usize,
     grandchild: Vec<String>,
     grandchild_ignore_term: bool,
@@ -119,6 +121,7 @@ fn parse() -> Opts {
             "--final-line" => o.final_line = Some(val()),
             "--long-line" => o.long_line = Some(num(val()) as usize),
             "--lines" => o.lines = num(val()) as usize,
+            "--numbered" => o.numbered = num(val()) as usize,
             "--line-len" => o.line_len = num(val()) as usize,
             "--grandchild" => o.grandchild.push(val()),
             "--grandchild-ignore-term" => o.grandchild_ignore_term = true,
@@ -279,6 +282,11 @@ fn main() {
         for _ in 0..o.lines {
             let _ = out.write_all(line.as_bytes());
         }
+    }
+    for i in 0..o.numbered {
+        // Every 1000th line is longer than mcsup's 64 KiB cap (it gets split and marked).
+        let pad = if i % 1000 == 999 { 70_000 } else { i % 37 };
+        let _ = writeln!(out, "{i} {}", "n".repeat(pad));
     }
     if let Some(n) = o.long_line {
         let chunk = vec![b'x'; 64 * 1024];

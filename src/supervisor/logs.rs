@@ -124,7 +124,6 @@ impl LineSplitter {
     }
 
     /// Bytes currently buffered (bounded by the cap).
-    #[cfg(test)]
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }
@@ -906,6 +905,9 @@ pub type LineTap = Box<dyn FnMut(&[u8]) + Send>;
 
 /// Bytes read from a pipe at once (the default pipe capacity).
 const READ_CHUNK: usize = 64 * 1024;
+// The reader's fast path keeps a chunk's partial last line without checking its length: it must
+// fit under the line cap.
+const _: () = assert!(READ_CHUNK <= MAX_LINE);
 
 thread_local! {
     // One read buffer and one file-output buffer for all readers of this thread (all of them:
@@ -944,6 +946,41 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                 };
                 let mut batch: Vec<u8> = Vec::new();
                 let mut lines = 0u64;
+                // Fast path, the common case of a busy child: no partial line pending, no log
+                // probe or tap waiting for lines, and every line of the chunk within the cap.
+                // The complete lines go to the file in one write straight from the read
+                // buffer; only the partial last line is kept back (and the console, when on,
+                // still gets each line with its prefix).
+                let data = &rb[..n];
+                let whole = (n > 0
+                    && splitter.buffered() == 0
+                    && cfg.matchers.is_empty()
+                    && cfg.tap.is_none())
+                .then(|| memchr::memrchr(b'\n', data))
+                .flatten()
+                .filter(|&last| {
+                    let mut start = 0;
+                    memchr::memchr_iter(b'\n', &data[..=last]).all(|nl| {
+                        let ok = nl - start <= MAX_LINE;
+                        start = nl + 1;
+                        ok
+                    })
+                });
+                if let Some(last) = whole {
+                    file.write_lines(&data[..=last]);
+                    if console_on {
+                        for line in data[..last].split(|&b| b == b'\n') {
+                            batch.extend_from_slice(cfg.prefix.as_bytes());
+                            batch.extend_from_slice(line);
+                            batch.push(b'\n');
+                            lines += 1;
+                        }
+                        cfg.console.offer(batch, lines);
+                    }
+                    // The rest has no newline and is shorter than the cap: it is only kept.
+                    splitter.push(&data[last + 1..], &mut |_, _| {});
+                    return Step::More;
+                }
                 {
                     let mut emit = |line: &[u8], split: bool| {
                         out.extend_from_slice(line);
