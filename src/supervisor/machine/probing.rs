@@ -28,9 +28,19 @@ pub(super) struct ProbeRun {
     pub(super) fast_until: Option<Instant>,
 }
 
+/// A wait longer than this is reported ("still waiting for ..."), then again after twice the
+/// gap, up to [`PROGRESS_MAX_GAP`]: a calm cadence, not a line per probe attempt.
+pub const PROGRESS_FIRST: Duration = Duration::from_secs(5);
+pub const PROGRESS_MAX_GAP: Duration = Duration::from_secs(60);
+
 /// A readiness wait in progress (process or gate).
 #[derive(Debug, Clone)]
 pub(super) struct Readiness {
+    pub(super) started: Instant,
+    pub(super) timeout: Duration,
+    /// When to say next that the wait goes on, and the gap after that.
+    pub(super) next_report: Instant,
+    pub(super) report_gap: Duration,
     pub(super) deadline: Instant,
     pub(super) max_interval: Duration,
     pub(super) attempt_timeout: Duration,
@@ -49,6 +59,10 @@ impl Readiness {
     pub(super) fn new(spec: &ReadinessSpec, now: Instant, waiter: Waiter) -> Self {
         let first = now + spec.initial_delay;
         Readiness {
+            started: now,
+            timeout: spec.timeout,
+            next_report: now + PROGRESS_FIRST,
+            report_gap: PROGRESS_FIRST,
             deadline: now + spec.timeout,
             max_interval: spec.max_interval.max(spec.interval),
             attempt_timeout: spec.attempt_timeout,
@@ -115,7 +129,30 @@ impl Readiness {
                 !p.passed && p.in_flight.is_none() && !matches!(p.spec, ProbeSpec::LogLine { .. })
             })
             .map(|p| p.next_at);
-        probes.chain(std::iter::once(self.deadline)).min()
+        probes.chain([self.deadline, self.next_report]).min()
+    }
+
+    /// When the next progress report is due: what is still awaited and for how long
+    /// (`http GET ... -> 200 — 45 s of 600 s (last: connection refused)`).
+    pub(super) fn progress_due(&mut self, now: Instant, last: Option<&str>) -> Option<String> {
+        if now < self.next_report {
+            return None;
+        }
+        self.report_gap = (self.report_gap * 2).min(PROGRESS_MAX_GAP);
+        self.next_report = now + self.report_gap;
+        let pending: Vec<String> = self
+            .probes
+            .iter()
+            .filter(|p| !p.passed)
+            .map(|p| p.spec.to_string())
+            .collect();
+        Some(format!(
+            "{} — {} s of {} s{}",
+            pending.join(" and "),
+            now.duration_since(self.started).as_secs(),
+            self.timeout.as_secs(),
+            last.map(|d| format!(" (last: {d})")).unwrap_or_default()
+        ))
     }
 
     /// Returns true if the attempt belonged to this wait.
@@ -251,6 +288,11 @@ impl Machine {
                 self.version += 1;
             } else {
                 r.emit_due(UnitRef::Gate(gi), now, &mut self.next_attempt, out);
+                if let Some(d) = r.progress_due(now, g.detail.as_deref()) {
+                    out.push(Action::Record(
+                        rec(&g.spec.name, RecordKind::StillWaiting).detail(d),
+                    ));
+                }
             }
         }
     }

@@ -91,6 +91,13 @@ impl Machine {
                         self.begin_stop(i, then, now, out);
                     } else {
                         readiness.emit_due(UnitRef::Proc(i), now, &mut self.next_attempt, out);
+                        if let Some(d) = readiness.progress_due(now, p.detail.as_deref()) {
+                            out.push(Action::Record(
+                                rec(&p.spec.name, RecordKind::StillWaiting)
+                                    .pid(pid)
+                                    .detail(d),
+                            ));
+                        }
                     }
                 }
                 ProcState::Ready {

@@ -171,6 +171,8 @@ pub enum RecordKind {
     Completed,
     Restarting,
     Waiting,
+    /// A readiness wait goes on: what is awaited, for how long (at a calm cadence).
+    StillWaiting,
     LivenessFailed,
     Stopping,
     Killing,
@@ -200,6 +202,7 @@ impl RecordKind {
             RecordKind::Completed => "completed",
             RecordKind::Restarting => "restarting",
             RecordKind::Waiting => "waiting",
+            RecordKind::StillWaiting => "still-waiting",
             RecordKind::LivenessFailed => "liveness-failed",
             RecordKind::Stopping => "stopping",
             RecordKind::Killing => "killing",

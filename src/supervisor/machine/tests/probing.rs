@@ -263,3 +263,52 @@ fn liveness_restart_stop_turns_into_teardown_when_shutdown_arrives() {
     assert!(spawns(&a).is_empty());
     assert_eq!(h.m.phase(), Phase::Done);
 }
+
+#[test]
+fn a_long_readiness_wait_is_reported_at_a_calm_cadence() {
+    let mut h = H::new(plan(vec![tcp_ready(
+        proc("m", ProcessKind::Master),
+        600_000,
+    )]));
+    h.ev(Event::Start);
+    let mut acts = h.ev(Event::Spawned { proc: 0, pid: 100 });
+    let mut reports: Vec<(u64, String)> = Vec::new();
+    loop {
+        let mut all = std::mem::take(&mut acts);
+        for attempt in probes(&all.clone()) {
+            all.extend(h.ev(Event::ProbeDone {
+                attempt,
+                ok: false,
+                detail: "connection refused".into(),
+            }));
+        }
+        let at = h.now.duration_since(h.t0).as_millis() as u64;
+        for a in &all {
+            if let Action::Record(r) = a {
+                if r.kind == RecordKind::StillWaiting {
+                    reports.push((at, r.detail.clone().unwrap_or_default()));
+                }
+            }
+        }
+        let next = h.m.next_deadline().expect("a wait is timed");
+        let t = next.duration_since(h.t0).as_millis() as u64;
+        if t > 140_000 {
+            break;
+        }
+        acts = h.at(t);
+    }
+    let times: Vec<u64> = reports.iter().map(|(t, _)| *t).collect();
+    // 5 s, then gaps of 10, 20, 40 and 60 s (the cap): never a line per probe attempt.
+    assert_eq!(times, [5_000, 15_000, 35_000, 75_000, 135_000]);
+    assert!(
+        reports[0].1.starts_with("tcp 127.0.0.1:1 — 5 s of 600 s")
+            && reports[0].1.contains("connection refused"),
+        "{}",
+        reports[0].1
+    );
+    assert!(
+        reports[4].1.contains("— 135 s of 600 s"),
+        "{}",
+        reports[4].1
+    );
+}
