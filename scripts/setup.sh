@@ -27,6 +27,7 @@ MOONCAKE_PKG="mooncake-transfer-engine-non-cuda"
 MOONCAKE_WHEEL_VERSION="${MOONCAKE_WHEEL_VERSION:-0.3.13.post1}"
 VENV="${MCSUP_VENV:-$REPO_ROOT/.venv}"
 REGEX_VERSION="2026.11.19"   # vLLM's mooncake_store.py imports `regex`
+PROMETHEUS_CLIENT_VERSION="0.26.0"   # its text parser reads mcsup's <node>.prom in the tests
 REQUIRED_PY="3.11"   # the wheel is cp311 only
 
 # Build-time: libibverbs-dev/librdmacm-dev/libclang-dev/pkg-config (rdma crate, bindgen).
@@ -211,6 +212,12 @@ else
   "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "regex==$REGEX_VERSION"
 fi
 "$VENV/bin/python" "$REPO_ROOT/scripts/lib/client_sources.py" "$VENV/client-sources"
+if "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('prometheus-client') == '$PROMETHEUS_CLIENT_VERSION'" 2>/dev/null; then
+  log "pip: prometheus-client==$PROMETHEUS_CLIENT_VERSION already installed"
+else
+  log "pip: installing prometheus-client==$PROMETHEUS_CLIENT_VERSION into $VENV"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "prometheus-client==$PROMETHEUS_CLIENT_VERSION"
+fi
 
 # --------------------------------------------------------------------------------------------
 # 4. cargo-nextest

@@ -540,6 +540,105 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
     out
 }
 
+// ---------------------------------------------------------------------------------------------
+// Metrics: `<node>.prom`
+// ---------------------------------------------------------------------------------------------
+
+/// The status as Prometheus text exposition (format 0.0.4), for node_exporter's textfile
+/// collector: per process `up`, `ready`, restarts, last exit code, seconds from spawn to ready
+/// and failed probe attempts, labelled `node`, `process`, `kind`; mcsup's phase; and, once the
+/// node is done, how long its teardown took. Pure: the runtime writes it next to the status file.
+pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
+    fn esc(v: &str) -> String {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    }
+    let node = esc(&s.node);
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        if samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    };
+    let procs: Vec<_> = s.units.iter().filter(|u| u.kind != "gate").collect();
+    let labels = |u: &crate::supervisor::StatusProcess| {
+        format!(
+            "node=\"{node}\",process=\"{}\",kind=\"{}\"",
+            esc(&u.name),
+            esc(&u.kind)
+        )
+    };
+    let per = |f: &dyn Fn(&crate::supervisor::StatusProcess) -> Option<String>| {
+        procs
+            .iter()
+            .filter_map(|u| f(u).map(|v| (labels(u), v)))
+            .collect::<Vec<_>>()
+    };
+    family(
+        "mcsup_process_up",
+        "gauge",
+        "Whether the process runs (1) or not (0).",
+        per(&|u| Some(u8::from(u.pid.is_some()).to_string())),
+    );
+    family(
+        "mcsup_process_ready",
+        "gauge",
+        "Whether the process is ready (1) or not (0).",
+        per(&|u| Some(u8::from(u.state == "ready").to_string())),
+    );
+    family(
+        "mcsup_process_restarts_total",
+        "counter",
+        "Restarts of the process since mcsup started.",
+        per(&|u| Some(u.restarts.to_string())),
+    );
+    family(
+        "mcsup_process_last_exit_code",
+        "gauge",
+        "Exit code of the process's last run (128 + signal when a signal ended it).",
+        per(&|u| u.last_exit.as_ref().map(|e| e.code.to_string())),
+    );
+    family(
+        "mcsup_process_ready_seconds",
+        "gauge",
+        "Seconds from spawn to ready of the last run that became ready.",
+        per(&|u| {
+            u.ready_after_ms
+                .map(|ms| format!("{:.3}", ms as f64 / 1000.0))
+        }),
+    );
+    family(
+        "mcsup_process_probe_failures_total",
+        "counter",
+        "Readiness and liveness probe attempts of the process that failed.",
+        per(&|u| Some(u.probe_failures.to_string())),
+    );
+    family(
+        "mcsup_phase",
+        "gauge",
+        "The node's phase in mcsup (1 for the current one).",
+        vec![(
+            format!("node=\"{node}\",phase=\"{}\"", esc(&s.phase)),
+            "1".into(),
+        )],
+    );
+    family(
+        "mcsup_teardown_seconds",
+        "gauge",
+        "Seconds mcsup's ordered teardown took (from the shutdown request to every process gone).",
+        teardown_seconds
+            .map(|t| vec![(format!("node=\"{node}\""), format!("{t:.3}"))])
+            .unwrap_or_default(),
+    );
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod status_tests {
     use super::*;
@@ -570,6 +669,8 @@ pub(crate) mod status_tests {
                     state_since_ts_ms: 1_500,
                     detail: None,
                     output_lost: None,
+                    probe_failures: 3,
+                    ready_after_ms: Some(500),
                 },
                 StatusProcess {
                     name: "worker".into(),
@@ -590,9 +691,36 @@ pub(crate) mod status_tests {
                         lines: 40,
                         error: "No space left on device (os error 28)".into(),
                     }),
+                    probe_failures: 0,
+                    ready_after_ms: None,
                 },
             ],
         }
+    }
+
+    #[test]
+    fn metrics_are_prometheus_text_per_process() {
+        let mut s = sample();
+        s.node = "n\"1".into();
+        let m = metrics_text(&s, Some(1.25));
+        for line in [
+            "# TYPE mcsup_process_up gauge",
+            "mcsup_process_up{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 1",
+            "mcsup_process_up{node=\"n\\\"1\",process=\"worker\",kind=\"worker\"} 0",
+            "mcsup_process_ready{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 1",
+            "# TYPE mcsup_process_restarts_total counter",
+            "mcsup_process_restarts_total{node=\"n\\\"1\",process=\"worker\",kind=\"worker\"} 2",
+            "mcsup_process_last_exit_code{node=\"n\\\"1\",process=\"worker\",kind=\"worker\"} 137",
+            "mcsup_process_ready_seconds{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 0.500",
+            "mcsup_process_probe_failures_total{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 3",
+            "mcsup_phase{node=\"n\\\"1\",phase=\"running\"} 1",
+            "mcsup_teardown_seconds{node=\"n\\\"1\"} 1.250",
+        ] {
+            assert!(m.lines().any(|l| l == line), "missing `{line}` in:\n{m}");
+        }
+        // No exit yet, no ready time yet: no sample rather than a made-up one.
+        assert!(!m.contains("mcsup_process_last_exit_code{node=\"n\\\"1\",process=\"master\""));
+        assert!(!metrics_text(&s, None).contains("mcsup_teardown_seconds"));
     }
 
     #[test]

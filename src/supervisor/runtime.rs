@@ -207,6 +207,8 @@ struct Runtime {
     /// (`NO_KEYS` until it reports), and what the previous incarnation last reported.
     master_keys: HashMap<usize, Arc<AtomicU64>>,
     master_keys_before: HashMap<usize, u64>,
+    /// When the machine entered its teardown (for `mcsup_teardown_seconds`).
+    teardown_started: Option<Instant>,
 }
 
 /// "No key count reported yet" in [`Runtime::master_keys`].
@@ -279,6 +281,7 @@ pub async fn run_with_signals(
         master_ready: HashMap::new(),
         master_keys: HashMap::new(),
         master_keys_before: HashMap::new(),
+        teardown_started: None,
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
@@ -753,6 +756,18 @@ impl Runtime {
         };
         if let Err(e) = status::write_status(&self.status_path, &status) {
             tracing::warn!(error = %e, "cannot write the status file");
+        }
+        // The metrics follow the status; the teardown's duration once it is over.
+        if matches!(self.machine.phase(), Phase::Stopping | Phase::Done) {
+            self.teardown_started.get_or_insert(now);
+        }
+        let teardown = final_code
+            .and(self.teardown_started)
+            .map(|t| now.duration_since(t).as_secs_f64());
+        let text = crate::render::metrics_text(&status, teardown);
+        let path = status::metrics_path(&self.plan.log_dir, &self.plan.node.name);
+        if let Err(e) = status::write_private_atomic(&path, text.as_bytes()) {
+            tracing::warn!(error = %e, "cannot write the metrics file");
         }
     }
 

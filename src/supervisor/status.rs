@@ -37,6 +37,11 @@ pub fn status_path(log_dir: &Path, node: &str) -> PathBuf {
     log_dir.join(format!("{node}.status.json"))
 }
 
+/// `<log_dir>/<node>.prom`: the status as Prometheus text, for node_exporter's textfile collector.
+pub fn metrics_path(log_dir: &Path, node: &str) -> PathBuf {
+    log_dir.join(format!("{node}.prom"))
+}
+
 /// Converts the machine's monotonic instants to wall-clock milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -119,6 +124,12 @@ pub struct StatusProcess {
     /// Output lost to write errors on its log file, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_lost: Option<OutputLost>,
+    /// Probe attempts that failed (readiness and liveness), over the whole run.
+    #[serde(default)]
+    pub probe_failures: u32,
+    /// Spawn to ready of the last run that became ready, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_after_ms: Option<u64>,
 }
 
 /// The whole status file.
@@ -156,6 +167,8 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
         state_since_ts_ms: clock.wall_ms(u.since),
         detail: u.detail.clone(),
         output_lost: None,
+        probe_failures: u.probe_failures,
+        ready_after_ms: u.ready_after.map(|d| d.as_millis() as u64),
     }
 }
 

@@ -135,6 +135,10 @@ struct Proc {
     last_success: bool,
     spawned_at: Option<Instant>,
     detail: Option<String>,
+    /// Readiness and liveness probe attempts that failed, over the whole run.
+    probe_failures: u32,
+    /// Spawn to ready of the last run that became ready.
+    ready_after: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +155,7 @@ struct Gate {
     state: GateState,
     since: Instant,
     detail: Option<String>,
+    probe_failures: u32,
 }
 
 /// The supervisor's state machine. See the module doc.
@@ -249,6 +254,8 @@ impl Machine {
                 last_success: false,
                 spawned_at: None,
                 detail: None,
+                probe_failures: 0,
+                ready_after: None,
             })
             .collect();
         let gates = plan
@@ -259,6 +266,7 @@ impl Machine {
                 state: GateState::Cancelled,
                 since: now,
                 detail: None,
+                probe_failures: 0,
             })
             .collect();
         Ok(Machine {
@@ -388,6 +396,8 @@ impl Machine {
             spawned_at: None,
             since: g.since,
             detail: g.detail.clone(),
+            probe_failures: g.probe_failures,
+            ready_after: None,
         });
         let procs = self.procs.iter().map(|p| UnitStatus {
             name: p.spec.name.clone(),
@@ -400,6 +410,8 @@ impl Machine {
             spawned_at: p.spawned_at,
             since: p.since,
             detail: p.detail.clone(),
+            probe_failures: p.probe_failures,
+            ready_after: p.ready_after,
         });
         gates.chain(procs).collect()
     }

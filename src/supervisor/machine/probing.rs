@@ -214,6 +214,7 @@ impl Machine {
                 if r.on_result(attempt, ok, now) {
                     if !ok {
                         g.detail = Some(detail);
+                        g.probe_failures += 1;
                     }
                     return;
                 }
@@ -226,6 +227,7 @@ impl Machine {
                     if readiness.on_result(attempt, ok, now) {
                         if !ok {
                             p.detail = Some(format!("not ready yet: {detail}"));
+                            p.probe_failures += 1;
                         }
                         return;
                     }
@@ -242,6 +244,7 @@ impl Machine {
                         return;
                     }
                     l.failures += 1;
+                    p.probe_failures += 1;
                     if l.failures < l.spec.failure_threshold.max(1) {
                         return;
                     }

@@ -68,6 +68,7 @@ impl Machine {
                             rec(&p.spec.name, RecordKind::Ready).pid(pid),
                         ));
                         let l = Self::new_liveness(p, now);
+                        p.ready_after = p.spawned_at.map(|s| now.duration_since(s));
                         self.set_state(i, ProcState::Ready { pid, liveness: l }, now);
                     } else if now >= readiness.deadline {
                         let timeout = p

@@ -318,6 +318,10 @@ pub struct UnitStatus {
     pub since: Instant,
     /// Why it is in this state (failure reason, backoff...).
     pub detail: Option<String>,
+    /// Probe attempts that failed (readiness and liveness), over the whole run.
+    pub probe_failures: u32,
+    /// Spawn to ready of the last run that became ready.
+    pub ready_after: Option<Duration>,
 }
 
 pub(super) fn rec(unit: &str, kind: RecordKind) -> Record {

@@ -1,0 +1,114 @@
+//! `<node>.prom`, read by a real Prometheus text-format parser (the `prometheus-client` package's
+//! `text_string_to_metric_families`, installed in the venv by scripts/setup.sh) while the node
+//! runs and after its teardown.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use mcsup::plan::*;
+use nix::sys::signal::Signal;
+
+const T: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// (sample name, its labels "k=v,..." sorted) -> value, as the real parser reads the file.
+fn parse(path: &Path) -> BTreeMap<(String, String), f64> {
+    let py = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(open(sys.argv[1]).read()):
+    for s in fam.samples:
+        out.append([fam.type, s.name, ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())), s.value])
+print(json.dumps(out))
+"#;
+    let venv = common::recipe::venv_bin();
+    let out = Command::new(venv.join("python"))
+        .args(["-c", py])
+        .arg(path)
+        .output()
+        .expect("run the venv python");
+    assert!(
+        out.status.success(),
+        "the parser refused {}:\n{}\n{}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(path).unwrap_or_default()
+    );
+    let rows: Vec<(String, String, String, f64)> = serde_json::from_slice(&out.stdout).unwrap();
+    rows.into_iter()
+        .map(|(_, name, labels, v)| ((name, labels), v))
+        .collect()
+}
+
+fn key(name: &str, process: &str, kind: &str) -> (String, String) {
+    (
+        name.to_string(),
+        format!("kind={kind},node=n1,process={process}"),
+    )
+}
+
+#[test]
+fn the_metrics_file_parses_and_follows_the_node() {
+    let env = TestEnv::new();
+    let port = free_port();
+    // The master listens after 300 ms: its readiness probe fails a few times first.
+    let mut master = env.proc(
+        "master",
+        ProcessKind::Master,
+        &["--listen", &port.to_string(), "--listen-after", "300"],
+    );
+    master.readiness = readiness(
+        vec![ProbeSpec::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        }],
+        10_000,
+    );
+    let mut worker = env.proc("worker", ProcessKind::Worker, &[]);
+    worker.depends_on.push(DependencySpec {
+        target: "master".into(),
+        condition: DependencyCondition::Healthy,
+    });
+    let mut m = env.start(&env.plan(vec![master, worker]));
+    m.wait_event("worker", "ready", T);
+    let prom = env.log_dir().join("n1.prom");
+    let running = wait_for("the metrics with the worker ready", T, || {
+        let p = parse(&prom);
+        (p.get(&key("mcsup_process_ready", "worker", "worker")) == Some(&1.0)).then_some(p)
+    });
+    assert_eq!(running[&key("mcsup_process_up", "master", "master")], 1.0);
+    assert_eq!(
+        running[&key("mcsup_process_ready", "master", "master")],
+        1.0
+    );
+    assert_eq!(
+        running[&key("mcsup_process_restarts_total", "worker", "worker")],
+        0.0
+    );
+    let ready_s = running[&key("mcsup_process_ready_seconds", "master", "master")];
+    assert!((0.3..10.0).contains(&ready_s), "{ready_s}");
+    assert!(running[&key("mcsup_process_probe_failures_total", "master", "master")] >= 1.0);
+    assert_eq!(
+        running[&(
+            "mcsup_phase".to_string(),
+            "node=n1,phase=running".to_string()
+        )],
+        1.0
+    );
+
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let done = parse(&prom);
+    assert_eq!(done[&key("mcsup_process_up", "master", "master")], 0.0);
+    assert_eq!(
+        done[&key("mcsup_process_last_exit_code", "worker", "worker")],
+        143.0
+    );
+    let teardown = done[&("mcsup_teardown_seconds".to_string(), "node=n1".to_string())];
+    assert!(teardown > 0.0 && teardown < 10.0, "{teardown}");
+    env.assert_no_leftovers();
+}
