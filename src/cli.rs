@@ -144,6 +144,10 @@ pub struct StatusArgs {
     /// Print the raw JSON status.
     #[arg(long)]
     pub json: bool,
+    /// Every node of the job: all status files in the log directory (a shared one on clusters)
+    /// as one table, each node's outcome, and the slowest process to get ready.
+    #[arg(long)]
+    pub job: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -611,6 +615,21 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             )
         }
     };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if args.job {
+        let nodes = supervisor::read_job(&dir).map_err(|e| CliError {
+            code: ExitCode::PreflightFailed.code(),
+            message: e.to_string(),
+        })?;
+        print(&if args.json {
+            crate::render::job_status_json(&nodes, now_ms)
+        } else {
+            crate::render::job_status_human(&nodes, now_ms)
+        })?;
+        return Ok(ExitCode::Ok.code());
+    }
     let read = supervisor::read_status(&dir, node.as_deref()).map_err(|e| CliError {
         code: ExitCode::PreflightFailed.code(),
         message: e.to_string(),
@@ -618,9 +637,6 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
     if args.json {
         print(&read.text)?;
     } else {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
         print(&crate::render::status_human(
             &read.status,
             now_ms,

@@ -639,6 +639,145 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
     out
 }
 
+// ---------------------------------------------------------------------------------------------
+// `mcsup status --job`
+// ---------------------------------------------------------------------------------------------
+
+/// One line about a node's mcsup: running, done with its exit code, or gone without finishing.
+fn node_outcome(s: &StatusFile, alive: bool, now_ms: u64) -> String {
+    let reason = s
+        .reason
+        .as_ref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    match (s.exit_code, alive) {
+        (Some(c), _) => format!("done, exit code {c}{reason}"),
+        (None, true) => format!("{} (mcsup pid {}){reason}", s.phase, s.mcsup_pid),
+        (None, false) => format!(
+            "mcsup (pid {}) is gone without finishing: killed? its status is stale since {} ago (phase {})",
+            s.mcsup_pid,
+            ago(now_ms, s.updated_ts_ms),
+            s.phase
+        ),
+    }
+}
+
+/// The process that took longest from spawn to ready, over the whole job.
+fn slowest_to_ready<'a>(
+    nodes: &'a [(String, crate::supervisor::StatusRead)],
+) -> Option<(&'a str, &'a crate::supervisor::StatusProcess)> {
+    nodes
+        .iter()
+        .flat_map(|(n, r)| r.status.units.iter().map(move |u| (n.as_str(), u)))
+        .filter(|(_, u)| u.ready_after_ms.is_some())
+        .max_by_key(|(_, u)| u.ready_after_ms)
+}
+
+/// `mcsup status --job`: every process of every node in one table, a line per node with its
+/// outcome, and the job's slowest process to get ready. Pure: `now_ms` comes from the caller.
+pub fn job_status_human(nodes: &[(String, crate::supervisor::StatusRead)], now_ms: u64) -> String {
+    let header = [
+        "NODE",
+        "PROCESS",
+        "KIND",
+        "STATE",
+        "PID",
+        "RESTARTS",
+        "READY AFTER",
+        "LAST EXIT",
+    ];
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    for (node, r) in nodes {
+        for u in &r.status.units {
+            rows.push([
+                node.clone(),
+                u.name.clone(),
+                format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
+                u.state.clone(),
+                u.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+                u.restarts.to_string(),
+                u.ready_after_ms
+                    .map_or_else(|| "-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
+                u.last_exit.as_ref().map_or_else(
+                    || "-".into(),
+                    |e| match &e.signal {
+                        Some(sig) => format!("{} ({sig})", e.code),
+                        None => e.code.to_string(),
+                    },
+                ),
+            ]);
+        }
+    }
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let fmt_row = |cells: &[String]| {
+        let mut line = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let _ = write!(line, "{c:<w$}  ", w = widths[i]);
+        }
+        line.trim_end().to_string()
+    };
+    let mut out = format!(
+        "job: {} node(s): {}\n",
+        nodes.len(),
+        nodes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    out.push_str(&fmt_row(&header.map(String::from)));
+    out.push('\n');
+    for r in &rows {
+        out.push_str(&fmt_row(r));
+        out.push('\n');
+    }
+    out.push('\n');
+    for (node, r) in nodes {
+        let _ = writeln!(
+            out,
+            "{node}: {}",
+            node_outcome(&r.status, r.writer_alive, now_ms)
+        );
+    }
+    if let Some((node, u)) = slowest_to_ready(nodes) {
+        let _ = writeln!(
+            out,
+            "slowest to ready: {node}/{}, {:.1} s after spawn",
+            u.name,
+            u.ready_after_ms.unwrap_or(0) as f64 / 1000.0
+        );
+    }
+    out.push_str("(* = critical)\n");
+    out
+}
+
+/// `mcsup status --job --json`: `{"nodes": [{"node", "alive", "outcome", "status": STATUS}],
+/// "slowest_to_ready": {"node", "process", "seconds"} | null}`.
+pub fn job_status_json(nodes: &[(String, crate::supervisor::StatusRead)], now_ms: u64) -> String {
+    let slowest = slowest_to_ready(nodes).map(|(n, u)| {
+        serde_json::json!({
+            "node": n,
+            "process": u.name,
+            "seconds": u.ready_after_ms.unwrap_or(0) as f64 / 1000.0,
+        })
+    });
+    let doc = serde_json::json!({
+        "nodes": nodes.iter().map(|(n, r)| serde_json::json!({
+            "node": n,
+            "alive": r.writer_alive,
+            "outcome": node_outcome(&r.status, r.writer_alive, now_ms),
+            "status": r.status,
+        })).collect::<Vec<_>>(),
+        "slowest_to_ready": slowest,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
 #[cfg(test)]
 pub(crate) mod status_tests {
     use super::*;

@@ -381,6 +381,30 @@ pub struct StatusRead {
     pub writer_alive: bool,
 }
 
+/// Every node's status in a job's log directory (each `<node>.status.json`), sorted by node, for
+/// `mcsup status --job` (rendered by `render::job_status_human` / `job_status_json`).
+pub fn read_job(log_dir: &Path) -> Result<Vec<(String, StatusRead)>, SupervisorError> {
+    let entries = std::fs::read_dir(log_dir).map_err(|e| SupervisorError::io(log_dir, e))?;
+    let mut nodes: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".status.json").map(str::to_string)
+        })
+        .collect();
+    nodes.sort();
+    if nodes.is_empty() {
+        return Err(SupervisorError::Setup(format!(
+            "no status file (*.status.json) in {}: is this a job's log directory?",
+            log_dir.display()
+        )));
+    }
+    nodes
+        .into_iter()
+        .map(|n| read_status(log_dir, Some(&n)).map(|r| (n, r)))
+        .collect()
+}
+
 /// Read the status file of `node` in `log_dir` (or the only one there) for `mcsup status`; the
 /// rendering is `render::status_human`.
 pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, SupervisorError> {

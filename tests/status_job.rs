@@ -1,0 +1,130 @@
+//! `mcsup status --job`: every node's status in a job's (shared) log directory, while the job
+//! runs, after one node's mcsup was SIGKILLed, and after the other finished.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::*;
+use mcsup::plan::*;
+use nix::sys::signal::Signal;
+
+const T: std::time::Duration = std::time::Duration::from_secs(15);
+
+fn listening(env: &TestEnv, name: &str, kind: ProcessKind, after_ms: u64) -> ProcessSpec {
+    let port = free_port();
+    let mut p = env.proc(
+        name,
+        kind,
+        &[
+            "--listen",
+            &port.to_string(),
+            "--listen-after",
+            &after_ms.to_string(),
+        ],
+    );
+    p.readiness = readiness(
+        vec![ProbeSpec::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        }],
+        10_000,
+    );
+    p
+}
+
+fn job_status(env: &TestEnv, json: bool) -> String {
+    let mut cmd = Command::new(MCSUP);
+    cmd.args(["status", "--job", "--log-dir"])
+        .arg(env.log_dir());
+    if json {
+        cmd.arg("--json");
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_job_table_covers_every_node_running_killed_and_done() {
+    let env = TestEnv::new();
+    // n1: a master ready after 200 ms and a worker gated on it.
+    let master = listening(&env, "master", ProcessKind::Master, 200);
+    let mut w1 = env.proc("worker", ProcessKind::Worker, &[]);
+    w1.depends_on.push(DependencySpec {
+        target: "master".into(),
+        condition: DependencyCondition::Healthy,
+    });
+    let mut n1 = env.start(&env.plan(vec![master, w1]));
+    // n2, in the same log directory: a worker ready after 600 ms.
+    let mut plan2 = env.plan(vec![listening(&env, "worker", ProcessKind::Worker, 600)]);
+    plan2.node.name = "n2".into();
+    let dir2 = env.path("n2");
+    std::fs::create_dir_all(&dir2).unwrap();
+    std::fs::write(
+        dir2.join("plan.json"),
+        serde_json::to_string(&plan2).unwrap(),
+    )
+    .unwrap();
+    let child = Command::new(MCSUP)
+        .args(["run", "--plan-file"])
+        .arg(dir2.join("plan.json"))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(dir2.join("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(dir2.join("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut n2 = Mcsup::new(&env, "n2", child, dir2);
+    n1.wait_event("worker", "ready", T);
+    n2.wait_event("worker", "ready", T);
+
+    // Both running. (The status file follows the events within a loop turn: wait for it.)
+    let out = wait_for("both nodes ready in the table", T, || {
+        let out = job_status(&env, false);
+        (out.matches(" ready ").count() >= 3).then_some(out)
+    });
+    assert!(out.starts_with("job: 2 node(s): n1, n2\n"), "{out}");
+    for row in ["n1    master", "n1    worker", "n2    worker"] {
+        assert!(out.contains(row), "no `{row}` in:\n{out}");
+    }
+    assert!(
+        out.contains(&format!("n1: running (mcsup pid {})", n1.pid())),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("n2: running (mcsup pid {})", n2.pid())),
+        "{out}"
+    );
+    assert!(out.contains("slowest to ready: n2/worker, "), "{out}");
+
+    // n2's mcsup is SIGKILLed (its children die with it: PDEATHSIG).
+    let n2_pid = n2.pid();
+    n2.kill_hard();
+    let out = job_status(&env, false);
+    assert!(
+        out.contains(&format!(
+            "n2: mcsup (pid {n2_pid}) is gone without finishing"
+        )),
+        "{out}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&job_status(&env, true)).unwrap();
+    assert_eq!(json["nodes"][0]["node"], "n1");
+    assert_eq!(json["nodes"][0]["alive"], true);
+    assert_eq!(json["nodes"][1]["alive"], false);
+    assert_eq!(json["slowest_to_ready"]["node"], "n2");
+    assert!(json["slowest_to_ready"]["seconds"].as_f64().unwrap() >= 0.6);
+
+    // n1 finishes on SIGTERM.
+    n1.signal(Signal::SIGTERM);
+    assert_eq!(n1.wait_exit(T), 0);
+    let out = job_status(&env, false);
+    assert!(
+        out.contains("n1: done, exit code 0 (received SIGTERM)"),
+        "{out}"
+    );
+    env.assert_no_leftovers();
+}
