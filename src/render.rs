@@ -663,9 +663,9 @@ fn node_outcome(s: &StatusFile, alive: bool, now_ms: u64) -> String {
 }
 
 /// The process that took longest from spawn to ready, over the whole job.
-fn slowest_to_ready<'a>(
-    nodes: &'a [(String, crate::supervisor::StatusRead)],
-) -> Option<(&'a str, &'a crate::supervisor::StatusProcess)> {
+fn slowest_to_ready(
+    nodes: &[(String, crate::supervisor::StatusRead)],
+) -> Option<(&str, &crate::supervisor::StatusProcess)> {
     nodes
         .iter()
         .flat_map(|(n, r)| r.status.units.iter().map(move |u| (n.as_str(), u)))
