@@ -87,6 +87,7 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
         let out = job_status(&env, false);
         (out.matches(" ready ").count() >= 3).then_some(out)
     });
+    eprintln!("{out}");
     assert!(out.starts_with("job: 2 node(s): n1, n2\n"), "{out}");
     for row in ["n1    master", "n1    worker", "n2    worker"] {
         assert!(out.contains(row), "no `{row}` in:\n{out}");
@@ -105,6 +106,7 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
     let n2_pid = n2.pid();
     n2.kill_hard();
     let out = job_status(&env, false);
+    eprintln!("{out}");
     assert!(
         out.contains(&format!(
             "n2: mcsup (pid {n2_pid}) is gone without finishing"

@@ -1,7 +1,7 @@
 //! Starting: a process spawns once its dependencies are met (gates ready, processes healthy
 //! or completed), and its readiness wait begins when it has.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::graph::DepStatus;
 use super::*;
@@ -28,6 +28,8 @@ impl Machine {
                 out.push(Action::Record(
                     rec(&p.spec.name, RecordKind::Ready).pid(pid),
                 ));
+                // Ready as it is spawned: no time to ready.
+                p.ready_after = Some(Duration::ZERO);
                 ProcState::Ready {
                     pid,
                     liveness: Self::new_liveness(p, now),
