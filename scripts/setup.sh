@@ -3,8 +3,9 @@
 #
 # Installs what is missing on a Debian/Ubuntu machine:
 #   1. Debian packages (RDMA/verbs headers+runtime, libclang for bindgen, pkg-config, python3-venv,
-#      etcd-server + nats-server for the real-binary tests); a system etcd/nats service that the
-#      packages start or enable on a fresh install is stopped and disabled again
+#      etcd-server + nats-server for the real-binary tests, chromium for the timeline test); a
+#      system etcd/nats service that the packages start or enable on a fresh install is stopped
+#      and disabled again
 #   2. <repo>/.venv (Python 3.11) with a pinned mooncake-transfer-engine-non-cuda wheel, plus the
 #      Mooncake client parsers of vLLM and SGLang (pinned, sha256-checked) for the loader tests
 #   3. cargo-nextest (only if `cargo nextest --version` fails)
@@ -37,6 +38,7 @@ REQUIRED_PY="3.11"   # the wheel is cp311 only
 APT_PACKAGES=(
   libibverbs-dev librdmacm-dev libclang-dev ibverbs-providers pkg-config python3-venv
   ca-certificates etcd-server nats-server etcd-client iproute2
+  chromium
 )
 # Packages from APT_PACKAGES that ship a system service, as package:service. We only want their
 # binaries. On a fresh install their postinst enables the service for boot (systemd unit links,

@@ -49,6 +49,20 @@ pub enum Cmd {
         /// The v1 recipe.
         recipe: PathBuf,
     },
+    /// Draw every process of every node of a job on one time axis, from the events files in the
+    /// job's log directory: one self-contained HTML file (inline SVG).
+    Timeline {
+        /// The job's log directory (default: ./mcsup-logs/<job>).
+        log_dir: Option<PathBuf>,
+        /// Where to write the HTML.
+        #[arg(
+            short = 'o',
+            long,
+            value_name = "FILE",
+            default_value = "timeline.html"
+        )]
+        output: PathBuf,
+    },
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -691,6 +705,28 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             }
             out.push_str(&m.yaml);
             print(&out)?;
+            Ok(ExitCode::Ok.code())
+        }
+        Some(Cmd::Timeline { log_dir, output }) => {
+            let dir = log_dir.unwrap_or_else(|| {
+                let job = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "local".into());
+                PathBuf::from("mcsup-logs").join(job)
+            });
+            let nodes = supervisor::read_job_events(&dir).map_err(|e| CliError {
+                code: ExitCode::PreflightFailed.code(),
+                message: e.to_string(),
+            })?;
+            let html = crate::render::timeline_html(&nodes);
+            std::fs::write(&output, html).map_err(|e| CliError {
+                code: ExitCode::Usage.code(),
+                message: format!("{}: cannot write the timeline: {e}", output.display()),
+            })?;
+            print(&format!(
+                "{}: {} node(s) drawn from {}\n",
+                output.display(),
+                nodes.len(),
+                dir.display()
+            ))?;
             Ok(ExitCode::Ok.code())
         }
         Some(Cmd::Completions { shell }) => {

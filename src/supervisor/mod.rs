@@ -36,8 +36,8 @@ pub use runtime::run_with_signals;
 pub use runtime::{flush_stderr, init_tracing, stderr_write};
 pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
 pub use status::{
-    events_path, read_events, read_job, read_status, status_path, EventRecord, OutputLost,
-    StatusExit, StatusFile, StatusProcess, StatusRead,
+    events_path, read_events, read_job, read_job_events, read_status, status_path, EventRecord,
+    OutputLost, StatusExit, StatusFile, StatusProcess, StatusRead,
 };
 
 /// How the supervisor reports its own events on stderr.

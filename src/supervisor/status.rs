@@ -381,6 +381,35 @@ pub struct StatusRead {
     pub writer_alive: bool,
 }
 
+/// Every node's events in a job's log directory (each `<node>.events.jsonl`), sorted by node, for
+/// `mcsup timeline`.
+pub fn read_job_events(log_dir: &Path) -> Result<Vec<(String, Vec<EventRecord>)>, SupervisorError> {
+    let entries = std::fs::read_dir(log_dir).map_err(|e| SupervisorError::io(log_dir, e))?;
+    let mut nodes: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".events.jsonl").map(str::to_string)
+        })
+        .collect();
+    nodes.sort();
+    if nodes.is_empty() {
+        return Err(SupervisorError::Setup(format!(
+            "no events file (*.events.jsonl) in {}: is this a job's log directory?",
+            log_dir.display()
+        )));
+    }
+    nodes
+        .into_iter()
+        .map(|n| {
+            let path = events_path(log_dir, &n);
+            read_events(&path)
+                .map(|evs| (n, evs))
+                .map_err(|e| SupervisorError::io(&path, e))
+        })
+        .collect()
+}
+
 /// Every node's status in a job's log directory (each `<node>.status.json`), sorted by node, for
 /// `mcsup status --job` (rendered by `render::job_status_human` / `job_status_json`).
 pub fn read_job(log_dir: &Path) -> Result<Vec<(String, StatusRead)>, SupervisorError> {
