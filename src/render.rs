@@ -449,6 +449,38 @@ fn ago(now_ms: u64, t: u64) -> String {
     }
 }
 
+/// How a run ended, for the status tables: `137 (SIGKILL)`, `0`, or `-` before any exit.
+fn exit_text(e: Option<&crate::supervisor::StatusExit>) -> String {
+    e.map_or_else(
+        || "-".into(),
+        |e| match &e.signal {
+            Some(sig) => format!("{} ({sig})", e.code),
+            None => e.code.to_string(),
+        },
+    )
+}
+
+/// A plain-text table: columns as wide as their widest cell, two spaces apart, one line per row
+/// after the header (the status tables of `mcsup status` and `mcsup status --job`).
+fn text_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for cells in std::iter::once(header.map(String::from)).chain(rows.iter().cloned()) {
+        let mut line = String::new();
+        for (c, w) in cells.iter().zip(widths) {
+            let _ = write!(line, "{c:<w$}  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// `mcsup status` as a table: the node line (with "stale" when the mcsup that wrote it is gone
 /// before it finished), one row per process, output losses. Pure: `now_ms` and whether the
 /// writer is `alive` come from the caller.
@@ -487,41 +519,13 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
                 u.state.clone(),
                 u.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
                 u.restarts.to_string(),
-                u.last_exit
-                    .as_ref()
-                    .map(|e| match &e.signal {
-                        Some(sig) => format!("{} ({sig})", e.code),
-                        None => e.code.to_string(),
-                    })
-                    .unwrap_or_else(|| "-".into()),
+                exit_text(u.last_exit.as_ref()),
                 ago(now_ms, u.state_since_ts_ms),
                 u.detail.clone().unwrap_or_default(),
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let fmt_row = |cells: &[String]| {
-        let mut line = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                line.push_str(c);
-            } else {
-                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        line.trim_end().to_string()
-    };
-    out.push_str(&fmt_row(&header.map(String::from)));
-    out.push('\n');
-    for r in &rows {
-        out.push_str(&fmt_row(r));
-        out.push('\n');
-    }
+    out.push_str(&text_table(header, &rows));
     for u in &s.units {
         if let Some(l) = &u.output_lost {
             out.push_str(&format!(
@@ -698,29 +702,10 @@ pub fn job_status_human(nodes: &[(String, crate::supervisor::StatusRead)], now_m
                 u.restarts.to_string(),
                 u.ready_after_ms
                     .map_or_else(|| "-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
-                u.last_exit.as_ref().map_or_else(
-                    || "-".into(),
-                    |e| match &e.signal {
-                        Some(sig) => format!("{} ({sig})", e.code),
-                        None => e.code.to_string(),
-                    },
-                ),
+                exit_text(u.last_exit.as_ref()),
             ]);
         }
     }
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let fmt_row = |cells: &[String]| {
-        let mut line = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            let _ = write!(line, "{c:<w$}  ", w = widths[i]);
-        }
-        line.trim_end().to_string()
-    };
     let mut out = format!(
         "job: {} node(s): {}\n",
         nodes.len(),
@@ -730,12 +715,7 @@ pub fn job_status_human(nodes: &[(String, crate::supervisor::StatusRead)], now_m
             .collect::<Vec<_>>()
             .join(", ")
     );
-    out.push_str(&fmt_row(&header.map(String::from)));
-    out.push('\n');
-    for r in &rows {
-        out.push_str(&fmt_row(r));
-        out.push('\n');
-    }
+    out.push_str(&text_table(header, &rows));
     out.push('\n');
     for (node, r) in nodes {
         let _ = writeln!(
