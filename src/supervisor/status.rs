@@ -381,18 +381,24 @@ pub struct StatusRead {
     pub writer_alive: bool,
 }
 
-/// Every node's events in a job's log directory (each `<node>.events.jsonl`), sorted by node, for
-/// `mcsup timeline`.
-pub fn read_job_events(log_dir: &Path) -> Result<Vec<(String, Vec<EventRecord>)>, SupervisorError> {
+/// The nodes that have a `<node><suffix>` file in `log_dir`, sorted.
+fn nodes_with(log_dir: &Path, suffix: &str) -> Result<Vec<String>, SupervisorError> {
     let entries = std::fs::read_dir(log_dir).map_err(|e| SupervisorError::io(log_dir, e))?;
     let mut nodes: Vec<String> = entries
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            name.strip_suffix(".events.jsonl").map(str::to_string)
+            name.strip_suffix(suffix).map(str::to_string)
         })
         .collect();
     nodes.sort();
+    Ok(nodes)
+}
+
+/// Every node's events in a job's log directory (each `<node>.events.jsonl`), sorted by node, for
+/// `mcsup timeline`.
+pub fn read_job_events(log_dir: &Path) -> Result<Vec<(String, Vec<EventRecord>)>, SupervisorError> {
+    let nodes = nodes_with(log_dir, ".events.jsonl")?;
     if nodes.is_empty() {
         return Err(SupervisorError::Setup(format!(
             "no events file (*.events.jsonl) in {}: is this a job's log directory?",
@@ -413,15 +419,7 @@ pub fn read_job_events(log_dir: &Path) -> Result<Vec<(String, Vec<EventRecord>)>
 /// Every node's status in a job's log directory (each `<node>.status.json`), sorted by node, for
 /// `mcsup status --job` (rendered by `render::job_status_human` / `job_status_json`).
 pub fn read_job(log_dir: &Path) -> Result<Vec<(String, StatusRead)>, SupervisorError> {
-    let entries = std::fs::read_dir(log_dir).map_err(|e| SupervisorError::io(log_dir, e))?;
-    let mut nodes: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.strip_suffix(".status.json").map(str::to_string)
-        })
-        .collect();
-    nodes.sort();
+    let nodes = nodes_with(log_dir, ".status.json")?;
     if nodes.is_empty() {
         return Err(SupervisorError::Setup(format!(
             "no status file (*.status.json) in {}: is this a job's log directory?",
@@ -443,14 +441,7 @@ pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, Sup
             status_path(log_dir, n)
         }
         None => {
-            let entries =
-                std::fs::read_dir(log_dir).map_err(|e| SupervisorError::io(log_dir, e))?;
-            let mut found: Vec<PathBuf> = entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.to_string_lossy().ends_with(".status.json"))
-                .collect();
-            found.sort();
+            let mut found = nodes_with(log_dir, ".status.json")?;
             match found.len() {
                 0 => {
                     return Err(SupervisorError::Setup(format!(
@@ -458,17 +449,12 @@ pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, Sup
                         log_dir.display()
                     )))
                 }
-                1 => found.remove(0),
+                1 => status_path(log_dir, &found.remove(0)),
                 _ => {
-                    let names: Vec<String> = found
-                        .iter()
-                        .filter_map(|p| p.file_name())
-                        .map(|n| n.to_string_lossy().trim_end_matches(".status.json").to_string())
-                        .collect();
                     return Err(SupervisorError::Setup(format!(
                         "{} holds status files of several nodes ({}): name one with --node",
                         log_dir.display(),
-                        names.join(", ")
+                        found.join(", ")
                     )));
                 }
             }
