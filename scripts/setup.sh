@@ -207,19 +207,18 @@ fi
 #     needs the `regex` package; the two engines' parser modules are fetched pinned (sha256) from
 #     their PyPI release artifacts into <venv>/client-sources. See scripts/lib/client_sources.py.
 # --------------------------------------------------------------------------------------------
-if "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('regex') == '$REGEX_VERSION'" 2>/dev/null; then
-  log "pip: regex==$REGEX_VERSION already installed"
-else
-  log "pip: installing regex==$REGEX_VERSION into $VENV"
-  "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "regex==$REGEX_VERSION"
-fi
+# pip_pin PKG VERSION: install PKG==VERSION into the venv unless exactly that is there.
+pip_pin() {
+  if "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('$1') == '$2'" 2>/dev/null; then
+    log "pip: $1==$2 already installed"
+  else
+    log "pip: installing $1==$2 into $VENV"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "$1==$2"
+  fi
+}
+pip_pin regex "$REGEX_VERSION"
 "$VENV/bin/python" "$REPO_ROOT/scripts/lib/client_sources.py" "$VENV/client-sources"
-if "$VENV/bin/python" -c "import importlib.metadata as m; assert m.version('prometheus-client') == '$PROMETHEUS_CLIENT_VERSION'" 2>/dev/null; then
-  log "pip: prometheus-client==$PROMETHEUS_CLIENT_VERSION already installed"
-else
-  log "pip: installing prometheus-client==$PROMETHEUS_CLIENT_VERSION into $VENV"
-  "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q "prometheus-client==$PROMETHEUS_CLIENT_VERSION"
-fi
+pip_pin prometheus-client "$PROMETHEUS_CLIENT_VERSION"
 
 # --------------------------------------------------------------------------------------------
 # 4. cargo-nextest
