@@ -216,23 +216,21 @@ pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
 pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
     let recipe_path = t.recipe.as_deref().ok_or_else(|| {
         CliError::usage(
-            crate::domain::Diagnostic {
-                key_path: "--recipe".into(),
-                message: "no recipe given".into(),
-                fix: Some("pass --recipe FILE (or set MCSUP_RECIPE)".into()),
-                ..Default::default()
-            }
+            crate::domain::Diagnostic::new(
+                "--recipe",
+                "no recipe given",
+                "pass --recipe FILE (or set MCSUP_RECIPE)",
+            )
             .to_string(),
         )
     })?;
     let role_text = t.role.as_deref().ok_or_else(|| {
         CliError::usage(
-            crate::domain::Diagnostic {
-                key_path: "--role".into(),
-                message: "no role given".into(),
-                fix: Some("pass --role prefill|decode|agg (or set MCSUP_ROLE)".into()),
-                ..Default::default()
-            }
+            crate::domain::Diagnostic::new(
+                "--role",
+                "no role given",
+                "pass --role prefill|decode|agg (or set MCSUP_ROLE)",
+            )
             .to_string(),
         )
     })?;

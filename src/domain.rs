@@ -188,6 +188,20 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// About a key (or an option) of no particular file yet: what is wrong and the fix.
+    pub fn new(
+        key_path: impl Into<String>,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Diagnostic {
+            key_path: key_path.into(),
+            message: message.into(),
+            fix: Some(fix.into()),
+            ..Default::default()
+        }
+    }
+
     /// The same diagnostic, placed in `file` (at `position`, when known).
     pub fn in_file(mut self, file: &std::path::Path, position: Option<(usize, usize)>) -> Self {
         self.file = Some(file.to_path_buf());

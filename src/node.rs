@@ -148,12 +148,7 @@ impl NodeError {
                 "pass --node with a host name (letters, digits, '-', '_', '.'; not `.` or `..`)".to_string(),
             ),
         };
-        Diagnostic {
-            key_path: key.to_string(),
-            message,
-            fix: Some(fix),
-            ..Default::default()
-        }
+        Diagnostic::new(key, message, fix)
     }
 }
 

@@ -18,12 +18,7 @@ pub struct PlanError {
 impl PlanError {
     /// As a [`Diagnostic`], to be placed in the recipe's file by the caller.
     pub fn diagnostic(&self) -> Diagnostic {
-        Diagnostic {
-            key_path: self.key_path.clone(),
-            message: self.message.clone(),
-            fix: Some(self.fix.clone()),
-            ..Default::default()
-        }
+        Diagnostic::new(&self.key_path, &self.message, &self.fix)
     }
 }
 
