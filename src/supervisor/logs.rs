@@ -923,6 +923,17 @@ enum Step {
     Eof,
 }
 
+/// One output line into a buffer: `<prefix><line>` (the console's prefix is `<process> | `, the
+/// file's empty), marked when it is a piece of a split line, and its newline.
+fn put_line(batch: &mut Vec<u8>, prefix: &str, line: &[u8], split: bool) {
+    batch.extend_from_slice(prefix.as_bytes());
+    batch.extend_from_slice(line);
+    if split {
+        batch.extend_from_slice(SPLIT_MARKER);
+    }
+    batch.push(b'\n');
+}
+
 /// Drain one child's output pipe until EOF.
 pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut cfg: PumpConfig) {
     let mut splitter = LineSplitter::new(MAX_LINE);
@@ -970,9 +981,7 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                     file.write_lines(&data[..=last]);
                     if console_on {
                         for line in data[..last].split(|&b| b == b'\n') {
-                            batch.extend_from_slice(cfg.prefix.as_bytes());
-                            batch.extend_from_slice(line);
-                            batch.push(b'\n');
+                            put_line(&mut batch, &cfg.prefix, line, false);
                             lines += 1;
                         }
                         cfg.console.offer(batch, lines);
@@ -983,18 +992,9 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                 }
                 {
                     let mut emit = |line: &[u8], split: bool| {
-                        out.extend_from_slice(line);
-                        if split {
-                            out.extend_from_slice(SPLIT_MARKER);
-                        }
-                        out.push(b'\n');
+                        put_line(&mut out, "", line, split);
                         if console_on {
-                            batch.extend_from_slice(cfg.prefix.as_bytes());
-                            batch.extend_from_slice(line);
-                            if split {
-                                batch.extend_from_slice(SPLIT_MARKER);
-                            }
-                            batch.push(b'\n');
+                            put_line(&mut batch, &cfg.prefix, line, split);
                             lines += 1;
                         }
                         if let Some(tap) = &mut cfg.tap {
