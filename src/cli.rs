@@ -159,9 +159,14 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
     /// Every node of the job: all status files in the log directory (a shared one on clusters)
-    /// as one table, each node's outcome, and the slowest process to get ready.
+    /// as one table, each node's outcome, what it waits on, the start-up's critical path and the
+    /// slowest process to get ready.
     #[arg(long)]
     pub job: bool,
+    /// Refresh every SECS seconds (default 2) until every node's mcsup has finished or is gone: in
+    /// place on a terminal, else a new report (after a blank line) each time it changes.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
+    pub watch: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -627,35 +632,94 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             )
         }
     };
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    if args.job {
-        let nodes = supervisor::read_job(&dir).map_err(|e| CliError {
+    let report = |now_ms: u64| -> Result<(String, bool), CliError> {
+        let failed = |e: supervisor::SupervisorError| CliError {
             code: ExitCode::PreflightFailed.code(),
             message: e.to_string(),
-        })?;
-        print(&if args.json {
-            crate::render::job_status_json(&nodes, now_ms)
+        };
+        if args.job {
+            let nodes = supervisor::read_job(&dir).map_err(failed)?;
+            let finished = nodes
+                .iter()
+                .all(|(_, r)| r.status.exit_code.is_some() || !r.writer_alive);
+            let text = if args.json {
+                crate::render::job_status_json(&nodes, now_ms)
+            } else {
+                crate::render::job_status_human(&nodes, now_ms)
+            };
+            return Ok((text, finished));
+        }
+        let read = supervisor::read_status(&dir, node.as_deref()).map_err(failed)?;
+        let finished = read.status.exit_code.is_some() || !read.writer_alive;
+        let text = if args.json {
+            read.text
         } else {
-            crate::render::job_status_human(&nodes, now_ms)
-        })?;
+            crate::render::status_human(&read.status, now_ms, read.writer_alive)
+        };
+        Ok((text, finished))
+    };
+    let Some(every) = args.watch else {
+        print(&report(wall_ms())?.0)?;
         return Ok(ExitCode::Ok.code());
+    };
+    if !(every.is_finite() && (0.1..=3600.0).contains(&every)) {
+        return Err(CliError {
+            code: ExitCode::Usage.code(),
+            message: format!("--watch {every}: give a refresh interval from 0.1 to 3600 seconds"),
+        });
     }
-    let read = supervisor::read_status(&dir, node.as_deref()).map_err(|e| CliError {
-        code: ExitCode::PreflightFailed.code(),
-        message: e.to_string(),
-    })?;
-    if args.json {
-        print(&read.text)?;
-    } else {
-        print(&crate::render::status_human(
-            &read.status,
-            now_ms,
-            read.writer_alive,
-        ))?;
+    watch(std::time::Duration::from_secs_f64(every), || {
+        report(wall_ms())
+    })
+}
+
+/// Milliseconds since the epoch.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `status --watch`: show `report()` every `every` until it says everything has finished (shown
+/// once more), or stdout goes away. On a terminal each report replaces the last one (clear
+/// screen, cursor home); elsewhere a report is printed when its text changed, after a blank line.
+fn watch(
+    every: std::time::Duration,
+    mut report: impl FnMut() -> Result<(String, bool), CliError>,
+) -> Result<i32, CliError> {
+    use std::io::IsTerminal as _;
+    let terminal = std::io::stdout().is_terminal();
+    let mut last: Option<String> = None;
+    loop {
+        let (text, finished) = report()?;
+        let out = if terminal {
+            Some(format!("\x1b[H\x1b[2J{text}"))
+        } else if last.as_deref() != Some(text.as_str()) {
+            Some(if last.is_some() {
+                format!("\n{text}")
+            } else {
+                text.clone()
+            })
+        } else {
+            None
+        };
+        if let Some(out) = out {
+            let mut stdout = std::io::stdout().lock();
+            if stdout
+                .write_all(out.as_bytes())
+                .and_then(|_| stdout.flush())
+                .is_err()
+            {
+                // The reader went away (`| head`, a closed terminal): nothing left to show.
+                return Ok(ExitCode::Ok.code());
+            }
+        }
+        if finished {
+            return Ok(ExitCode::Ok.code());
+        }
+        last = Some(text);
+        std::thread::sleep(every);
     }
-    Ok(ExitCode::Ok.code())
 }
 
 /// Execute a parsed command line; returns the process exit code.

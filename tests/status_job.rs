@@ -101,6 +101,23 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
         "{out}"
     );
     assert!(out.contains("slowest to ready: n2/worker, "), "{out}");
+    assert!(
+        out.contains("start-up critical path (ready, after the first mcsup started): n2/worker +"),
+        "{out}"
+    );
+
+    // A watcher follows the job from here until every node is finished or gone, then exits.
+    let mut watcher = KillOnDrop(
+        Command::new(MCSUP)
+            .args(["status", "--job", "--watch", "0.2", "--log-dir"])
+            .arg(env.log_dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
 
     // n2's mcsup is SIGKILLed (its children die with it: PDEATHSIG).
     let n2_pid = n2.pid();
@@ -128,5 +145,36 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
         out.contains("n1: done, exit code 0 (received SIGTERM)"),
         "{out}"
     );
+    // The watcher saw the job running and, at the end, n2 gone and n1 done; then it stopped by
+    // itself.
+    let watched = wait_for("the watcher to finish", T, || watcher.0.try_wait().unwrap());
+    assert_eq!(watched.code(), Some(0), "{watched:?}");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut watcher.0.stdout.take().unwrap(), &mut text).unwrap();
+    let reports: Vec<&str> = text.split("\njob: ").collect();
+    assert!(reports.len() >= 2, "{text}");
+    assert!(
+        reports[0].contains(&format!("n2: running (mcsup pid {n2_pid})")),
+        "{text}"
+    );
+    assert!(
+        reports.last().unwrap().contains("n1: done, exit code 0")
+            && reports.last().unwrap().contains("n2: mcsup (pid"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("\x1b["),
+        "no terminal codes into a pipe: {text}"
+    );
     env.assert_no_leftovers();
+}
+
+/// A helper process, killed and reaped if the test fails before it exits.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

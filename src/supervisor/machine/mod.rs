@@ -398,6 +398,7 @@ impl Machine {
             detail: g.detail.clone(),
             probe_failures: g.probe_failures,
             ready_after: None,
+            depends_on: Vec::new(),
         });
         let procs = self.procs.iter().map(|p| UnitStatus {
             name: p.spec.name.clone(),
@@ -412,6 +413,7 @@ impl Machine {
             detail: p.detail.clone(),
             probe_failures: p.probe_failures,
             ready_after: p.ready_after,
+            depends_on: p.spec.depends_on.iter().map(|d| d.target.clone()).collect(),
         });
         gates.chain(procs).collect()
     }

@@ -322,6 +322,8 @@ pub struct UnitStatus {
     pub probe_failures: u32,
     /// Spawn to ready of the last run that became ready.
     pub ready_after: Option<Duration>,
+    /// The units it waits for before it is spawned (none for a gate).
+    pub depends_on: Vec<String>,
 }
 
 pub(super) fn rec(unit: &str, kind: RecordKind) -> Record {

@@ -1,0 +1,446 @@
+//! What mcsup shows people: the plan ([`plan_human`], [`plan_json`]: both from the same value), the
+//! status files ([`status`]: one node, the whole job, Prometheus text) and the job's timeline
+//! picture ([`timeline`]). Nothing here does I/O.
+//!
+//! Secrets ([`crate::secrets`]): values of secret variables and flags, and credential-shaped
+//! words, are replaced by `<redacted>` everywhere (env, argv, files, warnings) unless the caller
+//! asks to show them; a redacted plan says so (`"redacted": true`) and `run --plan-file` refuses
+//! it.
+
+use std::fmt::Write as _;
+
+use crate::mooncake::size;
+use crate::plan::*;
+use crate::recipe::SIZE_VARIABLES;
+use crate::secrets::{self, REDACTED};
+
+mod status;
+mod timeline;
+
+#[cfg(test)]
+pub(crate) use status::status_tests;
+pub use status::{job_status_human, job_status_json, metrics_text, status_human};
+pub use timeline::timeline_html;
+
+/// A copy of the plan with secret values replaced, and marked as redacted when any was.
+pub fn redacted(plan: &Plan) -> Plan {
+    let mut p = plan.clone();
+    let mut hidden: Vec<String> = Vec::new();
+    for proc_ in &mut p.processes {
+        let argv = secrets::redact_argv(&proc_.argv);
+        for (old, new) in proc_.argv.iter().zip(&argv) {
+            if old != new {
+                hidden.push(
+                    old.split_once('=')
+                        .map_or(old.as_str(), |(_, v)| v)
+                        .to_string(),
+                );
+            }
+        }
+        proc_.argv = argv;
+        for v in &mut proc_.env {
+            if secrets::shown(&v.name, &v.value) == REDACTED {
+                hidden.push(std::mem::replace(&mut v.value, REDACTED.into()));
+            }
+            for o in &mut v.overrode {
+                if secrets::shown(&v.name, &o.value) == REDACTED {
+                    hidden.push(std::mem::replace(&mut o.value, REDACTED.into()));
+                }
+            }
+        }
+    }
+    let refs: Vec<&str> = hidden.iter().map(String::as_str).collect();
+    for w in &mut p.warnings {
+        *w = secrets::redact_text(w, &refs);
+    }
+    for f in &mut p.files {
+        let text = secrets::redact_text(&f.contents, &refs);
+        if text != f.contents {
+            f.contents = text;
+        }
+    }
+    p.redacted = !hidden.is_empty();
+    p
+}
+
+/// The plan as one JSON document (docs/plan.md shows its shape).
+pub fn plan_json(plan: &Plan, show_secrets: bool) -> String {
+    let p = if show_secrets {
+        plan.clone()
+    } else {
+        redacted(plan)
+    };
+    serde_json::to_string_pretty(&p).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+fn secs(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.3}s", d.as_secs_f64())
+            .trim_end_matches('0')
+            .to_string()
+    }
+}
+
+/// Quote a word for display the way a shell would need it.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+fn readiness_text(r: &ReadinessSpec) -> String {
+    let probes = r
+        .probes
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let mut s = format!("{probes} (timeout {}", secs(r.timeout));
+    if !r.initial_delay.is_zero() {
+        let _ = write!(s, ", after {}", secs(r.initial_delay));
+    }
+    s.push(')');
+    s
+}
+
+/// The plan for people.
+pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
+    let p = if show_secrets {
+        plan.clone()
+    } else {
+        redacted(plan)
+    };
+    let mut o = String::new();
+    let n = &p.node;
+    let roles = p
+        .roles
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    let _ = writeln!(
+        o,
+        "mcsup plan for node {} (id {}, {}), roles: {roles}",
+        n.name, n.node_id, n.ip
+    );
+    match &n.job_id {
+        Some(j) => {
+            let _ = writeln!(o, "mode: {} (job {j})", n.mode);
+        }
+        None => {
+            let _ = writeln!(o, "mode: {}", n.mode);
+        }
+    }
+    let master_where = if n.runs_master {
+        "on this node"
+    } else {
+        "not on this node"
+    };
+    let _ = writeln!(
+        o,
+        "infra node: {} ({}), master {master_where}",
+        n.infra_node, n.infra_ip
+    );
+    let _ = writeln!(o, "log dir: {}", p.log_dir.display());
+    if !p.recipe_schema.is_empty() {
+        let _ = writeln!(o, "recipe: srt-slurm {} spelling", p.recipe_schema);
+    }
+    if !p.services.is_empty() {
+        let _ = writeln!(
+            o,
+            "
+services (the job's, as srtctl's dry-run lists them):"
+        );
+        for r in &p.services {
+            let _ = writeln!(
+                o,
+                "  {}  type={} placement={} start={} critical={}",
+                r.name, r.r#type, r.placement, r.start, r.critical
+            );
+            if let Some(why) = &r.implied_by {
+                let _ = writeln!(o, "    implied by: {why}");
+            }
+            let here = match &r.here {
+                ServiceHere::Runs { processes } => format!("runs here as {}", processes.join(", ")),
+                ServiceHere::Elsewhere => "placed on other nodes".into(),
+                ServiceHere::External { endpoint } => {
+                    format!("external: {endpoint} (not launched)")
+                }
+                ServiceHere::Disabled => "disabled (enabled: false)".into(),
+                ServiceHere::NotRun { why } => format!("not run by mcsup: {why}"),
+            };
+            let _ = writeln!(o, "    {here}; readiness {}; from {}", r.readiness, r.key);
+        }
+    }
+
+    if !p.gates.is_empty() {
+        let _ = writeln!(o, "\nwaits for (remote):");
+        for g in &p.gates {
+            let _ = writeln!(o, "  {}: {}", g.name, readiness_text(&g.readiness));
+        }
+    }
+    if !p.files.is_empty() {
+        let _ = writeln!(o, "\nfiles written before start:");
+        for f in &p.files {
+            let _ = writeln!(o, "  {} ({})", f.path.display(), f.purpose);
+            for line in f.contents.lines() {
+                let _ = writeln!(o, "    {line}");
+            }
+        }
+    }
+    let _ = writeln!(o, "\nprocesses, in start order:");
+    for (i, s) in p.processes.iter().enumerate() {
+        let mut tags = vec![s.kind.as_str().to_string()];
+        if !s.roles.is_empty() {
+            tags.push(format!(
+                "roles: {}",
+                s.roles
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        if s.critical {
+            tags.push("critical".into());
+        }
+        let _ = writeln!(o, "\n{}. {}  [{}]", i + 1, s.name, tags.join(", "));
+        if let Some(w) = &s.placement {
+            let gpus = w
+                .gpus
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let ports = w
+                .ports
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(o, "   worker {}: GPUs {gpus}; ports {ports}", w.endpoint);
+            if w.nodes.len() > 1 {
+                let _ = writeln!(
+                    o,
+                    "   multi-node: rank {} of {} ({}), leader {}",
+                    w.rank,
+                    w.nodes.len(),
+                    w.nodes.join(", "),
+                    w.nodes[0]
+                );
+            }
+        }
+        if let Some(pre) = &s.preamble {
+            let _ = writeln!(o, "   preamble: {pre}");
+        }
+        let _ = writeln!(
+            o,
+            "   argv: {}",
+            s.argv
+                .iter()
+                .map(|w| shell_word(w))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        if let Some(c) = &s.cwd {
+            let _ = writeln!(o, "   cwd: {}", c.display());
+        }
+        if s.env.is_empty() {
+            let _ = writeln!(o, "   env: (inherited only)");
+        } else {
+            let _ = writeln!(o, "   env (on top of the inherited environment):");
+            let width = s
+                .env
+                .iter()
+                .map(|v| v.name.len() + v.value.len() + 1)
+                .max()
+                .unwrap_or(0)
+                .min(60);
+            for v in &s.env {
+                let kv = format!("{}={}", v.name, v.value);
+                let mut note = v.source.clone();
+                if SIZE_VARIABLES.contains(&v.name.as_str()) {
+                    if let Ok(b) = size::parse_mooncake_size(&v.value) {
+                        note = format!("{note}; = {}", size::Bytes(b));
+                    }
+                }
+                for ov in &v.overrode {
+                    let _ = write!(note, "; overrode {}={}", ov.source, ov.value);
+                }
+                let _ = writeln!(o, "     {kv:<width$}  ({note})");
+            }
+        }
+        if !s.depends_on.is_empty() {
+            let deps = s
+                .depends_on
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} ({})",
+                        d.target,
+                        serde_json::to_value(d.condition)
+                            .ok()
+                            .and_then(|v| v.as_str().map(String::from))
+                            .unwrap_or_default()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(o, "   starts after: {deps}");
+        }
+        match &s.readiness {
+            Some(r) => {
+                let _ = writeln!(o, "   ready when: {}", readiness_text(r));
+            }
+            None => {
+                let _ = writeln!(o, "   ready when: started (no probe)");
+            }
+        }
+        if let Some(l) = &s.liveness {
+            let _ = writeln!(
+                o,
+                "   liveness: {} every {}, restart after {} failures",
+                l.probe,
+                secs(l.period),
+                l.failure_threshold
+            );
+        }
+        let _ = writeln!(
+            o,
+            "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
+            s.stop.signal,
+            secs(s.stop.grace)
+        );
+        let r = &s.restart;
+        let restart = match r.policy {
+            RestartPolicy::Never => "never".to_string(),
+            pol => format!(
+                "{pol}, backoff {} x{} up to {}, at most {} in {}",
+                secs(r.backoff_initial),
+                r.backoff_factor,
+                secs(r.backoff_max),
+                r.max_restarts,
+                secs(r.window)
+            ),
+        };
+        let _ = writeln!(o, "   restart: {restart}");
+    }
+    if p.processes.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    // What the preflight's DRAM budget will count on this node.
+    let segments: Vec<String> = p
+        .processes
+        .iter()
+        .filter(|x| x.kind == ProcessKind::Store)
+        .filter_map(|x| {
+            let v = x.env_value("MOONCAKE_GLOBAL_SEGMENT_SIZE")?;
+            let b = size::parse_mooncake_size(v).ok()?;
+            Some(format!("{} segment {}", x.name, size::Bytes(b)))
+        })
+        .collect();
+    let hicache: Vec<String> = p
+        .memory
+        .hicache
+        .iter()
+        .filter_map(|h| match h {
+            HiCacheL2::Sized {
+                role,
+                bytes,
+                per_rank_gb,
+                ranks,
+                ..
+            } => Some(format!(
+                "HiCache L2 ({role}) {} = {per_rank_gb} GB x {ranks} ranks",
+                size::Bytes(*bytes)
+            )),
+            HiCacheL2::Ratio { role, ratio, .. } => Some(format!(
+                "HiCache L2 ({role}) by hicache-ratio {ratio}: unknown before the GPU starts"
+            )),
+            HiCacheL2::None { .. } => None,
+        })
+        .collect();
+    if !segments.is_empty() || !hicache.is_empty() {
+        let mut items = segments;
+        items.extend(hicache);
+        items.push(format!("headroom {}", size::Bytes(p.memory.headroom_bytes)));
+        let _ = writeln!(o, "\nDRAM the preflight budgets: {}", items.join(" + "));
+    }
+    let sd = &p.shutdown;
+    let tiers = crate::plan::teardown_tiers(&p.processes);
+    let order = if tiers.is_empty() {
+        "nothing to stop".to_string()
+    } else {
+        tiers
+            .iter()
+            .map(|t| t.names.join(" + "))
+            .collect::<Vec<_>>()
+            .join(", then ")
+    };
+    let _ = writeln!(
+        o,
+        "\nshutdown: {order}; deadline {}; drain signal {}{}",
+        secs(sd.deadline),
+        sd.drain_signal,
+        if sd.exit_when_workers_done {
+            "; also when every worker has exited"
+        } else {
+            ""
+        }
+    );
+    if let Some(worst) = crate::preflight::slurm::worst_case_text(&tiers, sd.deadline) {
+        let _ = writeln!(o, "  {worst}");
+    }
+    if !p.ignored_sections.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nignored (not interpreted by mcsup): {}",
+            p.ignored_sections.join(", ")
+        );
+    }
+    if !p.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings:");
+        for w in &p.warnings {
+            let _ = writeln!(o, "  - {w}");
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::{redact_argv, secret_name};
+
+    #[test]
+    fn secret_names_and_flags() {
+        assert!(
+            secret_name("HF_TOKEN")
+                && secret_name("aws_secret_access_key")
+                && !secret_name("MOONCAKE_MASTER")
+        );
+        let argv: Vec<String> = ["srv", "--api-key", "abc", "--token=xyz", "--port", "1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            redact_argv(&argv),
+            vec![
+                "srv",
+                "--api-key",
+                REDACTED,
+                "--token=<redacted>",
+                "--port",
+                "1"
+            ]
+        );
+    }
+}

@@ -1,0 +1,707 @@
+//! Renderings of the status files: `mcsup status` (one node), `mcsup status --job` (every node of
+//! the job) and the Prometheus text of `<node>.prom`. Pure: the caller reads the files and passes
+//! the current time.
+
+use std::fmt::Write as _;
+
+use crate::supervisor::{StatusFile, StatusProcess, StatusRead};
+
+// ---------------------------------------------------------------------------------------------
+// `mcsup status`
+// ---------------------------------------------------------------------------------------------
+
+fn ago(now_ms: u64, t: u64) -> String {
+    let s = now_ms.saturating_sub(t) / 1000;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// How a run ended, for the status tables: `137 (SIGKILL)`, `0`, or `-` before any exit.
+fn exit_text(e: Option<&crate::supervisor::StatusExit>) -> String {
+    e.map_or_else(
+        || "-".into(),
+        |e| match &e.signal {
+            Some(sig) => format!("{} ({sig})", e.code),
+            None => e.code.to_string(),
+        },
+    )
+}
+
+/// A plain-text table: columns as wide as their widest cell, two spaces apart, one line per row
+/// after the header (the status tables of `mcsup status` and `mcsup status --job`).
+fn text_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r.iter()) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for cells in std::iter::once(header.map(String::from)).chain(rows.iter().cloned()) {
+        let mut line = String::new();
+        for (c, w) in cells.iter().zip(widths) {
+            let _ = write!(line, "{c:<w$}  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `mcsup status` as a table: the node line (with "stale" when the mcsup that wrote it is gone
+/// before it finished), one row per process, output losses. Pure: `now_ms` and whether the
+/// writer is `alive` come from the caller.
+pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
+    let mut out = format!(
+        "node {}  mcsup pid {}  phase {}",
+        s.node, s.mcsup_pid, s.phase
+    );
+    if s.phase != "stopped" && !alive {
+        out.push_str("  (mcsup is not running: this status is stale)");
+    }
+    if let Some(r) = &s.reason {
+        out.push_str(&format!("  reason: {r}"));
+    }
+    if let Some(c) = s.exit_code {
+        out.push_str(&format!("  exit code {c}"));
+    }
+    out.push('\n');
+    let header = [
+        "NAME",
+        "KIND",
+        "STATE",
+        "PID",
+        "RESTARTS",
+        "LAST EXIT",
+        "SINCE",
+        "DETAIL",
+    ];
+    let rows: Vec<[String; 8]> = s
+        .units
+        .iter()
+        .map(|u| {
+            [
+                u.name.clone(),
+                format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
+                u.state.clone(),
+                u.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                u.restarts.to_string(),
+                exit_text(u.last_exit.as_ref()),
+                ago(now_ms, u.state_since_ts_ms),
+                u.detail.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    out.push_str(&text_table(header, &rows));
+    for u in &s.units {
+        if let Some(l) = &u.output_lost {
+            out.push_str(&format!(
+                "{}: {} bytes ({} lines) of output lost, not in its log file ({})\n",
+                u.name, l.bytes, l.lines, l.error
+            ));
+        }
+    }
+    if s.console_dropped_lines > 0 {
+        out.push_str(&format!(
+            "console dropped {} lines (the log files have them)\n",
+            s.console_dropped_lines
+        ));
+    }
+    out.push_str("(* = critical)\n");
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metrics: `<node>.prom`
+// ---------------------------------------------------------------------------------------------
+
+/// The status as Prometheus text exposition (format 0.0.4), for node_exporter's textfile
+/// collector: per process `up`, `ready`, restarts, last exit code, seconds from spawn to ready
+/// and failed probe attempts, labelled `node`, `process`, `kind`; mcsup's phase; and, once the
+/// node is done, how long its teardown took. Pure: the runtime writes it next to the status file.
+pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
+    fn esc(v: &str) -> String {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    }
+    let node = esc(&s.node);
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        if samples.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    };
+    let procs: Vec<_> = s.units.iter().filter(|u| u.kind != "gate").collect();
+    let labels = |u: &crate::supervisor::StatusProcess| {
+        format!(
+            "node=\"{node}\",process=\"{}\",kind=\"{}\"",
+            esc(&u.name),
+            esc(&u.kind)
+        )
+    };
+    let per = |f: &dyn Fn(&crate::supervisor::StatusProcess) -> Option<String>| {
+        procs
+            .iter()
+            .filter_map(|u| f(u).map(|v| (labels(u), v)))
+            .collect::<Vec<_>>()
+    };
+    family(
+        "mcsup_process_up",
+        "gauge",
+        "Whether the process runs (1) or not (0).",
+        per(&|u| Some(u8::from(u.pid.is_some()).to_string())),
+    );
+    family(
+        "mcsup_process_ready",
+        "gauge",
+        "Whether the process is ready (1) or not (0).",
+        per(&|u| Some(u8::from(u.state == "ready").to_string())),
+    );
+    family(
+        "mcsup_process_restarts_total",
+        "counter",
+        "Restarts of the process since mcsup started.",
+        per(&|u| Some(u.restarts.to_string())),
+    );
+    family(
+        "mcsup_process_last_exit_code",
+        "gauge",
+        "Exit code of the process's last run (128 + signal when a signal ended it).",
+        per(&|u| u.last_exit.as_ref().map(|e| e.code.to_string())),
+    );
+    family(
+        "mcsup_process_ready_seconds",
+        "gauge",
+        "Seconds from spawn to ready of the last run that became ready.",
+        per(&|u| {
+            u.ready_after_ms
+                .map(|ms| format!("{:.3}", ms as f64 / 1000.0))
+        }),
+    );
+    family(
+        "mcsup_process_probe_failures_total",
+        "counter",
+        "Readiness and liveness probe attempts of the process that failed.",
+        per(&|u| Some(u.probe_failures.to_string())),
+    );
+    family(
+        "mcsup_phase",
+        "gauge",
+        "The node's phase in mcsup (1 for the current one).",
+        vec![(
+            format!("node=\"{node}\",phase=\"{}\"", esc(&s.phase)),
+            "1".into(),
+        )],
+    );
+    family(
+        "mcsup_teardown_seconds",
+        "gauge",
+        "Seconds mcsup's ordered teardown took (from the shutdown request to every process gone).",
+        teardown_seconds
+            .map(|t| vec![(format!("node=\"{node}\""), format!("{t:.3}"))])
+            .unwrap_or_default(),
+    );
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// `mcsup status --job`
+// ---------------------------------------------------------------------------------------------
+
+/// One line about a node's mcsup: running, done with its exit code, or gone without finishing.
+fn node_outcome(s: &StatusFile, alive: bool, now_ms: u64) -> String {
+    let reason = s
+        .reason
+        .as_ref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
+    match (s.exit_code, alive) {
+        (Some(c), _) => format!("done, exit code {c}{reason}"),
+        (None, true) => format!("{} (mcsup pid {}){reason}", s.phase, s.mcsup_pid),
+        (None, false) => format!(
+            "mcsup (pid {}) is gone without finishing: killed? its status is stale since {} ago (phase {})",
+            s.mcsup_pid,
+            ago(now_ms, s.updated_ts_ms),
+            s.phase
+        ),
+    }
+}
+
+/// A unit of one node of the job.
+type NodeUnit<'a> = (&'a str, &'a StatusProcess);
+
+/// Every unit of every node.
+fn units(nodes: &[(String, StatusRead)]) -> impl Iterator<Item = NodeUnit<'_>> {
+    nodes
+        .iter()
+        .flat_map(|(n, r)| r.status.units.iter().map(move |u| (n.as_str(), u)))
+}
+
+/// When a unit became ready (wall-clock ms), if it has: a process at its spawn plus its time to
+/// ready, a gate when it entered `ready`.
+fn ready_at(u: &StatusProcess) -> Option<u64> {
+    if u.kind == "gate" {
+        (u.state == "ready").then_some(u.state_since_ts_ms)
+    } else {
+        Some(u.spawned_ts_ms? + u.ready_after_ms?)
+    }
+}
+
+/// The dependency of `u` (on its node) that became ready last: the one its spawn waited for.
+fn gated_by<'a>(
+    nodes: &'a [(String, StatusRead)],
+    node: &str,
+    u: &StatusProcess,
+) -> Option<&'a StatusProcess> {
+    let (_, r) = nodes.iter().find(|(n, _)| n == node)?;
+    u.depends_on
+        .iter()
+        .filter_map(|d| r.status.units.iter().find(|x| &x.name == d))
+        .filter_map(|x| Some((ready_at(x)?, x)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, x)| x)
+}
+
+/// The process that took longest from spawn to ready, over the whole job.
+fn slowest_to_ready(nodes: &[(String, StatusRead)]) -> Option<NodeUnit<'_>> {
+    units(nodes)
+        .filter(|(_, u)| u.ready_after_ms.is_some())
+        .max_by_key(|(_, u)| u.ready_after_ms)
+}
+
+/// The job's start-up critical path: the unit that became ready last, preceded by the dependency
+/// each one's spawn waited for (the one ready last), back to a unit that waited for nothing.
+/// Each step with its ready time in ms after the first node's mcsup started.
+fn critical_path(nodes: &[(String, StatusRead)]) -> Vec<(NodeUnit<'_>, u64)> {
+    let t0 = nodes
+        .iter()
+        .map(|(_, r)| r.status.started_ts_ms)
+        .min()
+        .unwrap_or(0);
+    let Some(mut step) = units(nodes)
+        .filter_map(|nu| Some((nu, ready_at(nu.1)?)))
+        .max_by_key(|(_, t)| *t)
+    else {
+        return Vec::new();
+    };
+    let mut path = Vec::new();
+    loop {
+        path.push((step.0, step.1.saturating_sub(t0)));
+        let ((node, u), _) = step;
+        match gated_by(nodes, node, u) {
+            // Names are unique per node and dependencies acyclic (the planner checks), but the
+            // files are input: never loop.
+            Some(d)
+                if path.len() <= 64
+                    && !path
+                        .iter()
+                        .any(|((n, x), _)| *n == node && x.name == d.name) =>
+            {
+                step = ((node, d), ready_at(d).unwrap_or(0));
+            }
+            _ => break,
+        }
+    }
+    path.reverse();
+    path
+}
+
+/// What a running job is waiting for right now, one entry per unit that is not ready: a process
+/// not yet spawned waits on its dependencies that are not ready; a spawned one (or a gate) on its
+/// own readiness. Nodes whose mcsup is gone or done are left out.
+fn waiting(nodes: &[(String, StatusRead)], now_ms: u64) -> Vec<(NodeUnit<'_>, String)> {
+    let mut out = Vec::new();
+    for (node, r) in nodes {
+        if !r.writer_alive
+            || r.status.exit_code.is_some()
+            || !matches!(r.status.phase.as_str(), "starting" | "running")
+        {
+            continue;
+        }
+        for u in &r.status.units {
+            let since = (now_ms.saturating_sub(u.state_since_ts_ms)) as f64 / 1000.0;
+            let what = match u.state.as_str() {
+                "waiting" => {
+                    let on: Vec<String> = u
+                        .depends_on
+                        .iter()
+                        .filter_map(|d| r.status.units.iter().find(|x| &x.name == d))
+                        .filter(|x| ready_at(x).is_none())
+                        .map(|x| format!("{} ({})", x.name, x.state))
+                        .collect();
+                    if on.is_empty() {
+                        continue;
+                    }
+                    format!("on {}, for {since:.1} s", on.join(", "))
+                }
+                "starting" | "probing" => format!(
+                    "for its readiness, {since:.1} s so far, {} probe failure(s)",
+                    u.probe_failures
+                ),
+                _ => continue,
+            };
+            out.push(((node.as_str(), u), what));
+        }
+    }
+    out
+}
+
+/// `mcsup status --job`: every process of every node in one table, a line per node with its
+/// outcome, what the job waits for while it starts, the start-up's critical path and the
+/// slowest process to get ready. Pure: `now_ms` comes from the caller.
+pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
+    let header = [
+        "NODE",
+        "PROCESS",
+        "KIND",
+        "STATE",
+        "PID",
+        "RESTARTS",
+        "READY AFTER",
+        "LAST EXIT",
+    ];
+    let mut rows: Vec<[String; 8]> = Vec::new();
+    for (node, u) in units(nodes) {
+        rows.push([
+            node.to_string(),
+            u.name.clone(),
+            format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
+            u.state.clone(),
+            u.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+            u.restarts.to_string(),
+            u.ready_after_ms
+                .map_or_else(|| "-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
+            exit_text(u.last_exit.as_ref()),
+        ]);
+    }
+    let mut out = format!(
+        "job: {} node(s): {}\n",
+        nodes.len(),
+        nodes
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    out.push_str(&text_table(header, &rows));
+    out.push('\n');
+    for (node, r) in nodes {
+        let _ = writeln!(
+            out,
+            "{node}: {}",
+            node_outcome(&r.status, r.writer_alive, now_ms)
+        );
+    }
+    for ((node, u), what) in waiting(nodes, now_ms) {
+        let _ = writeln!(out, "waiting: {node}/{} {what}", u.name);
+    }
+    let path = critical_path(nodes);
+    if !path.is_empty() {
+        let steps: Vec<String> = path
+            .iter()
+            .map(|((n, u), t)| format!("{n}/{} +{:.1} s", u.name, *t as f64 / 1000.0))
+            .collect();
+        let _ = writeln!(
+            out,
+            "start-up critical path (ready, after the first mcsup started): {}",
+            steps.join(" -> ")
+        );
+    }
+    if let Some((node, u)) = slowest_to_ready(nodes) {
+        let gate = gated_by(nodes, node, u)
+            .map(|d| format!(", spawned once {} was ready", d.name))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "slowest to ready: {node}/{}, {:.1} s after spawn{gate}",
+            u.name,
+            u.ready_after_ms.unwrap_or(0) as f64 / 1000.0
+        );
+    }
+    out.push_str("(* = critical)\n");
+    out
+}
+
+/// `mcsup status --job --json`: `{"nodes": [{"node", "alive", "outcome", "status": STATUS}],
+/// "waiting": [{"node", "unit", "what"}], "critical_path": [{"node", "unit", "ready_s"}],
+/// "slowest_to_ready": {"node", "process", "seconds", "spawned_after"} | null}`.
+pub fn job_status_json(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
+    let slowest = slowest_to_ready(nodes).map(|(n, u)| {
+        serde_json::json!({
+            "node": n,
+            "process": u.name,
+            "seconds": u.ready_after_ms.unwrap_or(0) as f64 / 1000.0,
+            "spawned_after": gated_by(nodes, n, u).map(|d| d.name.clone()),
+        })
+    });
+    let doc = serde_json::json!({
+        "nodes": nodes.iter().map(|(n, r)| serde_json::json!({
+            "node": n,
+            "alive": r.writer_alive,
+            "outcome": node_outcome(&r.status, r.writer_alive, now_ms),
+            "status": r.status,
+        })).collect::<Vec<_>>(),
+        "waiting": waiting(nodes, now_ms).into_iter().map(|((n, u), what)| serde_json::json!({
+            "node": n, "unit": u.name, "what": what,
+        })).collect::<Vec<_>>(),
+        "critical_path": critical_path(nodes).into_iter().map(|((n, u), t)| serde_json::json!({
+            "node": n, "unit": u.name, "ready_s": t as f64 / 1000.0,
+        })).collect::<Vec<_>>(),
+        "slowest_to_ready": slowest,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+pub(crate) mod status_tests {
+    use super::*;
+    use crate::supervisor::{OutputLost, StatusExit, StatusProcess};
+
+    /// A status file with a ready critical master and a restarting worker that lost output
+    /// (also the supervisor's status-file tests' sample).
+    pub(crate) fn sample() -> StatusFile {
+        StatusFile {
+            node: "n1".into(),
+            mcsup_pid: u32::MAX - 1,
+            phase: "running".into(),
+            started_ts_ms: 1_000,
+            updated_ts_ms: 2_000,
+            reason: None,
+            exit_code: None,
+            console_dropped_lines: 0,
+            units: vec![
+                StatusProcess {
+                    name: "master".into(),
+                    kind: "master".into(),
+                    critical: true,
+                    state: "ready".into(),
+                    pid: Some(42),
+                    restarts: 0,
+                    last_exit: None,
+                    spawned_ts_ms: Some(1_000),
+                    state_since_ts_ms: 1_500,
+                    detail: None,
+                    output_lost: None,
+                    probe_failures: 3,
+                    ready_after_ms: Some(500),
+                    depends_on: vec![],
+                },
+                StatusProcess {
+                    name: "worker".into(),
+                    kind: "worker".into(),
+                    critical: false,
+                    state: "backing-off".into(),
+                    pid: None,
+                    restarts: 2,
+                    last_exit: Some(StatusExit {
+                        code: 137,
+                        signal: Some("SIGKILL".into()),
+                    }),
+                    spawned_ts_ms: Some(1_000),
+                    state_since_ts_ms: 1_900,
+                    detail: Some("restart 2 in 200 ms".into()),
+                    output_lost: Some(OutputLost {
+                        bytes: 4096,
+                        lines: 40,
+                        error: "No space left on device (os error 28)".into(),
+                    }),
+                    probe_failures: 0,
+                    ready_after_ms: None,
+                    depends_on: vec!["master".into()],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn metrics_are_prometheus_text_per_process() {
+        let mut s = sample();
+        s.node = "n\"1".into();
+        let m = metrics_text(&s, Some(1.25));
+        for line in [
+            "# TYPE mcsup_process_up gauge",
+            "mcsup_process_up{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 1",
+            "mcsup_process_up{node=\"n\\\"1\",process=\"worker\",kind=\"worker\"} 0",
+            "mcsup_process_ready{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 1",
+            "# TYPE mcsup_process_restarts_total counter",
+            "mcsup_process_restarts_total{node=\"n\\\"1\",process=\"worker\",kind=\"worker\"} 2",
+            "mcsup_process_last_exit_code{node=\"n\\\"1\",process=\"worker\",kind=\"worker\"} 137",
+            "mcsup_process_ready_seconds{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 0.500",
+            "mcsup_process_probe_failures_total{node=\"n\\\"1\",process=\"master\",kind=\"master\"} 3",
+            "mcsup_phase{node=\"n\\\"1\",phase=\"running\"} 1",
+            "mcsup_teardown_seconds{node=\"n\\\"1\"} 1.250",
+        ] {
+            assert!(m.lines().any(|l| l == line), "missing `{line}` in:\n{m}");
+        }
+        // No exit yet, no ready time yet: no sample rather than a made-up one.
+        assert!(!m.contains("mcsup_process_last_exit_code{node=\"n\\\"1\",process=\"master\""));
+        assert!(!metrics_text(&s, None).contains("mcsup_teardown_seconds"));
+    }
+
+    #[test]
+    fn status_renders_a_table_and_says_when_it_is_stale() {
+        let s = sample();
+        let human = status_human(&s, 62_500, false);
+        assert!(human.contains("stale"), "{human}");
+        assert!(human.contains("137 (SIGKILL)"), "{human}");
+        assert!(human.contains("1m1s"), "{human}");
+        assert!(human.lines().nth(1).unwrap().starts_with("NAME"), "{human}");
+        assert!(human.contains("master*"), "{human}");
+        assert!(
+            human.contains("worker: 4096 bytes (40 lines) of output lost"),
+            "{human}"
+        );
+        assert!(!status_human(&s, 62_500, true).contains("stale"));
+    }
+
+    /// A unit of the two-node sample: spawned at `spawn` (ms), ready `ready` ms later.
+    fn unit(
+        name: &str,
+        kind: &str,
+        deps: &[&str],
+        spawn: u64,
+        ready: Option<u64>,
+    ) -> StatusProcess {
+        StatusProcess {
+            name: name.into(),
+            kind: kind.into(),
+            critical: true,
+            state: if ready.is_some() { "ready" } else { "starting" }.into(),
+            pid: Some(7),
+            restarts: 0,
+            last_exit: None,
+            spawned_ts_ms: (kind != "gate").then_some(spawn),
+            state_since_ts_ms: spawn + ready.unwrap_or(0),
+            detail: None,
+            output_lost: None,
+            probe_failures: 2,
+            ready_after_ms: if kind == "gate" { None } else { ready },
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        }
+    }
+
+    fn node(name: &str, phase: &str, units: Vec<StatusProcess>) -> (String, StatusRead) {
+        let mut status = sample();
+        status.node = name.into();
+        status.phase = phase.into();
+        status.started_ts_ms = if name == "n1" { 1_000 } else { 1_200 };
+        status.units = units;
+        let text = serde_json::to_string(&status).unwrap();
+        (
+            name.into(),
+            StatusRead {
+                text,
+                status,
+                writer_alive: true,
+            },
+        )
+    }
+
+    /// n1: master, then store, then a worker ready at 5.8 s. n2: the gate on n1's master, its
+    /// store, and a worker that took 6 s after its spawn, ready last (at 8 s).
+    fn two_nodes() -> Vec<(String, StatusRead)> {
+        vec![
+            node(
+                "n1",
+                "running",
+                vec![
+                    unit("master", "master", &[], 1_000, Some(500)),
+                    unit("store", "store", &["master"], 1_500, Some(300)),
+                    unit("worker", "worker", &["store"], 1_800, Some(4_000)),
+                ],
+            ),
+            node(
+                "n2",
+                "running",
+                vec![
+                    unit("master@n1", "gate", &[], 1_200, Some(400)),
+                    unit("store", "store", &["master@n1"], 1_600, Some(400)),
+                    unit(
+                        "worker",
+                        "worker",
+                        &["master@n1", "store"],
+                        2_000,
+                        Some(6_000),
+                    ),
+                ],
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_critical_path_follows_what_each_spawn_waited_for() {
+        let nodes = two_nodes();
+        let out = job_status_human(&nodes, 10_000);
+        assert!(
+            out.contains(
+                "start-up critical path (ready, after the first mcsup started): \
+                 n2/master@n1 +0.6 s -> n2/store +1.0 s -> n2/worker +7.0 s\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "slowest to ready: n2/worker, 6.0 s after spawn, spawned once store was ready\n"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("waiting:"), "{out}");
+        let json: serde_json::Value =
+            serde_json::from_str(&job_status_json(&nodes, 10_000)).unwrap();
+        assert_eq!(json["critical_path"][0]["unit"], "master@n1");
+        assert_eq!(json["critical_path"][2]["ready_s"], 7.0);
+        assert_eq!(json["slowest_to_ready"]["spawned_after"], "store");
+    }
+
+    #[test]
+    fn a_starting_job_says_what_it_waits_on() {
+        let mut nodes = two_nodes();
+        // n2's store is spawned but not ready; its worker waits for it.
+        let n2 = &mut nodes[1].1.status;
+        n2.phase = "starting".into();
+        n2.units[1] = unit("store", "store", &["master@n1"], 1_600, None);
+        n2.units[2] = unit("worker", "worker", &["store"], 0, None);
+        n2.units[2].state = "waiting".into();
+        n2.units[2].spawned_ts_ms = None;
+        n2.units[2].state_since_ts_ms = 1_200;
+        let out = job_status_human(&nodes, 46_600);
+        assert!(
+            out.contains(
+                "waiting: n2/store for its readiness, 45.0 s so far, 2 probe failure(s)\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("waiting: n2/worker on store (starting), for 45.4 s\n"),
+            "{out}"
+        );
+        // The critical path so far ends at n1's worker, the last unit ready.
+        assert!(out.contains("-> n1/worker +4.8 s\n"), "{out}");
+        // A node whose mcsup is gone waits for nothing.
+        nodes[1].1.writer_alive = false;
+        assert!(!job_status_human(&nodes, 46_600).contains("waiting:"));
+    }
+
+    #[test]
+    fn a_dependency_cycle_in_a_status_file_does_not_hang() {
+        let nodes = vec![node(
+            "n1",
+            "running",
+            vec![
+                unit("a", "worker", &["b"], 1_000, Some(10)),
+                unit("b", "worker", &["a"], 1_000, Some(10)),
+            ],
+        )];
+        let path = critical_path(&nodes);
+        assert_eq!(path.len(), 2, "{path:?}");
+    }
+}

@@ -1,0 +1,254 @@
+//! `mcsup timeline`: one self-contained HTML page (inline SVG, no script, no external asset)
+//! drawing every process of every node on a shared time axis, from the nodes' event logs. Pure.
+
+use std::fmt::Write as _;
+
+use crate::supervisor::EventRecord;
+
+/// One drawn stretch of a process's life.
+struct Span {
+    from: u64,
+    to: u64,
+    /// `starting` (spawned, not ready), `ready`, `stopping`, `failed`.
+    phase: &'static str,
+    title: String,
+}
+
+fn html_escape(v: &str) -> String {
+    v.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The spans and point marks (restarts, failures) of one process from its events, in order.
+fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, String)>) {
+    let mut spans = Vec::new();
+    let mut marks = Vec::new();
+    // The open stretch: (since, phase, title).
+    let mut open: Option<(u64, &'static str, String)> = None;
+    let close = |open: &mut Option<(u64, &'static str, String)>, at: u64, spans: &mut Vec<Span>| {
+        if let Some((from, phase, title)) = open.take() {
+            spans.push(Span {
+                from,
+                to: at.max(from),
+                phase,
+                title,
+            });
+        }
+    };
+    for e in events {
+        let detail = e.detail.clone().unwrap_or_default();
+        let t = e.ts_ms;
+        match e.event.as_str() {
+            "spawned" => {
+                close(&mut open, t, &mut spans);
+                open = Some((
+                    t,
+                    "starting",
+                    format!("{} spawned (pid {})", e.process, e.pid.unwrap_or(0)),
+                ));
+            }
+            "probing" | "waiting" | "still-waiting" => {
+                if open.is_none() {
+                    open = Some((t, "starting", format!("{} waiting", e.process)));
+                }
+                if e.event == "still-waiting" {
+                    marks.push((t, "wait".to_string(), format!("still waiting: {detail}")));
+                }
+            }
+            "ready" => {
+                close(&mut open, t, &mut spans);
+                open = Some((t, "ready", format!("{} ready", e.process)));
+            }
+            "stopping" | "killing" => {
+                if open.as_ref().is_some_and(|o| o.1 == "stopping") {
+                    continue;
+                }
+                close(&mut open, t, &mut spans);
+                open = Some((
+                    t,
+                    "stopping",
+                    format!("{} {}: {detail}", e.process, e.event),
+                ));
+            }
+            "failed" => {
+                close(&mut open, t, &mut spans);
+                marks.push((
+                    t,
+                    "failed".to_string(),
+                    format!("{} failed: {detail}", e.process),
+                ));
+            }
+            "restarting" => marks.push((
+                t,
+                "restart".to_string(),
+                format!("{} restarting: {detail}", e.process),
+            )),
+            "exited" | "stopped" | "completed" => {
+                if let Some((from, phase, title)) = open.take() {
+                    let failed = e.event == "exited"
+                        && phase != "stopping"
+                        && e.exit_code.is_some_and(|c| c != 0);
+                    spans.push(Span {
+                        from,
+                        to: t.max(from),
+                        phase: if failed { "failed" } else { phase },
+                        title: format!(
+                            "{title}; {} at +{} ms{}",
+                            e.event,
+                            t - from,
+                            e.exit_code
+                                .map(|c| format!(", exit code {c}"))
+                                .unwrap_or_default()
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    close(&mut open, end, &mut spans);
+    (spans, marks)
+}
+
+/// `mcsup timeline`: every process of every node on one time axis (spawned -> ready ->
+/// stopping -> gone, restarts and failures marked, failures in red with the reason on hover),
+/// the shutdown requests as vertical lines. One self-contained HTML file: inline SVG and CSS, no
+/// script, no external asset. Pure: the caller reads the events files.
+pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
+    const LEFT: f64 = 260.0;
+    const WIDTH: f64 = 1100.0;
+    const ROW: f64 = 20.0;
+    const TOP: f64 = 40.0;
+    let all = nodes.iter().flat_map(|(_, evs)| evs.iter());
+    let start = all.clone().map(|e| e.ts_ms).min().unwrap_or(0);
+    let end = all.map(|e| e.ts_ms).max().unwrap_or(start).max(start + 1);
+    let x = |t: u64| LEFT + (t.saturating_sub(start)) as f64 / (end - start) as f64 * WIDTH;
+    let mut rows = String::new();
+    let mut lines = String::new();
+    let mut row = 0usize;
+    let mut bands = String::new();
+    for (k, (node, evs)) in nodes.iter().enumerate() {
+        // Processes in order of first appearance; mcsup's own events are markers.
+        let mut names: Vec<&str> = Vec::new();
+        for e in evs.iter().filter(|e| e.process != "mcsup") {
+            if !names.contains(&e.process.as_str()) {
+                names.push(&e.process);
+            }
+        }
+        if k % 2 == 1 {
+            // Every other node on a light band, so a node's rows read as one block.
+            let _ = write!(
+                bands,
+                r#"<rect class="band" x="0" y="{y:.1}" width="{w:.1}" height="{h:.1}"/>"#,
+                y = TOP + row as f64 * ROW,
+                w = LEFT + WIDTH + 20.0,
+                h = names.len() as f64 * ROW
+            );
+        }
+        for e in evs
+            .iter()
+            .filter(|e| e.process == "mcsup" && e.event == "shutdown-requested")
+        {
+            let _ = write!(
+                lines,
+                r#"<line class="shutdown" data-node="{n}" x1="{x:.1}" x2="{x:.1}" y1="{y0:.1}" y2="{y1:.1}"><title>{n}: shutdown requested: {d}</title></line>"#,
+                n = html_escape(node),
+                x = x(e.ts_ms),
+                y0 = TOP + row as f64 * ROW,
+                y1 = TOP + (row + names.len().max(1)) as f64 * ROW,
+                d = html_escape(e.detail.as_deref().unwrap_or(""))
+            );
+        }
+        for name in names {
+            let mine: Vec<&EventRecord> = evs.iter().filter(|e| e.process == name).collect();
+            let (spans, marks) = spans_of(&mine, end);
+            let y = TOP + row as f64 * ROW;
+            let _ = write!(
+                rows,
+                r#"<g class="process" data-node="{n}" data-process="{p}"><text class="label" x="{lx:.1}" y="{ty:.1}">{n} / {p}</text>"#,
+                n = html_escape(node),
+                p = html_escape(name),
+                lx = LEFT - 8.0,
+                ty = y + ROW * 0.7
+            );
+            for s in spans {
+                let _ = write!(
+                    rows,
+                    r#"<rect class="bar {ph}" data-phase="{ph}" data-from="{f}" data-to="{t}" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}"><title>{title}</title></rect>"#,
+                    ph = s.phase,
+                    f = s.from - start,
+                    t = s.to - start,
+                    x = x(s.from),
+                    y = y + 3.0,
+                    w = (x(s.to) - x(s.from)).max(2.0),
+                    h = ROW - 6.0,
+                    title = html_escape(&s.title)
+                );
+            }
+            for (t, kind, title) in marks {
+                let _ = write!(
+                    rows,
+                    r#"<circle class="mark {k}" data-mark="{k}" cx="{cx:.1}" cy="{cy:.1}" r="4"><title>{title}</title></circle>"#,
+                    k = kind,
+                    cx = x(t),
+                    cy = y + ROW / 2.0,
+                    title = html_escape(&title)
+                );
+            }
+            rows.push_str("</g>");
+            row += 1;
+        }
+    }
+    let height = TOP + row as f64 * ROW + 30.0;
+    let total_s = (end - start) as f64 / 1000.0;
+    let mut ticks = String::new();
+    let label = |t: u64| {
+        let s = (t - start) as f64 / 1000.0;
+        if total_s < 2.0 {
+            format!("{:.0} ms", s * 1000.0)
+        } else if total_s < 60.0 {
+            format!("{s:.1} s")
+        } else {
+            format!("{s:.0} s")
+        }
+    };
+    for k in 0..=10 {
+        let t = start + (end - start) * k / 10;
+        let _ = write!(
+            ticks,
+            r#"<line class="tick" x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{y1:.1}"/><text class="tick" x="{x:.1}" y="{ty}">{s}</text>"#,
+            x = x(t),
+            y0 = TOP - 6.0,
+            y1 = height - 24.0,
+            ty = TOP - 10.0,
+            s = label(t)
+        );
+    }
+    format!(
+        r#"<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>mcsup timeline</title>
+<style>
+body {{ font: 12px sans-serif; margin: 12px; }}
+.label {{ text-anchor: end; }}
+.tick {{ stroke: #ddd; fill: #777; text-anchor: middle; }}
+.bar.starting {{ fill: #f0b429; }} .bar.ready {{ fill: #3f9142; }}
+.bar.stopping {{ fill: #8a8a8a; }} .bar.failed {{ fill: #d64545; }}
+.mark.failed {{ fill: #d64545; }} .mark.restart {{ fill: #1f6feb; }} .mark.wait {{ fill: #f0b429; stroke: #7a5a00; }}
+.shutdown {{ stroke: #d64545; stroke-dasharray: 4 3; }}
+.band {{ fill: #f3f4f6; }}
+</style></head>
+<body>
+<h1>mcsup timeline: {n} node(s), {p} process(es), {total_s:.1} s</h1>
+<p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested.</p>
+<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{height:.0}">
+{bands}{ticks}{rows}{lines}
+</svg>
+</body></html>
+"#,
+        n = nodes.len(),
+        p = row,
+        w = LEFT + WIDTH + 40.0,
+    )
+}
