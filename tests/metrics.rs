@@ -4,45 +4,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
-
+use common::view::parse_prom;
 use common::*;
 use mcsup::plan::*;
 use nix::sys::signal::Signal;
 
 const T: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// (sample name, its labels "k=v,..." sorted) -> value, as the real parser reads the file.
-fn parse(path: &Path) -> BTreeMap<(String, String), f64> {
-    let py = r#"
-import json, sys
-from prometheus_client.parser import text_string_to_metric_families
-out = []
-for fam in text_string_to_metric_families(open(sys.argv[1]).read()):
-    for s in fam.samples:
-        out.append([fam.type, s.name, ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())), s.value])
-print(json.dumps(out))
-"#;
-    let venv = common::recipe::venv_bin();
-    let out = Command::new(venv.join("python"))
-        .args(["-c", py])
-        .arg(path)
-        .output()
-        .expect("run the venv python");
-    assert!(
-        out.status.success(),
-        "the parser refused {}:\n{}\n{}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr),
-        std::fs::read_to_string(path).unwrap_or_default()
-    );
-    let rows: Vec<(String, String, String, f64)> = serde_json::from_slice(&out.stdout).unwrap();
-    rows.into_iter()
-        .map(|(_, name, labels, v)| ((name, labels), v))
-        .collect()
-}
 
 fn key(name: &str, process: &str, kind: &str) -> (String, String) {
     (
@@ -77,7 +44,7 @@ fn the_metrics_file_parses_and_follows_the_node() {
     m.wait_event("worker", "ready", T);
     let prom = env.log_dir().join("n1.prom");
     let running = wait_for("the metrics with the worker ready", T, || {
-        let p = parse(&prom);
+        let p = parse_prom(&prom);
         (p.get(&key("mcsup_process_ready", "worker", "worker")) == Some(&1.0)).then_some(p)
     });
     assert_eq!(running[&key("mcsup_process_up", "master", "master")], 1.0);
@@ -102,7 +69,7 @@ fn the_metrics_file_parses_and_follows_the_node() {
 
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
-    let done = parse(&prom);
+    let done = parse_prom(&prom);
     assert_eq!(done[&key("mcsup_process_up", "master", "master")], 0.0);
     assert_eq!(
         done[&key("mcsup_process_last_exit_code", "worker", "worker")],

@@ -12,6 +12,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::recipe::{metric, metrics, repo, venv_bin, Ports, RecipeOpts};
+use common::view::{bar_from, chromium, parse_prom, timeline};
 use common::{read_events, wait_for, Ev, Mcsup, TestEnv, MCSUP};
 
 const MIB: u64 = 1 << 20;
@@ -280,6 +281,120 @@ impl Job {
     }
 }
 
+/// `mcsup status --job --log-dir <the job's log directory>`, which must succeed.
+fn job_status(job: &Job) -> String {
+    let out = Command::new(MCSUP)
+        .args(["status", "--job", "--log-dir"])
+        .arg(&job.logs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The job view of a finished 1P1D job, read the way its users read it: the `--job` table with
+/// both nodes, the timeline page in headless Chromium (a row and a ready bar per process, the
+/// teardown tiers in order on each node) and each node's `.prom` through the real parser.
+/// `restarted` names a process of n2 that was killed and restarted: its red bar and restart mark
+/// must be in the picture, its restart in the table and the metrics. Returns the screenshot.
+fn assert_job_view(env: &TestEnv, job: &Job, restarted: Option<&str>) -> PathBuf {
+    let table = job_status(job);
+    eprintln!("{table}");
+    assert!(table.starts_with("job: 2 node(s): n1, n2\n"), "{table}");
+    for row in [
+        "n1    master ",
+        "n1    store ",
+        "n1    worker ",
+        "n2    master@n1 ",
+        "n2    store ",
+        "n2    worker ",
+    ] {
+        assert!(table.contains(row), "no `{row}` in:\n{table}");
+    }
+    assert!(table.contains("n1: done, exit code 0"), "{table}");
+    assert!(table.contains("n2: done, exit code 0"), "{table}");
+    // The start-up's last step is a worker, gated on its node's store.
+    assert!(
+        table.contains("start-up critical path (ready, after the first mcsup started): ")
+            && table.contains("/store +")
+            && table.contains("/worker +"),
+        "{table}"
+    );
+
+    let page = env.path("timeline.html");
+    timeline(&job.logs, &page);
+    let dom = chromium(&["--dump-dom"], &page);
+    for (node, procs) in [
+        ("n1", &["master", "store", "worker"][..]),
+        ("n2", &["store", "worker"][..]),
+    ] {
+        for p in procs {
+            assert!(
+                bar_from(&dom, node, p, "ready").is_some(),
+                "no ready bar for {node}/{p}"
+            );
+        }
+        let stop = |p| {
+            bar_from(&dom, node, p, "stopping")
+                .unwrap_or_else(|| panic!("no stopping bar for {node}/{p}"))
+        };
+        assert!(
+            stop("worker") <= stop("store"),
+            "{node}: worker before store"
+        );
+        if node == "n1" {
+            assert!(stop("store") <= stop("master"), "n1: store before master");
+        }
+    }
+    assert_eq!(dom.matches(r#"class="shutdown""#).count(), 2);
+    let shot = env.path("timeline.png");
+    chromium(
+        &[
+            "--window-size=1450,330",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &page,
+    );
+    assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
+
+    for node in ["n1", "n2"] {
+        let prom = parse_prom(&job.logs.join(format!("{node}.prom")));
+        let restarts = |p: &str, kind: &str| {
+            prom[&(
+                "mcsup_process_restarts_total".to_string(),
+                format!("kind={kind},node={node},process={p}"),
+            )]
+        };
+        let expected = if node == "n2" && restarted == Some("store") {
+            1.0
+        } else {
+            0.0
+        };
+        assert_eq!(restarts("store", "store"), expected, "{node}: {prom:?}");
+        assert_eq!(restarts("worker", "worker"), 0.0, "{node}");
+        assert!(
+            prom.contains_key(&("mcsup_teardown_seconds".to_string(), format!("node={node}"))),
+            "{node}: {prom:?}"
+        );
+    }
+    if let Some(p) = restarted {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("n2    {p} "))
+                && l.split_whitespace().nth(5) == Some("1")),
+            "{p} restarted once on n2:\n{table}"
+        );
+        assert!(dom.contains(r#"data-phase="failed""#), "no failed bar");
+        assert!(dom.contains(r#"data-mark="restart""#), "no restart mark");
+    } else {
+        assert!(!dom.contains(r#"data-phase="failed""#), "a failed bar");
+    }
+    shot
+}
+
 fn assert_job_leaves_nothing(env: &TestEnv) {
     wait_for(
         "every process of the job gone",
@@ -400,6 +515,73 @@ fn early_warning_drains_in_order_and_the_job_completes() {
             "mcsup --role {} exited with status 0",
             if node == "n1" { "prefill" } else { "decode" }
         )));
+    }
+    assert_job_view(&env, &job, None);
+    assert_job_leaves_nothing(&env);
+}
+
+/// A 1P1D job in which n2's store is SIGKILLed and restarted (the master keeps its other
+/// segment; the store registers again), then drained by the early warning: the job view shows
+/// both nodes, the crash and the restart. With MCSUP_KEEP_JOB_VIEW=DIR the timeline's screenshot,
+/// the `--job` table and the nodes' `.prom` files are copied there (docs/job-view.md shows them).
+#[test]
+fn the_job_view_shows_a_store_killed_and_restarted() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start(&env, "cgroup", 17880);
+    let job = Job::submit(&env, &cluster);
+    job.wait_running(&cluster);
+    let running = job_status(&job);
+    assert!(
+        running.contains("n1: running (mcsup pid") && running.contains("n2: running (mcsup pid"),
+        "{running}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(job.logs.join("n2.status.json")).unwrap())
+            .unwrap();
+    let store_pid = status["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "store")
+        .and_then(|u| u["pid"].as_i64())
+        .expect("n2's store pid") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(store_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for("n2's store ready again", Duration::from_secs(60), || {
+        (job.events("n2")
+            .iter()
+            .filter(|e| e.process == "store" && e.event == "ready")
+            .count()
+            >= 2)
+            .then_some(())
+    });
+    wait_for(
+        "capacity = both stores again",
+        Duration::from_secs(30),
+        || {
+            (metric(&metrics(job.ports.metrics), "master_total_capacity_bytes") == Some(80 * MIB))
+                .then_some(())
+        },
+    );
+    assert!(cluster
+        .run("scancel", &["--batch", "--signal=USR1", &job.id])
+        .status
+        .success());
+    cluster.wait_gone(&job.id, Duration::from_secs(60));
+    assert_eq!(cluster.job_state(&job.id), "COMPLETED 0:0", "{}", job.out());
+    let shot = assert_job_view(&env, &job, Some("store"));
+    if let Ok(keep) = std::env::var("MCSUP_KEEP_JOB_VIEW") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::copy(&shot, keep.join("timeline-1p1d.png")).unwrap();
+        std::fs::write(keep.join("status-job.txt"), job_status(&job)).unwrap();
+        for node in ["n1", "n2"] {
+            let prom = format!("{node}.prom");
+            std::fs::copy(job.logs.join(&prom), keep.join(prom)).unwrap();
+        }
     }
     assert_job_leaves_nothing(&env);
 }

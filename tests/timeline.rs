@@ -5,68 +5,12 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-
+use common::view::*;
 use common::*;
 use mcsup::plan::*;
 use nix::sys::signal::Signal;
 
 const T: std::time::Duration = std::time::Duration::from_secs(15);
-const CHROMIUM: &str = "/usr/bin/chromium";
-
-fn chromium(args: &[&str], page: &Path) -> String {
-    common::require(
-        Path::new(CHROMIUM).exists(),
-        "chromium (Debian package chromium)",
-        "run scripts/setup.sh (scripts/test.sh does)",
-    );
-    let home = tempfile::tempdir().unwrap();
-    let out = Command::new(CHROMIUM)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", home.path().display()))
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .env("HOME", home.path())
-        .stdin(Stdio::null())
-        .output()
-        .expect("run chromium");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn timeline(dir: &Path, out: &Path) {
-    let o = Command::new(MCSUP)
-        .arg("timeline")
-        .arg(dir)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
-/// `data-from` of the first bar of `phase` for `node`/`process` in the DOM.
-fn bar_from(dom: &str, node: &str, process: &str, phase: &str) -> Option<u64> {
-    let g = format!(r#"data-node="{node}" data-process="{process}""#);
-    let start = dom.find(&g)?;
-    let group = &dom[start..start + dom[start..].find("</g>")?];
-    let at = group.find(&format!(r#"data-phase="{phase}""#))?;
-    let rest = &group[at..];
-    let f = rest.find("data-from=\"")? + "data-from=\"".len();
-    rest[f..].split('"').next()?.parse().ok()
-}
-
 #[test]
 fn a_real_run_draws_every_process_the_tiers_in_order_and_the_crash() {
     let env = TestEnv::new();
@@ -116,6 +60,10 @@ fn a_real_run_draws_every_process_the_tiers_in_order_and_the_crash() {
     assert!(dom.contains(r#"data-phase="failed""#), "no failed bar");
     assert!(dom.contains(r#"data-mark="restart""#), "no restart mark");
     assert!(dom.contains("restarting: "), "no restart reason");
+    assert!(
+        dom.contains("store down: exited, exit code 137 (SIGKILL)"),
+        "no reason on the failed bar"
+    );
     assert!(dom.contains(r#"class="shutdown""#), "no shutdown line");
     let shot = env.path("timeline.png");
     chromium(

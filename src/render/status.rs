@@ -246,10 +246,13 @@ fn units(nodes: &[(String, StatusRead)]) -> impl Iterator<Item = NodeUnit<'_>> {
         .flat_map(|(n, r)| r.status.units.iter().map(move |u| (n.as_str(), u)))
 }
 
-/// When a unit became ready (wall-clock ms), if it has: a process at its spawn plus its time to
-/// ready, a gate when it entered `ready`.
+/// When a unit first became ready (wall-clock ms), if it has: the start-up, not a restart. (A
+/// status file without the field: a process at its spawn plus its time to ready, a gate when it
+/// entered `ready`.)
 fn ready_at(u: &StatusProcess) -> Option<u64> {
-    if u.kind == "gate" {
+    if let Some(t) = u.first_ready_ts_ms {
+        Some(t)
+    } else if u.kind == "gate" {
         (u.state == "ready").then_some(u.state_since_ts_ms)
     } else {
         Some(u.spawned_ts_ms? + u.ready_after_ms?)
@@ -279,7 +282,8 @@ fn slowest_to_ready(nodes: &[(String, StatusRead)]) -> Option<NodeUnit<'_>> {
 }
 
 /// The job's start-up critical path: the unit that became ready last, preceded by the dependency
-/// each one's spawn waited for (the one ready last), back to a unit that waited for nothing.
+/// each one's spawn waited for (the one ready last), back to a unit that waited for nothing. A
+/// gate on another node's process (`master@n1`) is preceded by that process.
 /// Each step with its ready time in ms after the first node's mcsup started.
 fn critical_path(nodes: &[(String, StatusRead)]) -> Vec<(NodeUnit<'_>, u64)> {
     let t0 = nodes
@@ -297,22 +301,35 @@ fn critical_path(nodes: &[(String, StatusRead)]) -> Vec<(NodeUnit<'_>, u64)> {
     loop {
         path.push((step.0, step.1.saturating_sub(t0)));
         let ((node, u), _) = step;
-        match gated_by(nodes, node, u) {
+        match gated_by(nodes, node, u)
+            .map(|d| (node, d))
+            .or_else(|| remote(nodes, u))
+        {
             // Names are unique per node and dependencies acyclic (the planner checks), but the
             // files are input: never loop.
-            Some(d)
+            Some((dn, d))
                 if path.len() <= 64
-                    && !path
-                        .iter()
-                        .any(|((n, x), _)| *n == node && x.name == d.name) =>
+                    && !path.iter().any(|((n, x), _)| *n == dn && x.name == d.name) =>
             {
-                step = ((node, d), ready_at(d).unwrap_or(0));
+                step = ((dn, d), ready_at(d).unwrap_or(0));
             }
             _ => break,
         }
     }
     path.reverse();
     path
+}
+
+/// The other node's process a gate waits for (`<process>@<node>`), when that node is in the job
+/// and the process has been ready.
+fn remote<'a>(nodes: &'a [(String, StatusRead)], gate: &StatusProcess) -> Option<NodeUnit<'a>> {
+    if gate.kind != "gate" {
+        return None;
+    }
+    let (process, node) = gate.name.rsplit_once('@')?;
+    let (n, r) = nodes.iter().find(|(n, _)| n == node)?;
+    let u = r.status.units.iter().find(|u| u.name == process)?;
+    ready_at(u).map(|_| (n.as_str(), u))
 }
 
 /// What a running job is waiting for right now, one entry per unit that is not ready: a process
@@ -493,6 +510,7 @@ pub(crate) mod status_tests {
                     output_lost: None,
                     probe_failures: 3,
                     ready_after_ms: Some(500),
+                    first_ready_ts_ms: Some(1_500),
                     depends_on: vec![],
                 },
                 StatusProcess {
@@ -516,6 +534,7 @@ pub(crate) mod status_tests {
                     }),
                     probe_failures: 0,
                     ready_after_ms: None,
+                    first_ready_ts_ms: None,
                     depends_on: vec!["master".into()],
                 },
             ],
@@ -585,6 +604,7 @@ pub(crate) mod status_tests {
             output_lost: None,
             probe_failures: 2,
             ready_after_ms: if kind == "gate" { None } else { ready },
+            first_ready_ts_ms: None,
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
         }
     }
@@ -644,7 +664,7 @@ pub(crate) mod status_tests {
         assert!(
             out.contains(
                 "start-up critical path (ready, after the first mcsup started): \
-                 n2/master@n1 +0.6 s -> n2/store +1.0 s -> n2/worker +7.0 s\n"
+                 n1/master +0.5 s -> n2/master@n1 +0.6 s -> n2/store +1.0 s -> n2/worker +7.0 s\n"
             ),
             "{out}"
         );
@@ -657,9 +677,23 @@ pub(crate) mod status_tests {
         assert!(!out.contains("waiting:"), "{out}");
         let json: serde_json::Value =
             serde_json::from_str(&job_status_json(&nodes, 10_000)).unwrap();
-        assert_eq!(json["critical_path"][0]["unit"], "master@n1");
-        assert_eq!(json["critical_path"][2]["ready_s"], 7.0);
+        assert_eq!(json["critical_path"][1]["unit"], "master@n1");
+        assert_eq!(json["critical_path"][3]["ready_s"], 7.0);
         assert_eq!(json["slowest_to_ready"]["spawned_after"], "store");
+
+        // n2's store crashed at 20 s and was ready again 0.5 s after its restart: the start-up's
+        // path still goes through its first readiness.
+        let mut nodes = two_nodes();
+        let store = &mut nodes[1].1.status.units[1];
+        store.first_ready_ts_ms = Some(2_000);
+        store.spawned_ts_ms = Some(20_000);
+        store.ready_after_ms = Some(500);
+        store.restarts = 1;
+        let again = job_status_human(&nodes, 30_000);
+        assert!(
+            again.contains("-> n2/store +1.0 s -> n2/worker +7.0 s\n"),
+            "{again}"
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@ use crate::supervisor::EventRecord;
 struct Span {
     from: u64,
     to: u64,
-    /// `starting` (spawned, not ready), `ready`, `stopping`, `failed`.
+    /// `starting` (spawned, not ready), `ready`, `stopping`, `failed` (down after an exit nobody
+    /// asked for, until it is spawned again or the end).
     phase: &'static str,
     title: String,
 }
@@ -73,7 +74,9 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
                 ));
             }
             "failed" => {
-                close(&mut open, t, &mut spans);
+                if open.as_ref().is_some_and(|o| o.1 != "failed") {
+                    close(&mut open, t, &mut spans);
+                }
                 marks.push((
                     t,
                     "failed".to_string(),
@@ -86,23 +89,33 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
                 format!("{} restarting: {detail}", e.process),
             )),
             "exited" | "stopped" | "completed" => {
+                let code = e
+                    .exit_code
+                    .map(|c| format!(", exit code {c}"))
+                    .unwrap_or_default();
+                let mut failed = e.event == "exited" && e.exit_code.is_some_and(|c| c != 0);
                 if let Some((from, phase, title)) = open.take() {
-                    let failed = e.event == "exited"
-                        && phase != "stopping"
-                        && e.exit_code.is_some_and(|c| c != 0);
+                    failed &= phase != "stopping";
                     spans.push(Span {
                         from,
                         to: t.max(from),
-                        phase: if failed { "failed" } else { phase },
-                        title: format!(
-                            "{title}; {} at +{} ms{}",
-                            e.event,
-                            t - from,
-                            e.exit_code
-                                .map(|c| format!(", exit code {c}"))
-                                .unwrap_or_default()
-                        ),
+                        phase,
+                        title: format!("{title}; {} at +{} ms{code}", e.event, t - from),
                     });
+                }
+                // What it did until then stays drawn as it was (it was ready); the time it is down
+                // is the red bar, to its restart or the end.
+                if failed {
+                    let signal = e
+                        .signal
+                        .as_ref()
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default();
+                    open = Some((
+                        t,
+                        "failed",
+                        format!("{} down: exited{code}{signal}", e.process),
+                    ));
                 }
             }
             _ => {}
@@ -110,6 +123,38 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
     }
     close(&mut open, end, &mut spans);
     (spans, marks)
+}
+
+/// The distance between two ticks of the time axis for a span of `span_ms`: a round step (1, 2
+/// or 5 x 10^k ms up to 50 s, then whole minutes) that gives at most 11 ticks.
+fn tick_step(span_ms: u64) -> u64 {
+    const MINUTE: u64 = 60_000;
+    let candidates = [1, 2, 5]
+        .into_iter()
+        .flat_map(|m| (0..7).map(move |k| m * 10u64.pow(k)))
+        .filter(|s| *s < MINUTE)
+        .chain([1, 2, 5, 10, 15, 30, 60, 120, 240, 480].map(|m| m * MINUTE));
+    let mut steps: Vec<u64> = candidates.collect();
+    steps.sort_unstable();
+    steps
+        .into_iter()
+        .find(|s| span_ms.div_ceil(*s) <= 10)
+        .unwrap_or(960 * MINUTE)
+}
+
+/// A tick's label: milliseconds for steps under a second, seconds under a minute, then minutes.
+fn tick_label(at_ms: u64, step: u64) -> String {
+    if step < 1_000 {
+        if at_ms >= 1_000 {
+            format!("{:.1} s", at_ms as f64 / 1000.0)
+        } else {
+            format!("{at_ms} ms")
+        }
+    } else if step < 60_000 {
+        format!("{} s", at_ms / 1000)
+    } else {
+        format!("{} min", at_ms / 60_000)
+    }
 }
 
 /// `mcsup timeline`: every process of every node on one time axis (spawned -> ready ->
@@ -161,9 +206,14 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
                 d = html_escape(e.detail.as_deref().unwrap_or(""))
             );
         }
+        // What is still open when the node's mcsup finished (a gate) ends there.
+        let node_end = evs
+            .iter()
+            .rfind(|e| e.process == "mcsup" && e.event == "finished")
+            .map_or(end, |e| e.ts_ms);
         for name in names {
             let mine: Vec<&EventRecord> = evs.iter().filter(|e| e.process == name).collect();
-            let (spans, marks) = spans_of(&mine, end);
+            let (spans, marks) = spans_of(&mine, node_end);
             let y = TOP + row as f64 * ROW;
             let _ = write!(
                 rows,
@@ -204,18 +254,9 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
     let height = TOP + row as f64 * ROW + 30.0;
     let total_s = (end - start) as f64 / 1000.0;
     let mut ticks = String::new();
-    let label = |t: u64| {
-        let s = (t - start) as f64 / 1000.0;
-        if total_s < 2.0 {
-            format!("{:.0} ms", s * 1000.0)
-        } else if total_s < 60.0 {
-            format!("{s:.1} s")
-        } else {
-            format!("{s:.0} s")
-        }
-    };
-    for k in 0..=10 {
-        let t = start + (end - start) * k / 10;
+    let step = tick_step(end - start);
+    for k in 0..=(end - start) / step {
+        let t = start + k * step;
         let _ = write!(
             ticks,
             r#"<line class="tick" x1="{x:.1}" x2="{x:.1}" y1="{y0}" y2="{y1:.1}"/><text class="tick" x="{x:.1}" y="{ty}">{s}</text>"#,
@@ -223,7 +264,7 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
             y0 = TOP - 6.0,
             y1 = height - 24.0,
             ty = TOP - 10.0,
-            s = label(t)
+            s = tick_label(k * step, step)
         );
     }
     format!(
@@ -232,7 +273,7 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
 <style>
 body {{ font: 12px sans-serif; margin: 12px; }}
 .label {{ text-anchor: end; }}
-.tick {{ stroke: #ddd; fill: #777; text-anchor: middle; }}
+line.tick {{ stroke: #ddd; }} text.tick {{ fill: #555; text-anchor: middle; }}
 .bar.starting {{ fill: #f0b429; }} .bar.ready {{ fill: #3f9142; }}
 .bar.stopping {{ fill: #8a8a8a; }} .bar.failed {{ fill: #d64545; }}
 .mark.failed {{ fill: #d64545; }} .mark.restart {{ fill: #1f6feb; }} .mark.wait {{ fill: #f0b429; stroke: #7a5a00; }}
@@ -251,4 +292,29 @@ body {{ font: 12px sans-serif; margin: 12px; }}
         p = row,
         w = LEFT + WIDTH + 40.0,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_few() {
+        for (span, step) in [
+            (1, 1),
+            (800, 100),
+            (17_100, 2_000),
+            (60_000, 10_000),
+            (14 * 60_000, 2 * 60_000),
+            (3_600_000, 10 * 60_000),
+            (u64::MAX / 2, 960 * 60_000),
+        ] {
+            assert_eq!(tick_step(span), step, "span {span} ms");
+        }
+        assert_eq!(tick_label(300, 100), "300 ms");
+        assert_eq!(tick_label(1_500, 500), "1.5 s");
+        assert_eq!(tick_label(12_000, 2_000), "12 s");
+        assert_eq!(tick_label(360_000, 120_000), "6 min");
+        assert_eq!(tick_label(120_000, 60_000), "2 min");
+    }
 }

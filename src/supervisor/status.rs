@@ -130,6 +130,9 @@ pub struct StatusProcess {
     /// Spawn to ready of the last run that became ready, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_after_ms: Option<u64>,
+    /// When it first became ready (the start-up: restarts and re-probes do not move it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_ready_ts_ms: Option<u64>,
     /// The units it waits for before it is spawned (processes and gates of the same node).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
@@ -172,6 +175,7 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
         output_lost: None,
         probe_failures: u.probe_failures,
         ready_after_ms: u.ready_after.map(|d| d.as_millis() as u64),
+        first_ready_ts_ms: u.first_ready_at.map(|t| clock.wall_ms(t)),
         depends_on: u.depends_on.clone(),
     }
 }

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod recipe;
+pub mod view;
 
 use mcsup::plan::*;
 use serde_json::Value;

@@ -139,6 +139,8 @@ struct Proc {
     probe_failures: u32,
     /// Spawn to ready of the last run that became ready.
     ready_after: Option<Duration>,
+    /// When it first became ready (the start-up; restarts do not move it).
+    first_ready: Option<Instant>,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +158,8 @@ struct Gate {
     since: Instant,
     detail: Option<String>,
     probe_failures: u32,
+    /// When it first passed (the start-up; a re-probe does not move it).
+    first_ready: Option<Instant>,
 }
 
 /// The supervisor's state machine. See the module doc.
@@ -256,6 +260,7 @@ impl Machine {
                 detail: None,
                 probe_failures: 0,
                 ready_after: None,
+                first_ready: None,
             })
             .collect();
         let gates = plan
@@ -267,6 +272,7 @@ impl Machine {
                 since: now,
                 detail: None,
                 probe_failures: 0,
+                first_ready: None,
             })
             .collect();
         Ok(Machine {
@@ -398,6 +404,7 @@ impl Machine {
             detail: g.detail.clone(),
             probe_failures: g.probe_failures,
             ready_after: None,
+            first_ready_at: g.first_ready,
             depends_on: Vec::new(),
         });
         let procs = self.procs.iter().map(|p| UnitStatus {
@@ -413,6 +420,7 @@ impl Machine {
             detail: p.detail.clone(),
             probe_failures: p.probe_failures,
             ready_after: p.ready_after,
+            first_ready_at: p.first_ready,
             depends_on: p.spec.depends_on.iter().map(|d| d.target.clone()).collect(),
         });
         gates.chain(procs).collect()

@@ -272,6 +272,7 @@ impl Machine {
                 out.push(Action::Record(rec(&g.spec.name, RecordKind::Ready)));
                 g.state = GateState::Ready;
                 g.since = now;
+                g.first_ready.get_or_insert(now);
                 self.version += 1;
             } else if now >= r.deadline {
                 let d = format!(

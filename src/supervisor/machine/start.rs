@@ -30,6 +30,7 @@ impl Machine {
                 ));
                 // Ready as it is spawned: no time to ready.
                 p.ready_after = Some(Duration::ZERO);
+                p.first_ready.get_or_insert(now);
                 ProcState::Ready {
                     pid,
                     liveness: Self::new_liveness(p, now),
@@ -71,6 +72,7 @@ impl Machine {
                         ));
                         let l = Self::new_liveness(p, now);
                         p.ready_after = p.spawned_at.map(|s| now.duration_since(s));
+                        p.first_ready.get_or_insert(now);
                         self.set_state(i, ProcState::Ready { pid, liveness: l }, now);
                     } else if now >= readiness.deadline {
                         let timeout = p

@@ -322,6 +322,8 @@ pub struct UnitStatus {
     pub probe_failures: u32,
     /// Spawn to ready of the last run that became ready.
     pub ready_after: Option<Duration>,
+    /// When it first became ready (restarts and re-probes do not move it).
+    pub first_ready_at: Option<Instant>,
     /// The units it waits for before it is spawned (none for a gate).
     pub depends_on: Vec<String>,
 }

@@ -1,0 +1,94 @@
+//! The job view's readers, for tests: the timeline page in a real headless Chromium, and
+//! `<node>.prom` through a real Prometheus text-format parser (the `prometheus-client` package's
+//! `text_string_to_metric_families`, installed in the venv by scripts/setup.sh).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::MCSUP;
+
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+pub fn chromium(args: &[&str], page: &Path) -> String {
+    super::require(
+        Path::new(CHROMIUM).exists(),
+        "chromium (Debian package chromium)",
+        "run scripts/setup.sh (scripts/test.sh does)",
+    );
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(CHROMIUM)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", home.path().display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .env("HOME", home.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run chromium");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `mcsup timeline DIR -o OUT`, which must succeed.
+pub fn timeline(dir: &Path, out: &Path) {
+    let o = Command::new(MCSUP)
+        .arg("timeline")
+        .arg(dir)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `data-from` of the first bar of `phase` for `node`/`process` in the DOM.
+pub fn bar_from(dom: &str, node: &str, process: &str, phase: &str) -> Option<u64> {
+    let g = format!(r#"data-node="{node}" data-process="{process}""#);
+    let start = dom.find(&g)?;
+    let group = &dom[start..start + dom[start..].find("</g>")?];
+    let at = group.find(&format!(r#"data-phase="{phase}""#))?;
+    let rest = &group[at..];
+    let f = rest.find("data-from=\"")? + "data-from=\"".len();
+    rest[f..].split('"').next()?.parse().ok()
+}
+
+/// (sample name, its labels "k=v,..." sorted) -> value, as the real parser reads the file.
+pub fn parse_prom(path: &Path) -> BTreeMap<(String, String), f64> {
+    let py = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(open(sys.argv[1]).read()):
+    for s in fam.samples:
+        out.append([fam.type, s.name, ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())), s.value])
+print(json.dumps(out))
+"#;
+    let venv = super::recipe::venv_bin();
+    let out = Command::new(venv.join("python"))
+        .args(["-c", py])
+        .arg(path)
+        .output()
+        .expect("run the venv python");
+    assert!(
+        out.status.success(),
+        "the parser refused {}:\n{}\n{}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(path).unwrap_or_default()
+    );
+    let rows: Vec<(String, String, String, f64)> = serde_json::from_slice(&out.stdout).unwrap();
+    rows.into_iter()
+        .map(|(_, name, labels, v)| ((name, labels), v))
+        .collect()
+}
