@@ -25,6 +25,7 @@ mod runtime;
 mod signals;
 mod spawn;
 mod status;
+mod timer;
 
 use std::path::{Path, PathBuf};
 

@@ -37,6 +37,7 @@ use super::logs::{self, Console, PumpConfig, QueueBudget};
 use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
 use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter, StatusFile};
+use super::timer::DeadlineTimer;
 use super::{probes, remount, signals, spawn, LogFormat, RunOptions, RunOutcome, SupervisorError};
 
 /// How long the final sweep may take to kill reparented orphans.
@@ -46,6 +47,12 @@ const READER_DRAIN: Duration = Duration::from_secs(1);
 /// Backstop re-check of watched groups when a member's death may not reach us as SIGCHLD (its
 /// parent is alive outside the group). Only runs while a group is being stopped.
 const GROUP_RECHECK: Duration = Duration::from_millis(100);
+/// How long a change waits before the status and metrics files are rewritten: the changes of a
+/// start-up or a teardown (one every millisecond or so) share one rewrite, which stays off the
+/// path from one process getting ready to the next one's spawn. (A rewrite is two files written
+/// and renamed over the old ones; on ext4 the rename starts the new file's writeback and evicting
+/// the old inode can wait for disk.) The final status is written at once.
+const STATUS_DELAY: Duration = Duration::from_millis(25);
 
 /// Install a tracing subscriber on stderr (through [`StderrQueue`]) unless the caller already has
 /// one.
@@ -187,6 +194,8 @@ struct Runtime {
     events: EventsWriter,
     status_path: PathBuf,
     status_version: Option<u64>,
+    /// When the pending status change is written ([`STATUS_DELAY`] after the first unwritten one).
+    status_due: Option<Instant>,
     tx: UnboundedSender<Msg>,
     console: Console,
     /// Log-line readiness probes per process: (probe index, regex).
@@ -270,6 +279,7 @@ pub async fn run_with_signals(
         events,
         status_path,
         status_version: None,
+        status_due: None,
         tx,
         console,
         matchers,
@@ -287,8 +297,15 @@ pub async fn run_with_signals(
     rt.reap(); // anything inherited that already exited
     rt.feed(Event::Start);
     rt.write_status(None);
+    let mut timer = DeadlineTimer::new().map_err(|e| SupervisorError::Io {
+        path: PathBuf::from("timerfd"),
+        source: e,
+    })?;
     while rt.machine.phase() != Phase::Done {
-        let deadline = rt.machine.next_deadline();
+        let deadline = match (rt.machine.next_deadline(), rt.status_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let recheck = !rt.watched.is_empty();
         tokio::select! {
             // Signals before SIGCHLD: when the backstop's SIGKILL (run inside the second
@@ -298,12 +315,15 @@ pub async fn run_with_signals(
             sig = sigs.recv() => rt.on_signal(sig),
             _ = sigchld.recv() => rt.reap(),
             Some(msg) = rx.recv() => rt.on_msg(msg),
-            _ = sleep_until_opt(deadline) => rt.feed(Event::Tick),
+            _ = timer.wait(deadline) => rt.feed(Event::Tick),
             _ = tokio::time::sleep(GROUP_RECHECK), if recheck => rt.check_groups(),
         }
-        // Once per wake-up, not per event: a teardown of 16 children is dozens of events, and
-        // each status write is a file write + rename.
-        rt.write_status(None);
+        if matches!(rt.machine.phase(), Phase::Stopping | Phase::Done) {
+            // The wake-up that started the teardown: the metrics' teardown duration starts here.
+            rt.teardown_started.get_or_insert_with(Instant::now);
+        }
+        // Not per event, nor per wake-up: a teardown of 16 children is dozens of events.
+        rt.write_status_soon();
     }
     rt.finish(&mut sigchld, &mut rx).await
 }
@@ -335,13 +355,6 @@ fn with_losses(mut detail: String) -> String {
         ));
     }
     detail
-}
-
-async fn sleep_until_opt(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
-        None => std::future::pending().await,
-    }
 }
 
 fn compile_matchers(plan: &Plan) -> Result<Vec<Vec<(usize, Regex)>>, SupervisorError> {
@@ -731,6 +744,18 @@ impl Runtime {
         }
     }
 
+    /// Write the status once [`STATUS_DELAY`] has passed since the first change not written yet.
+    fn write_status_soon(&mut self) {
+        if self.status_version == Some(self.machine.version()) {
+            return;
+        }
+        let now = Instant::now();
+        if now >= *self.status_due.get_or_insert(now + STATUS_DELAY) {
+            self.status_due = None;
+            self.write_status(None);
+        }
+    }
+
     fn write_status(&mut self, final_code: Option<i32>) {
         let v = self.machine.version();
         if final_code.is_none() && self.status_version == Some(v) {
@@ -758,9 +783,6 @@ impl Runtime {
             tracing::warn!(error = %e, "cannot write the status file");
         }
         // The metrics follow the status; the teardown's duration once it is over.
-        if matches!(self.machine.phase(), Phase::Stopping | Phase::Done) {
-            self.teardown_started.get_or_insert(now);
-        }
         let teardown = final_code
             .and(self.teardown_started)
             .map(|t| now.duration_since(t).as_secs_f64());

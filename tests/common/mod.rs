@@ -497,12 +497,18 @@ impl Mcsup {
         serde_json::from_str(&std::fs::read_to_string(&self.status_path).ok()?).ok()
     }
 
-    /// Current pid of a process, from the status file.
+    /// Current pid of a process: its last spawn's, unless that run has ended. From the events
+    /// file, which is written as things happen (the status file follows within 25 ms).
     pub fn pid_of(&self, name: &str) -> Option<i32> {
-        let s = self.status()?;
-        s["units"].as_array()?.iter().find(|u| u["name"] == name)?["pid"]
-            .as_i64()
-            .map(|p| p as i32)
+        let mut pid = None;
+        for e in self.events().iter().filter(|e| e.process == name) {
+            match e.event.as_str() {
+                "spawned" => pid = e.pid,
+                "exited" | "stopped" | "completed" => pid = None,
+                _ => {}
+            }
+        }
+        pid
     }
 }
 
