@@ -987,3 +987,18 @@ fn a_flood_of_output_reaches_the_file_whole_in_order_and_cut_at_the_cap() {
     assert_eq!(last, Some(n - 1), "the console saw the last line");
     env.assert_no_leftovers();
 }
+
+/// libibverbs is loaded by the RDMA preflight when a plan uses RDMA, never linked: a TCP node's
+/// mcsup does not map it (nor its libnl dependencies).
+#[test]
+fn a_tcp_node_does_not_map_libibverbs() {
+    let env = TestEnv::new();
+    let mut m = env.start(&chain(&env));
+    m.wait_event("worker", "ready", T);
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", m.pid())).unwrap();
+    assert!(!maps.contains("libibverbs"), "{maps}");
+    assert!(!maps.contains("libnl"), "{maps}");
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0);
+    env.assert_no_leftovers();
+}

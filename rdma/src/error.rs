@@ -98,6 +98,13 @@ pub enum FixtureError {
 #[cfg(feature = "ibverbs")]
 #[derive(Debug, thiserror::Error)]
 pub enum VerbsError {
+    /// libibverbs (`libibverbs.so.1`, Debian's `libibverbs1`) could not be loaded, or lacks a
+    /// function the scan needs.
+    #[error("{error} (install rdma-core: libibverbs1 and ibverbs-providers)")]
+    Load {
+        /// What the dynamic loader said.
+        error: String,
+    },
     /// `ibv_get_device_list` returned NULL with an errno other than ENOSYS.
     #[error("ibv_get_device_list failed: {source}")]
     DeviceList {

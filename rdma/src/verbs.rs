@@ -8,13 +8,20 @@
 //! Must not: create protection domains, queue pairs or memory registrations (it only queries),
 //! or treat "no RDMA on this machine" as an error.
 //!
+//! libibverbs is loaded when the first scan runs (`dlopen("libibverbs.so.1")`), not linked: a
+//! node without rdma-core still runs mcsup (the scan then says libibverbs is missing), and a
+//! TCP job never maps libibverbs and its libnl dependencies (about 0.6 MiB of mcsup's resident
+//! set, and their relocation at every start). rdma-sys provides the types; the nine functions are
+//! resolved by name, with the signatures rdma-sys's bindings declare.
+//!
 //! GID types are not read here: `rdma-sys` does not bind `_ibv_query_gid_ex`, and the type is
 //! in sysfs, which is where NCCL, UCX and `show_gids` read it too. Join the two views by device
 //! name and GID index.
 
 use std::ffi::CStr;
 use std::io;
-use std::os::raw::c_int;
+use std::os::raw::{c_char, c_int};
+use std::sync::OnceLock;
 
 use rdma_sys as sys;
 
@@ -110,8 +117,100 @@ pub struct VerbsGid {
     pub gid: Gid,
 }
 
+/// The libibverbs functions the scan calls, resolved from the loaded library.
+struct Verbs {
+    get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut sys::ibv_device,
+    free_device_list: unsafe extern "C" fn(*mut *mut sys::ibv_device),
+    get_device_name: unsafe extern "C" fn(*mut sys::ibv_device) -> *const c_char,
+    get_device_guid: unsafe extern "C" fn(*mut sys::ibv_device) -> sys::__be64,
+    open_device: unsafe extern "C" fn(*mut sys::ibv_device) -> *mut sys::ibv_context,
+    close_device: unsafe extern "C" fn(*mut sys::ibv_context) -> c_int,
+    query_device: unsafe extern "C" fn(*mut sys::ibv_context, *mut sys::ibv_device_attr) -> c_int,
+    /// The exported `ibv_query_port` (the compat path of the header's inline).
+    query_port:
+        unsafe extern "C" fn(*mut sys::ibv_context, u8, *mut sys::_compat_ibv_port_attr) -> c_int,
+    query_gid: unsafe extern "C" fn(*mut sys::ibv_context, u8, c_int, *mut sys::ibv_gid) -> c_int,
+    /// Keeps the library mapped for as long as the pointers above are used (the process).
+    _lib: libloading::Library,
+}
+
+/// The soname Debian's and every distribution's rdma-core installs (`libibverbs1`).
+const LIBIBVERBS: &str = "libibverbs.so.1";
+
+impl Verbs {
+    /// Loaded once per process; an error says what is missing.
+    fn get() -> Result<&'static Verbs, VerbsError> {
+        static VERBS: OnceLock<Result<Verbs, String>> = OnceLock::new();
+        VERBS
+            .get_or_init(|| Verbs::load(LIBIBVERBS))
+            .as_ref()
+            .map_err(|e| VerbsError::Load { error: e.clone() })
+    }
+
+    fn load(soname: &str) -> Result<Verbs, String> {
+        // SAFETY: loading libibverbs runs its constructors, which only set up its own state
+        // (provider list, environment); it has no requirements on the caller.
+        let lib = unsafe { libloading::Library::new(soname) }
+            .map_err(|e| format!("cannot load {soname}: {e}"))?;
+        /// Resolve one symbol as the function type the field declares.
+        macro_rules! sym {
+            ($name:literal) => {
+                // SAFETY: the symbol is libibverbs' public function of that name, whose C
+                // signature is the one rdma-sys's bindings declare and the field's type spells.
+                *unsafe { lib.get($name) }
+                    .map_err(|e| format!("{soname}: {}: {e}", String::from_utf8_lossy($name)))?
+            };
+        }
+        Ok(Verbs {
+            get_device_list: sym!(b"ibv_get_device_list\0"),
+            free_device_list: sym!(b"ibv_free_device_list\0"),
+            get_device_name: sym!(b"ibv_get_device_name\0"),
+            get_device_guid: sym!(b"ibv_get_device_guid\0"),
+            open_device: sym!(b"ibv_open_device\0"),
+            close_device: sym!(b"ibv_close_device\0"),
+            query_device: sym!(b"ibv_query_device\0"),
+            query_port: sym!(b"ibv_query_port\0"),
+            query_gid: sym!(b"ibv_query_gid\0"),
+            _lib: lib,
+        })
+    }
+
+    /// What the header's inline `ibv_query_port` does: the context's extended `query_port` when
+    /// the provider has one (it fills the whole `ibv_port_attr`), else the exported compat call.
+    ///
+    /// # Safety
+    /// `ctx` is an open context; `attr` a valid, writable `ibv_port_attr`.
+    unsafe fn query_port(
+        &self,
+        ctx: *mut sys::ibv_context,
+        port: u8,
+        attr: *mut sys::ibv_port_attr,
+    ) -> c_int {
+        // SAFETY: (the header's `verbs_get_ctx`/`verbs_get_ctx_op`) an extended context has
+        // `abi_compat == -1` and embeds the `ibv_context` as the `context` member of a
+        // `verbs_context`, whose `sz` says how many of its leading bytes the provider filled.
+        unsafe {
+            if (*ctx).abi_compat as usize == u32::MAX as usize {
+                let vc = ctx
+                    .cast::<u8>()
+                    .sub(std::mem::offset_of!(sys::verbs_context, context))
+                    .cast::<sys::verbs_context>();
+                let needed = std::mem::size_of::<sys::verbs_context>()
+                    - std::mem::offset_of!(sys::verbs_context, query_port);
+                if (*vc).sz >= needed {
+                    if let Some(f) = (*vc).query_port {
+                        return f(ctx, port, attr, std::mem::size_of::<sys::ibv_port_attr>());
+                    }
+                }
+            }
+            (self.query_port)(ctx, port, attr.cast())
+        }
+    }
+}
+
 /// Owns the array from `ibv_get_device_list`.
 struct DeviceList {
+    verbs: &'static Verbs,
     list: *mut *mut sys::ibv_device,
     len: usize,
 }
@@ -119,10 +218,11 @@ struct DeviceList {
 impl DeviceList {
     /// `Ok(None)` for NULL with ENOSYS (no subsystem).
     fn get() -> Result<Option<DeviceList>, VerbsError> {
+        let verbs = Verbs::get()?;
         let mut num: c_int = 0;
         // SAFETY: `num` is a valid out-pointer for the call's duration; the function has no
         // other preconditions.
-        let list = unsafe { sys::ibv_get_device_list(&mut num) };
+        let list = unsafe { (verbs.get_device_list)(&mut num) };
         if list.is_null() {
             // Read errno before anything else can overwrite it.
             let err = io::Error::last_os_error();
@@ -132,6 +232,7 @@ impl DeviceList {
             };
         }
         Ok(Some(DeviceList {
+            verbs,
             list,
             len: usize::try_from(num).unwrap_or(0),
         }))
@@ -148,19 +249,19 @@ impl DeviceList {
 impl Drop for DeviceList {
     fn drop(&mut self) {
         // SAFETY: `list` came from `ibv_get_device_list`, is non-null, and is freed once.
-        unsafe { sys::ibv_free_device_list(self.list) }
+        unsafe { (self.verbs.free_device_list)(self.list) }
     }
 }
 
 /// Owns a context from `ibv_open_device`.
-struct Context(*mut sys::ibv_context);
+struct Context(&'static Verbs, *mut sys::ibv_context);
 
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: the pointer came from a successful `ibv_open_device` and is closed once. A
         // failing close leaves nothing for us to do.
         unsafe {
-            sys::ibv_close_device(self.0);
+            (self.0.close_device)(self.1);
         }
     }
 }
@@ -190,16 +291,16 @@ pub fn scan() -> Result<VerbsScan, VerbsError> {
         .devices()
         .iter()
         .filter(|d| !d.is_null())
-        .map(|&dev| query_device(dev))
+        .map(|&dev| query_device(list.verbs, dev))
         .collect();
     Ok(VerbsScan::Devices(devices))
 }
 
-fn query_device(dev: *mut sys::ibv_device) -> VerbsDevice {
+fn query_device(verbs: &'static Verbs, dev: *mut sys::ibv_device) -> VerbsDevice {
     // SAFETY: `dev` is a non-null entry of a live device list; the returned string is owned by
     // libibverbs and copied before the list is freed.
     let name = unsafe {
-        let p = sys::ibv_get_device_name(dev);
+        let p = (verbs.get_device_name)(dev);
         if p.is_null() {
             String::new()
         } else {
@@ -207,8 +308,8 @@ fn query_device(dev: *mut sys::ibv_device) -> VerbsDevice {
         }
     };
     // SAFETY: as above; the GUID comes back in network byte order.
-    let node_guid = Guid(u64::from_be(unsafe { sys::ibv_get_device_guid(dev) }));
-    let info = open_and_query(dev, &name);
+    let node_guid = Guid(u64::from_be(unsafe { (verbs.get_device_guid)(dev) }));
+    let info = open_and_query(verbs, dev, &name);
     VerbsDevice {
         name,
         node_guid,
@@ -216,21 +317,25 @@ fn query_device(dev: *mut sys::ibv_device) -> VerbsDevice {
     }
 }
 
-fn open_and_query(dev: *mut sys::ibv_device, name: &str) -> Result<VerbsDeviceInfo, VerbsError> {
+fn open_and_query(
+    verbs: &'static Verbs,
+    dev: *mut sys::ibv_device,
+    name: &str,
+) -> Result<VerbsDeviceInfo, VerbsError> {
     // SAFETY: `dev` is a live entry of the device list.
-    let raw = unsafe { sys::ibv_open_device(dev) };
+    let raw = unsafe { (verbs.open_device)(dev) };
     if raw.is_null() {
         return Err(VerbsError::Open {
             device: name.to_owned(),
             source: io::Error::last_os_error(),
         });
     }
-    let ctx = Context(raw);
+    let ctx = Context(verbs, raw);
 
     // SAFETY: `ibv_device_attr` is plain integers and arrays, for which all-zero is valid.
     let mut attr: sys::ibv_device_attr = unsafe { std::mem::zeroed() };
-    // SAFETY: `ctx.0` is an open context and `attr` a valid, writable struct of the right type.
-    let ret = unsafe { sys::ibv_query_device(ctx.0, &mut attr) };
+    // SAFETY: `ctx.1` is an open context and `attr` a valid, writable struct of the right type.
+    let ret = unsafe { (verbs.query_device)(ctx.1, &mut attr) };
     if ret != 0 {
         return Err(VerbsError::QueryDevice {
             device: name.to_owned(),
@@ -255,12 +360,11 @@ fn open_and_query(dev: *mut sys::ibv_device, name: &str) -> Result<VerbsDeviceIn
 }
 
 fn query_port(ctx: &Context, name: &str, port: u8) -> Result<VerbsPort, VerbsError> {
-    // rdma-sys's `___ibv_query_port` does not clear the struct before the provider fills it
-    // (the C inline does), and older providers leave fields untouched: start from zeros.
+    // Start from zeros, as the C inline does: older providers leave fields untouched.
     // SAFETY: `ibv_port_attr` is plain integers, for which all-zero is valid.
     let mut pattr: sys::ibv_port_attr = unsafe { std::mem::zeroed() };
-    // SAFETY: `ctx.0` is an open context and `pattr` a valid, writable struct of the right type.
-    let ret = unsafe { sys::___ibv_query_port(ctx.0, port, &mut pattr) };
+    // SAFETY: `ctx.1` is an open context and `pattr` a valid, writable struct of the right type.
+    let ret = unsafe { ctx.0.query_port(ctx.1, port, &mut pattr) };
     if ret != 0 {
         return Err(VerbsError::QueryPort {
             device: name.to_owned(),
@@ -276,7 +380,7 @@ fn query_port(ctx: &Context, name: &str, port: u8) -> Result<VerbsPort, VerbsErr
         };
         let mut gid = sys::ibv_gid { raw: [0; 16] };
         // SAFETY: open context, valid port and index in range, `gid` a writable 16-byte union.
-        let ret = unsafe { sys::ibv_query_gid(ctx.0, port, c_index, &mut gid) };
+        let ret = unsafe { (ctx.0.query_gid)(ctx.1, port, c_index, &mut gid) };
         if ret != 0 {
             continue;
         }
@@ -318,5 +422,27 @@ mod tests {
     fn no_devices_views_are_empty() {
         assert!(VerbsScan::NoSubsystem.devices().is_empty());
         assert!(VerbsScan::NoDevices.devices().is_empty());
+    }
+
+    #[test]
+    fn a_missing_library_is_an_error_that_names_it() {
+        let Err(e) = Verbs::load("libibverbs-mcsup-test-absent.so.1") else {
+            panic!("loaded a library that does not exist");
+        };
+        assert!(
+            e.starts_with("cannot load libibverbs-mcsup-test-absent.so.1: "),
+            "{e}"
+        );
+        let shown = VerbsError::Load { error: e }.to_string();
+        assert!(shown.contains("install rdma-core"), "{shown}");
+    }
+
+    #[test]
+    fn a_library_without_the_functions_is_an_error_that_names_the_missing_one() {
+        // libc loads, but exports no ibv_* function.
+        let Err(e) = Verbs::load("libc.so.6") else {
+            panic!("libc passed for libibverbs");
+        };
+        assert!(e.starts_with("libc.so.6: ibv_get_device_list\0: "), "{e}");
     }
 }

@@ -23,6 +23,12 @@ fn real_verbs_scan_is_clean() {
         }
     }
     eprintln!("verbs scan on this machine: {result:?}");
+    // libibverbs is loaded by the scan (not linked): it is mapped now.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    assert!(
+        maps.contains("libibverbs.so"),
+        "libibverbs not loaded by the scan"
+    );
 }
 
 #[test]
