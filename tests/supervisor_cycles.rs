@@ -61,7 +61,21 @@ fn two_hundred_start_stop_cycles_leak_nothing() {
     let fds = fd_count();
     for i in 1..200 {
         let out = run_blocking(plan.clone(), opts.clone()).expect("run");
-        assert_eq!(out.exit_code, 0, "cycle {i}: {}", out.reason);
+        // A failing cycle shows its own events and the store's log (the evidence for a rare
+        // exit 124 seen once: a store that did not die on SIGINT within its grace?).
+        let tail = |name: &str| {
+            let text = std::fs::read_to_string(env.log_dir().join(name)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(30)..].join("\n")
+        };
+        assert_eq!(
+            out.exit_code,
+            0,
+            "cycle {i}: {}\nevents:\n{}\nstore log:\n{}",
+            out.reason,
+            tail("n1.events.jsonl"),
+            tail("n1.store.log")
+        );
     }
     assert!(fd_count() <= fds, "fds leaked: {} -> {}", fds, fd_count());
     assert!(
