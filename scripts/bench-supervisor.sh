@@ -3,7 +3,7 @@
 # and piped by the harness itself). Not a test: prints figures and ratios measured in one run.
 #
 #   scripts/bench-supervisor.sh            # full run (~1-2 min: includes 30 s of idle)
-#   BENCH_REPS=3 IDLE_SECONDS=5 BENCH_LINES=200000 scripts/bench-supervisor.sh   # quick look
+#   BENCH_REPS=3 BENCH_LOG_REPS=1 IDLE_SECONDS=5 BENCH_LINES=200000 scripts/bench-supervisor.sh  # quick
 #
 # Needs python3; supervisord (Debian package `supervisor`) is installed when missing and we are
 # root, otherwise its columns are skipped. Builds release binaries into $CARGO_TARGET_DIR
