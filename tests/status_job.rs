@@ -178,3 +178,47 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// On a terminal, `--watch` redraws in place (cursor home, clear screen, then the report), and it
+/// stops by itself once every node is done.
+#[test]
+fn watch_on_a_terminal_redraws_in_place() {
+    let env = TestEnv::new();
+    let mut m = env.start(&env.plan(vec![listening(&env, "master", ProcessKind::Master, 0)]));
+    m.wait_event("master", "ready", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0);
+
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = std::fs::File::from(pty.slave);
+    let mut watcher = KillOnDrop(
+        Command::new(MCSUP)
+            .args(["status", "--job", "--watch", "0.2", "--log-dir"])
+            .arg(env.log_dir())
+            .stdin(Stdio::null())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    drop(slave);
+    let done = wait_for("the watcher to finish", T, || watcher.0.try_wait().unwrap());
+    assert_eq!(done.code(), Some(0), "{done:?}");
+    // Everything it wrote is in the pty's buffer; the slave is closed, so read until EIO.
+    let mut master = std::fs::File::from(pty.master);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match std::io::Read::read(&mut master, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.starts_with("\x1b[H\x1b[2Jjob: 1 node(s): n1"),
+        "{text:?}"
+    );
+    assert!(text.contains("n1: done, exit code 0"), "{text:?}");
+    env.assert_no_leftovers();
+}
