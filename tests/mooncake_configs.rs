@@ -131,7 +131,7 @@ fn client_loader(what: &str, env: &[(String, String)], stdin: &str) -> Result<St
     let mut child = Command::new(bin.join("python"))
         .arg(script)
         .arg(&sources)
-        .arg(what)
+        .args(what.split_whitespace())
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::piped())
@@ -212,6 +212,29 @@ fn the_vllm_config_loads_in_vllms_own_loader_with_the_workers_env() {
             assert_eq!(field(&got, "device_name"), "mlx5_0", "{got}");
             assert_eq!(field(&got, "local_buffer_size"), 1 << 30, "{got}");
             loaded += 1;
+
+            // The address vLLM's KV store worker registers as (vLLM ignores the file's
+            // local_hostname): the node's, the same as the file says, not what vLLM's own
+            // get_ip() would find (192.0.2.99 stands for another interface of the node).
+            let host = client_loader("vllm-requester 192.0.2.99", &env, "")
+                .unwrap_or_else(|e| panic!("{node_name}/{}: {e}", w.name));
+            assert_eq!(host, format!("\"{}\"", p.node.ip), "{node_name}/{}", w.name);
+            // (vLLM's config has no local_hostname field at all; the file's is Mooncake's.)
+            assert!(got.get("local_hostname").is_none(), "{got}");
+            assert!(
+                f.contents
+                    .contains(&format!("\"local_hostname\": \"{}\"", p.node.ip)),
+                "{}",
+                f.contents
+            );
+            // Negative control: without the variable vLLM registers as get_ip()'s address.
+            let without: Vec<(String, String)> = env
+                .iter()
+                .filter(|(k, _)| k != "MOONCAKE_REQUESTER_LOCAL_HOSTNAME")
+                .cloned()
+                .collect();
+            let fallback = client_loader("vllm-requester 192.0.2.99", &without, "").unwrap();
+            assert_eq!(fallback, "\"192.0.2.99\"");
 
             // Negative control: without `mode` vLLM assumes embedded, where a 0 segment is an
             // error (Mooncake's own docs still show that spelling).

@@ -37,7 +37,13 @@ ARTIFACTS = [
         f"{FILES}/f7/25/aa5684e9c59d6fc75f78926b7f15e8d9adc7de2d9e6e7575b80776ad8169/vllm-0.33.0.tar.gz",
         "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112",
         "tar.gz",
-        {"vllm-0.33.0/vllm/distributed/mooncake_store.py": "vllm/distributed/mooncake_store.py"},
+        {
+            "vllm-0.33.0/vllm/distributed/mooncake_store.py": "vllm/distributed/mooncake_store.py",
+            # Where the KV store worker reads the address it registers as.
+            "vllm-0.33.0/vllm/envs.py": "vllm/envs.py",
+            "vllm-0.33.0/vllm/distributed/kv_transfer/kv_connector/v1/mooncake/rdma_utils.py":
+                "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/rdma_utils.py",
+        },
     ),
     (
         "sglang",
@@ -56,7 +62,8 @@ ARTIFACTS = [
 
 
 def stamp() -> str:
-    return "\n".join(f"{n}=={v} {h}" for n, v, _, h, _, _ in ARTIFACTS) + "\n"
+    # The members too: adding a file to the list must fetch again.
+    return "\n".join(f"{n}=={v} {h} {sorted(m.values())}" for n, v, _, h, _, m in ARTIFACTS) + "\n"
 
 
 def fetch(url: str, sha256: str) -> bytes:

@@ -43,6 +43,11 @@ pub mod env {
     pub const PROTOCOL: &str = "MOONCAKE_PROTOCOL";
     pub const DEVICE: &str = "MOONCAKE_DEVICE";
     pub const CONFIG_PATH: &str = "MOONCAKE_CONFIG_PATH";
+    /// vLLM (0.33): the address its Mooncake store worker registers as. vLLM does not read the
+    /// config file's `local_hostname`; without this it uses its own `get_ip()` (`VLLM_HOST_IP`,
+    /// else the interface of the default route), which on a multi-NIC node may not be the
+    /// address the rest of the node's Mooncake clients advertise.
+    pub const REQUESTER_LOCAL_HOSTNAME: &str = "MOONCAKE_REQUESTER_LOCAL_HOSTNAME";
     /// Transfer-engine bind address (mcsup's default: the node's address).
     pub const TCP_BIND_ADDRESS: &str = "MC_TCP_BIND_ADDRESS";
 }

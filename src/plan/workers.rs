@@ -4,7 +4,8 @@
 //! Worker env, later wins: discovery (`ETCD_ENDPOINTS`, `NATS_SERVER`, when such services are
 //! effective) < `MOONCAKE_LOCAL_HOSTNAME=<node ip>` (a default the user may override) < the
 //! role's env < top-level `environment` < the worker's own `env` < `mooncake_kv_store.env` <
-//! forced `MOONCAKE_MASTER` / `MOONCAKE_TE_META_DATA_SERVER` (vLLM also `MOONCAKE_CONFIG_PATH`).
+//! forced `MOONCAKE_MASTER` / `MOONCAKE_TE_META_DATA_SERVER` (vLLM also `MOONCAKE_CONFIG_PATH`,
+//! and `MOONCAKE_REQUESTER_LOCAL_HOSTNAME` = the effective `MOONCAKE_LOCAL_HOSTNAME` unless set).
 //! A derived SGLang/vLLM worker is ready when its server answers `GET /health`. Pure.
 
 use std::collections::BTreeSet;
@@ -358,6 +359,15 @@ pub fn plan_workers(
                             vllm_config_path.display().to_string(),
                             "forced",
                         );
+                        // vLLM registers as this, not as the file's local_hostname: the same
+                        // address (the node's, or the recipe's MOONCAKE_LOCAL_HOSTNAME), unless
+                        // the recipe sets it.
+                        if env.get(mooncake::env::REQUESTER_LOCAL_HOSTNAME).is_none() {
+                            let host = env
+                                .get(mooncake::env::LOCAL_HOSTNAME)
+                                .map_or_else(|| s.ctx.ip.clone(), |v| v.value.clone());
+                            env.set(mooncake::env::REQUESTER_LOCAL_HOSTNAME, host, "default");
+                        }
                     }
                     if store_here && model.engine != BackendType::Vllm {
                         lints::worker_segment(

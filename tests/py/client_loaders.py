@@ -16,6 +16,9 @@ They are loaded by file path, unchanged:
 Usage (the environment is the worker's; results are JSON on stdout, a loader error is
 "<ExceptionType>: <message>" on stderr with exit status 1):
   client_loaders.py SOURCES vllm-config     vLLM MooncakeStoreConfig.load_from_config()
+  client_loaders.py SOURCES vllm-requester IP   vLLM rdma_utils.get_requester_local_hostname(IP):
+                                            the address vLLM's KV store worker registers as
+                                            (IP stands for what vLLM's get_ip() found)
   client_loaders.py SOURCES sglang-env      SGLang MooncakeStoreConfig.load_from_env()
   client_loaders.py SOURCES sglang-sizes    one JSON string per stdin line -> bytes or null
 """
@@ -57,6 +60,24 @@ def vllm(sources):
     return load("vllm_mooncake_store", os.path.join(sources, "vllm/vllm/distributed/mooncake_store.py"))
 
 
+def vllm_rdma_utils(sources):
+    """vLLM's `rdma_utils` with the real `vllm.envs` (standard library only); `vllm.logger` is a
+    plain logging shim (it only names the module's logger)."""
+    root = os.path.join(sources, "vllm/vllm")
+    for name in ["vllm", "vllm.distributed", "vllm.distributed.kv_transfer",
+                 "vllm.distributed.kv_transfer.kv_connector",
+                 "vllm.distributed.kv_transfer.kv_connector.v1",
+                 "vllm.distributed.kv_transfer.kv_connector.v1.mooncake"]:
+        package(name)
+    logger = types.ModuleType("vllm.logger")
+    import logging
+    logger.init_logger = logging.getLogger
+    sys.modules["vllm.logger"] = logger
+    sys.modules["vllm"].envs = load("vllm.envs", os.path.join(root, "envs.py"))
+    return load("vllm.distributed.kv_transfer.kv_connector.v1.mooncake.rdma_utils",
+                os.path.join(root, "distributed/kv_transfer/kv_connector/v1/mooncake/rdma_utils.py"))
+
+
 def sglang(sources):
     root = os.path.join(sources, "sglang")
     for name in ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.mem_cache.hybrid_cache",
@@ -78,6 +99,8 @@ def main():
     try:
         if what == "vllm-config":
             out = dataclasses.asdict(vllm(sources).MooncakeStoreConfig.load_from_config())
+        elif what == "vllm-requester":
+            out = vllm_rdma_utils(sources).get_requester_local_hostname(sys.argv[3])
         elif what == "sglang-env":
             out = dataclasses.asdict(sglang(sources).MooncakeStoreConfig.load_from_env())
         elif what == "sglang-sizes":
