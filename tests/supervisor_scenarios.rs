@@ -1002,3 +1002,127 @@ fn a_tcp_node_does_not_map_libibverbs() {
     assert_eq!(m.wait_exit(T), 0);
     env.assert_no_leftovers();
 }
+
+/// What a child starts with (spawn.rs, `clone(CLONE_VM | CLONE_VFORK)` then exec): found through
+/// the child's PATH, its own process group, /dev/null stdin, stdout and stderr on mcsup's pipe and
+/// no other fd, the planned env and cwd, an empty signal mask; the drain signal ignored, SIGPIPE
+/// and the stop signals at their default even when mcsup inherited them ignored, and an
+/// inherited ignore mcsup does not touch (SIGTTOU here) kept, as across a plain fork and exec.
+#[test]
+fn a_child_starts_in_a_clean_state() {
+    let env = TestEnv::new();
+    let mut w = env.proc("w", ProcessKind::Worker, &[]);
+    w.argv = vec!["sleep".into(), "30".into()];
+    let cwd = env.path("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    w.cwd = Some(cwd.clone());
+    w.env.push(EnvVar {
+        name: "MCSUP_PLANNED".into(),
+        value: "yes".into(),
+        source: "test".into(),
+        overrode: vec![],
+    });
+    let plan = env.plan(vec![w]);
+    let plan_path = env.path("plan.json");
+    std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
+    // mcsup itself starts with HUP, PIPE and TTOU ignored (nohup, a shell's trap).
+    let child = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "trap '' HUP PIPE TTOU; exec \"$0\" run --plan-file \"$1\"",
+        ])
+        .arg(MCSUP)
+        .arg(&plan_path)
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut m = Mcsup::new(&env, "n1", child, env.dir.path().to_path_buf());
+    m.wait_event("w", "ready", T);
+    let pid = wait_for("w's pid", T, || m.pid_of("w"));
+
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(f[1], m.pid().to_string(), "parent: {stat}");
+    assert_eq!(f[2], pid.to_string(), "own process group: {stat}");
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/exe")).unwrap(),
+        std::path::Path::new("/usr/bin/sleep")
+    );
+    assert_eq!(std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(), cwd);
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    fds.sort();
+    assert_eq!(fds, ["0", "1", "2"], "only stdio survives the exec");
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap(),
+        std::path::Path::new("/dev/null")
+    );
+    let out = std::fs::read_link(format!("/proc/{pid}/fd/1")).unwrap();
+    assert!(out.to_string_lossy().starts_with("pipe:"), "{out:?}");
+    assert_eq!(
+        out,
+        std::fs::read_link(format!("/proc/{pid}/fd/2")).unwrap()
+    );
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+    assert!(vars.contains(&&b"MCSUP_PLANNED=yes"[..]));
+    assert!(vars.contains(&&b"PYTHONUNBUFFERED=1"[..]));
+
+    let mask =
+        |field: &str| u64::from_str_radix(&proc_status_field(pid, field).unwrap(), 16).unwrap();
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    assert_eq!(mask("SigBlk"), 0, "no signal blocked");
+    let ign = mask("SigIgn");
+    assert_ne!(ign & bit(libc::SIGUSR1), 0, "the drain signal is ignored");
+    for (sig, name) in [
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGPIPE, "SIGPIPE"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+    ] {
+        assert_eq!(ign & bit(sig), 0, "{name} at its default");
+    }
+    assert_ne!(ign & bit(libc::SIGTTOU), 0, "an inherited ignore is kept");
+
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}
+
+/// A program that cannot be exec'd fails its spawn with the errno execvp would give.
+#[test]
+fn a_program_that_cannot_be_executed_fails_the_spawn_naming_why() {
+    let env = TestEnv::new();
+    let dir = env.path("not-a-program");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (argv0, why) in [
+        (
+            env.path("missing").display().to_string(),
+            "No such file or directory",
+        ),
+        (dir.display().to_string(), "Permission denied"),
+        (
+            "mcsup-no-such-program-on-path".to_string(),
+            "No such file or directory",
+        ),
+    ] {
+        let mut p = env.proc("master", ProcessKind::Master, &[]);
+        p.argv = vec![argv0.clone()];
+        let mut m = env.start_with(&env.plan(vec![p]), &["--skip-preflight"]);
+        assert_eq!(m.wait_exit(T), 7, "{argv0}");
+        let evs = m.events();
+        let failed = Mcsup::find(&evs, "master", "failed").raw.to_string();
+        assert!(failed.contains(why), "{argv0}: {failed}");
+    }
+    env.assert_no_leftovers();
+}

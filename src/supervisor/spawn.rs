@@ -1,4 +1,6 @@
-//! Fork/exec of children: the only place that creates processes.
+//! Creating children: the only place that does. A supervised process is created with
+//! `clone(CLONE_VM | CLONE_VFORK)` and exec'd, as `posix_spawn` does (no copy of mcsup's address
+//! space; see [`spawn_process`]); an exec probe, rarer, through std's `Command` (fork).
 //!
 //! Every child gets its own process group (so signals reach its whole tree, and Ctrl-C at the
 //! terminal reaches only mcsup), `/dev/null` stdin, stdout+stderr on one pipe (so the log keeps
@@ -9,7 +11,7 @@
 //! subreaper loop steals statuses). Nothing here keeps a `Child` handle alive.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
@@ -59,37 +61,311 @@ pub fn effective_argv(spec: &ProcessSpec) -> Vec<String> {
 }
 
 /// Spawn a supervised process.
+///
+/// The child is created the way `posix_spawn` does it, with `clone(CLONE_VM | CLONE_VFORK)`: it
+/// borrows mcsup's memory until its `execve`, so nothing of mcsup's address space is copied
+/// (a `fork` copies the page tables, and mcsup then takes a copy-on-write fault on every page it
+/// touches until the child has exec'd). `posix_spawn` itself cannot be used: it cannot set
+/// PR_SET_PDEATHSIG nor ignore the drain signal. What the child runs between clone and exec is
+/// [`child_main`]: raw system calls only, on its own stack, with every signal blocked.
 pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
     let argv = effective_argv(spec);
-    let (prog, args) = argv
-        .split_first()
-        .ok_or_else(|| io::Error::other("empty argv"))?;
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
-    let write2 = write.try_clone()?;
-    let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(write))
-        .stderr(Stdio::from(write2));
+    let prog = argv.first().ok_or_else(|| io::Error::other("empty argv"))?;
+    // The child's environment: mcsup's, then the plan's.
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
+        std::env::vars_os().collect();
     if spec.env_value("PYTHONUNBUFFERED").is_none() {
         // Python block-buffers a pipe; the ready line would arrive late or never.
-        cmd.env("PYTHONUNBUFFERED", "1");
+        env.insert("PYTHONUNBUFFERED".into(), "1".into());
     }
     for v in &spec.env {
-        cmd.env(&v.name, &v.value);
+        env.insert((&v.name).into(), (&v.value).into());
     }
-    if let Some(dir) = &spec.cwd {
-        cmd.current_dir(dir);
+    let exec = ExecImage::new(prog, &argv, &env, spec.cwd.as_deref())?;
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let null = std::fs::File::open("/dev/null")?;
+    let pid = exec.spawn(
+        null.as_raw_fd(),
+        write.as_raw_fd(),
+        drain as libc::c_int,
+        spec.stop.signal.0 as libc::c_int,
+    )?;
+    // Our copies of the child's stdio close here: the reader sees EOF when the child's go.
+    drop(write);
+    Ok(Spawned { pid, output: read })
+}
+
+/// Everything the child needs between clone and exec, prepared by the parent (the child must
+/// not allocate: it shares the parent's heap).
+struct ExecImage {
+    /// Where to exec, in order: the program itself when it names a path, else each `PATH`
+    /// directory of the child's environment joined with it (what `execvp` tries).
+    candidates: Vec<std::ffi::CString>,
+    argv: Vec<std::ffi::CString>,
+    envp: Vec<std::ffi::CString>,
+    cwd: Option<std::ffi::CString>,
+}
+
+impl ExecImage {
+    fn new(
+        prog: &str,
+        argv: &[String],
+        env: &std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+        cwd: Option<&std::path::Path>,
+    ) -> io::Result<Self> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let nul = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{what} contains a NUL byte"),
+            )
+        };
+        let c = |b: &[u8], what: &str| CString::new(b).map_err(|_| nul(what));
+        if prog.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        }
+        let candidates = if prog.contains('/') {
+            vec![c(prog.as_bytes(), "the program")?]
+        } else {
+            // execvp's default search path when PATH is unset.
+            let path = env
+                .get(std::ffi::OsStr::new("PATH"))
+                .map_or_else(|| b"/bin:/usr/bin".to_vec(), |p| p.as_bytes().to_vec());
+            path.split(|&b| b == b':')
+                .map(|dir| {
+                    // An empty entry is the current directory, as for execvp.
+                    let mut full = if dir.is_empty() {
+                        b".".to_vec()
+                    } else {
+                        dir.to_vec()
+                    };
+                    full.push(b'/');
+                    full.extend_from_slice(prog.as_bytes());
+                    c(&full, "a PATH entry")
+                })
+                .collect::<io::Result<_>>()?
+        };
+        let argv = argv
+            .iter()
+            .map(|a| c(a.as_bytes(), "an argument"))
+            .collect::<io::Result<_>>()?;
+        let envp = env
+            .iter()
+            .map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                c(&kv, "an environment variable")
+            })
+            .collect::<io::Result<_>>()?;
+        let cwd = cwd
+            .map(|d| c(d.as_os_str().as_bytes(), "the working directory"))
+            .transpose()?;
+        Ok(ExecImage {
+            candidates,
+            argv,
+            envp,
+            cwd,
+        })
     }
-    let stop = spec.stop.signal.0;
-    prepare(&mut cmd, drain, Some(stop));
-    let child = cmd.spawn()?;
-    // `cmd` still holds the pipe's write ends: drop it now, or the reader never sees EOF.
-    drop(cmd);
-    Ok(Spawned {
-        pid: child.id() as Pid,
-        output: read,
-    })
+
+    /// Create the child (its own process group, stdin `stdin`, stdout and stderr `output`) and
+    /// return its pid once it has exec'd; an error if it could not (the child is reaped then).
+    fn spawn(
+        &self,
+        stdin: RawFd,
+        output: RawFd,
+        drain: libc::c_int,
+        stop: libc::c_int,
+    ) -> io::Result<Pid> {
+        let ptrs = |v: &[std::ffi::CString]| {
+            v.iter()
+                .map(|s| s.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect::<Vec<*const libc::c_char>>()
+        };
+        let candidates = ptrs(&self.candidates);
+        let argv = ptrs(&self.argv);
+        let envp = ptrs(&self.envp);
+        let mut args = ChildArgs {
+            candidates: candidates.as_ptr(),
+            argv: argv.as_ptr(),
+            envp: envp.as_ptr(),
+            cwd: self.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            stdin,
+            output,
+            drain,
+            stop,
+            parent: nix::unistd::getpid().as_raw(),
+            error: 0,
+        };
+        // The child's stack: it runs only `child_main` (a few system calls and no recursion).
+        let mut stack = vec![0u8; CHILD_STACK];
+        // SAFETY: the stack's top, 16-byte aligned, within the allocation (x86_64 and aarch64
+        // stacks grow down).
+        let top = unsafe { stack.as_mut_ptr().add(CHILD_STACK) };
+        let top = (top as usize & !15) as *mut libc::c_void;
+        // Every signal blocked across the clone: a handler of mcsup's must never run on the
+        // child's stack in mcsup's memory. The child resets the handlers before unblocking.
+        let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: plain calls on valid sigset_t values.
+        unsafe {
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        }
+        // SAFETY: CLONE_VM | CLONE_VFORK: this thread is suspended until the child has exec'd
+        // or exited, so `args`, the pointer arrays and the stack outlive every use the child
+        // makes of them; `child_main` only makes async-signal-safe calls and never returns
+        // into Rust code of the parent.
+        let pid = unsafe {
+            libc::clone(
+                child_main,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                std::ptr::addr_of_mut!(args).cast(),
+            )
+        };
+        let clone_error = io::Error::last_os_error();
+        // SAFETY: restores the mask saved above.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+        drop(stack);
+        if pid < 0 {
+            return Err(clone_error);
+        }
+        // Written by the child through the pointer handed to clone.
+        // SAFETY: a plain read of an initialised field.
+        let error = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(args.error)) };
+        if error != 0 {
+            // It exited without exec'ing: reap it here (it was never handed to the runtime).
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+            return Err(io::Error::from_raw_os_error(error));
+        }
+        Ok(pid)
+    }
+}
+
+/// Bytes of stack for the child between clone and exec.
+const CHILD_STACK: usize = 64 * 1024;
+
+/// Shared between the parent and the vfork child (the child writes only `error`).
+#[repr(C)]
+struct ChildArgs {
+    candidates: *const *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+    stdin: RawFd,
+    output: RawFd,
+    drain: libc::c_int,
+    stop: libc::c_int,
+    parent: libc::pid_t,
+    /// errno of the step that failed; 0 when the child exec'd.
+    error: libc::c_int,
+}
+
+/// The child, between clone and exec: in mcsup's memory, on its own stack, every signal blocked.
+/// Only system calls; no allocation, no lock, no Rust runtime.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `ChildArgs`, alive while the parent is suspended; every
+    // pointer in it is valid and NUL-terminated as prepared by `ExecImage::spawn`.
+    unsafe {
+        let a = &mut *(arg as *mut ChildArgs);
+        let fail = |a: &mut ChildArgs| -> libc::c_int {
+            a.error = *libc::__errno_location();
+            if a.error == 0 {
+                a.error = libc::EINVAL;
+            }
+            libc::_exit(127)
+        };
+        // Dispositions: a handler of mcsup's becomes SIG_DFL (it must not run here, and exec
+        // would reset it anyway); an inherited SIG_IGN stays (nohup), except for the signals
+        // that stop a child and its own stop signal; the drain signal is ignored so that a
+        // step-wide signal reaches only mcsup (the stop signal wins if they are the same).
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        let mut ign: libc::sigaction = std::mem::zeroed();
+        ign.sa_sigaction = libc::SIG_IGN;
+        for sig in 1..libc::SIGRTMAX() + 1 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut cur) != 0 {
+                continue; // a signal glibc reserves for itself
+            }
+            // SIGPIPE too: mcsup ignores it (the Rust runtime does), a child must not inherit
+            // that (std's Command resets it as well).
+            let reset = RESET_TO_DEFAULT.iter().any(|s| *s as libc::c_int == sig)
+                || sig == libc::SIGPIPE
+                || sig == a.stop;
+            let want = if sig == a.drain && sig != a.stop {
+                &ign
+            } else if cur.sa_sigaction != libc::SIG_IGN || reset {
+                &dfl
+            } else {
+                continue;
+            };
+            libc::sigaction(sig, want, std::ptr::null_mut());
+        }
+        if libc::setpgid(0, 0) != 0 {
+            return fail(a);
+        }
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return fail(a);
+        }
+        // mcsup may have died before the prctl: then PDEATHSIG never fires.
+        if libc::getppid() != a.parent {
+            *libc::__errno_location() = libc::ESRCH;
+            return fail(a);
+        }
+        if libc::dup2(a.stdin, 0) < 0 || libc::dup2(a.output, 1) < 0 || libc::dup2(a.output, 2) < 0
+        {
+            return fail(a);
+        }
+        // Every other fd closes at exec (fds from srun/PMIx may lack CLOEXEC; a leaked pipe end
+        // in a grandchild keeps a log reader from ever seeing EOF).
+        close_inherited_fds();
+        if !a.cwd.is_null() && libc::chdir(a.cwd) != 0 {
+            return fail(a);
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        // Like execvp: each candidate in turn; EACCES is remembered over a later ENOENT.
+        let mut saw_eacces = false;
+        let mut c = a.candidates;
+        while !(*c).is_null() {
+            libc::execve(*c, a.argv, a.envp);
+            let e = *libc::__errno_location();
+            if e == libc::EACCES {
+                saw_eacces = true;
+            } else if !matches!(
+                e,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT
+            ) {
+                return fail(a);
+            }
+            c = c.add(1);
+        }
+        *libc::__errno_location() = if saw_eacces {
+            libc::EACCES
+        } else {
+            libc::ENOENT
+        };
+        // Signals stay unblocked from here: nothing of mcsup's can run (handlers are reset).
+        fail(a)
+    }
 }
 
 /// Spawn an exec probe (own group so a timeout can kill its whole tree; output discarded).
