@@ -90,8 +90,49 @@ pub fn ready_on_line(pattern: &str, timeout_ms: u64) -> Option<ReadinessSpec> {
 
 /// A free port on 127.0.0.1 (bind 0, read it, release it).
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr").port()
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    // Below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default): a port
+    // taken from that range (bind to port 0) can be grabbed in the meantime as the source port
+    // of any outgoing connection of a parallel test (seen: the preflight of a Slurm test found
+    // its store port "already in use"). Above Mooncake's own random ports (12300-14300,
+    // 15000-17000) and the fixed ports of the tests (17xxx, 18xxx).
+    const LO: u32 = 20_000;
+    const HI: u32 = 32_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // A lock file per port, held for this test process's life: parallel test processes never
+    // hand out the same port.
+    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    let _ = NEXT.compare_exchange(0, seed % (HI - LO) + 1, Ordering::SeqCst, Ordering::SeqCst);
+    let locks = std::env::temp_dir().join("mcsup-test-ports");
+    std::fs::create_dir_all(&locks).expect("port lock dir");
+    for _ in 0..(HI - LO) {
+        let port = (LO + NEXT.fetch_add(1, Ordering::SeqCst) % (HI - LO)) as u16;
+        let Ok(lock) = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(locks.join(port.to_string()))
+        else {
+            continue;
+        };
+        // SAFETY: flock on an fd this function owns.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            continue;
+        }
+        let free = std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free {
+            HELD.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+            return port;
+        }
+    }
+    panic!("no free port in {LO}..{HI}");
 }
 
 /// One test's world: temp dir, tag, node name.
