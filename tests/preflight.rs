@@ -861,3 +861,39 @@ fn an_older_mooncake_reads_explicit_indices_its_own_way() {
     let o = run("two-nics", &zero, "0.3.8");
     assert_eq!(named(&o, "gid index mlx5_0 (Mooncake 0.3.8)"), None);
 }
+
+#[test]
+fn listening_ports_in_the_ephemeral_range_are_warned_unless_reserved() {
+    let n = node("two-nics", &Proc::default());
+    let sys = n.path().join("proc/sys/net/ipv4");
+    std::fs::create_dir_all(&sys).unwrap();
+    // The default range: the seed's ports (8700-8702, 8800) are below it.
+    std::fs::write(sys.join("ip_local_port_range"), "32768\t60999\n").unwrap();
+    let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
+    let ranged = |o: &Outcome| -> Vec<String> {
+        o.json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"].as_str().unwrap().ends_with(" range"))
+            .map(|c| format!("{} {}", c["name"], c["status"]))
+            .collect()
+    };
+    assert!(ranged(&o).is_empty(), "{:?}", ranged(&o));
+    // A node whose ephemeral range starts at 1024: every listening port can be taken.
+    std::fs::write(sys.join("ip_local_port_range"), "1024\t65000\n").unwrap();
+    let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
+    assert_eq!(ranged(&o).len(), 4, "{:?}", ranged(&o));
+    assert_eq!(o.status("store port 8800 range"), "warn");
+    let text = o.text("master port 8700 range");
+    assert!(
+        text.contains("ephemeral port range 1024-65000")
+            && text.contains("net.ipv4.ip_local_reserved_ports=8700"),
+        "{text}"
+    );
+    assert_eq!(o.json["passed"], true, "a warning, not a failure");
+    // Reserved ports are never handed out as source ports.
+    std::fs::write(sys.join("ip_local_reserved_ports"), "8700-8702,8800\n").unwrap();
+    let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
+    assert!(ranged(&o).is_empty(), "{:?}", ranged(&o));
+}

@@ -152,6 +152,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 
+    tools::check_ephemeral_ports(plan, &root, &mut report);
     if opts.live {
         tools::check_ports(plan, &mut report);
         tools::check_executables(plan, opts.path_var.as_deref(), &mut report);

@@ -53,6 +53,78 @@ pub fn check_ports(plan: &Plan, report: &mut Report) {
     }
 }
 
+/// A listening port inside the kernel's ephemeral range (`net.ipv4.ip_local_port_range`, minus
+/// `ip_local_reserved_ports`) can be taken, before the process binds it, as the source port of
+/// any outgoing connection on the node (a worker's, a store's, an exporter's), and the service
+/// then fails to start with "address in use". Warned, with the two fixes. Nothing is said when the
+/// range cannot be read.
+pub fn check_ephemeral_ports(plan: &Plan, root: &super::system::Sysroot, report: &mut Report) {
+    let Some((lo, hi)) = root
+        .read("/proc/sys/net/ipv4/ip_local_port_range")
+        .and_then(|t| parse_port_range(&t))
+    else {
+        return;
+    };
+    let reserved = root
+        .read("/proc/sys/net/ipv4/ip_local_reserved_ports")
+        .unwrap_or_default();
+    for (name, port) in listening_ports(plan) {
+        if port < lo || port > hi || port_listed(&reserved, port) {
+            continue;
+        }
+        report.push(Check::warn(
+            "ports",
+            &format!("{name} port {port} range"),
+            format!(
+                "port {port} is in the kernel's ephemeral port range {lo}-{hi}: an outgoing connection on this node can take it before {name} binds it"
+            ),
+            format!(
+                "use a port below {lo}, or reserve it (sysctl -w net.ipv4.ip_local_reserved_ports={port})"
+            ),
+        ));
+    }
+}
+
+/// `ip_local_port_range`: two numbers separated by blanks.
+fn parse_port_range(text: &str) -> Option<(u16, u16)> {
+    let mut it = text.split_whitespace().map(str::parse::<u16>);
+    match (it.next(), it.next()) {
+        (Some(Ok(lo)), Some(Ok(hi))) if lo <= hi => Some((lo, hi)),
+        _ => None,
+    }
+}
+
+/// Whether `port` is in an `ip_local_reserved_ports` list (`8700,9000-9010`).
+fn port_listed(list: &str, port: u16) -> bool {
+    list.trim().split(',').any(|item| {
+        let item = item.trim();
+        match item.split_once('-') {
+            Some((a, b)) => match (a.trim().parse::<u16>(), b.trim().parse::<u16>()) {
+                (Ok(a), Ok(b)) => (a..=b).contains(&port),
+                _ => false,
+            },
+            None => item.parse::<u16>() == Ok(port),
+        }
+    })
+}
+
+#[cfg(test)]
+mod ephemeral_tests {
+    use super::*;
+
+    #[test]
+    fn ranges_and_reserved_lists_parse_as_the_kernel_writes_them() {
+        assert_eq!(parse_port_range("32768\t60999\n"), Some((32768, 60999)));
+        assert_eq!(parse_port_range("1024 65000"), Some((1024, 65000)));
+        assert_eq!(parse_port_range("60999 32768"), None);
+        assert_eq!(parse_port_range("garbage"), None);
+        assert!(port_listed("8700,9000-9010\n", 8700));
+        assert!(port_listed("8700,9000-9010", 9005));
+        assert!(!port_listed("8700,9000-9010", 8800));
+        assert!(!port_listed("\n", 8800));
+    }
+}
+
 /// Find a program the way exec would (`PATH` search for bare names).
 pub fn find_program(name: &str, path_var: Option<&str>, cwd: Option<&Path>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
