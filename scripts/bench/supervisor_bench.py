@@ -161,15 +161,25 @@ def ms(x):
     return f"{x * 1000:.1f} ms"
 
 
+_NEXT_PORT = [20000 + os.getpid() % 6000]
+
+
 def free_ports(n):
-    socks = []
-    for _ in range(n):
+    """n ports free now, below the kernel's ephemeral range (32768-60999 by default): a port taken
+    from that range can be grabbed as the source port of an outgoing connection before the
+    service binds it (mcsup's preflight warns about such ports)."""
+    ports = []
+    while len(ports) < n:
+        port = _NEXT_PORT[0]
+        _NEXT_PORT[0] = 20000 + (port - 20000 + 1) % 12000
         sk = socket.socket()
-        sk.bind(("127.0.0.1", 0))
-        socks.append(sk)
-    ports = [sk.getsockname()[1] for sk in socks]
-    for sk in socks:
-        sk.close()
+        try:
+            sk.bind(("0.0.0.0", port))
+            ports.append(port)
+        except OSError:
+            pass
+        finally:
+            sk.close()
     return ports
 
 
