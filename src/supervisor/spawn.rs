@@ -1,6 +1,6 @@
-//! Creating children: the only place that does. A supervised process is created with
-//! `clone(CLONE_VM | CLONE_VFORK)` and exec'd, as `posix_spawn` does (no copy of mcsup's address
-//! space; see [`spawn_process`]); an exec probe, rarer, through std's `Command` (fork).
+//! Creating children: the only place that does. Supervised processes and exec probes are
+//! created with `clone(CLONE_VM | CLONE_VFORK)` and exec'd, as `posix_spawn` does (no copy of
+//! mcsup's address space; see [`spawn_process`]).
 //!
 //! Every child gets its own process group (so signals reach its whole tree, and Ctrl-C at the
 //! terminal reaches only mcsup), `/dev/null` stdin, stdout+stderr on one pipe (so the log keeps
@@ -12,8 +12,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 
 use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
@@ -368,60 +366,28 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     }
 }
 
-/// Spawn an exec probe (own group so a timeout can kill its whole tree; output discarded).
+/// Spawn an exec probe (own group so a timeout can kill its whole tree; output discarded), the
+/// same way as a supervised process, with mcsup's environment and no stop signal of its own.
 pub fn spawn_probe(argv: &[String], drain: Signal) -> io::Result<Pid> {
-    let (prog, args) = argv
-        .split_first()
+    let prog = argv
+        .first()
         .ok_or_else(|| io::Error::other("empty probe argv"))?;
-    let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    prepare(&mut cmd, drain, None);
-    let child = cmd.spawn()?;
-    Ok(child.id() as Pid)
-}
-
-fn prepare(cmd: &mut Command, drain: Signal, stop: Option<Signal>) {
-    cmd.process_group(0);
-    let parent = nix::unistd::getpid().as_raw();
-    let drain_no = drain as libc::c_int;
-    let stop_no = stop.map(|s| s as libc::c_int);
-    // SAFETY: the closure runs between fork and exec in the child and only makes
-    // async-signal-safe calls (signal, prctl, getppid, syscall, fcntl, getrlimit), allocating
-    // nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            for s in RESET_TO_DEFAULT {
-                libc::signal(s as libc::c_int, libc::SIG_DFL);
-            }
-            if let Some(s) = stop_no {
-                libc::signal(s, libc::SIG_DFL);
-            }
-            // The drain signal reaches only mcsup even when Slurm signals the whole step. (If it
-            // is also this process's stop signal, the stop signal wins.)
-            if Some(drain_no) != stop_no {
-                libc::signal(drain_no, libc::SIG_IGN);
-            }
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            // mcsup may have died between fork and prctl: then PDEATHSIG never fires.
-            if libc::getppid() != parent {
-                return Err(io::Error::other(
-                    "mcsup exited while this child was starting",
-                ));
-            }
-            close_inherited_fds();
-            Ok(())
-        });
-    }
+    let env = std::env::vars_os().collect();
+    let exec = ExecImage::new(prog, argv, &env, None)?;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    // Signal 0 is no signal: nothing beyond the reset list goes back to SIG_DFL.
+    exec.spawn(null.as_raw_fd(), null.as_raw_fd(), drain as libc::c_int, 0)
 }
 
 /// Mark every fd >= 3 close-on-exec: fds from srun/PMIx may not be CLOEXEC, and a leaked pipe end
 /// in a grandchild keeps a log reader from ever seeing EOF (process-compose #258). CLOEXEC rather
-/// than close, so std's own exec-error pipe still reports a failed exec.
+/// than close: until the exec succeeds the child may still need them (an exec that fails leaves
+/// the next PATH candidate to try).
 ///
-/// Async-signal-safe: runs between fork and exec.
+/// Async-signal-safe: runs in [`child_main`], between clone and exec.
 fn close_inherited_fds() {
     // SAFETY: plain syscalls on integers.
     unsafe {
