@@ -1094,6 +1094,33 @@ fn a_child_starts_in_a_clean_state() {
     }
     assert_ne!(ign & bit(libc::SIGTTOU), 0, "an inherited ignore is kept");
 
+    // mcsup's thread runs with a short scheduler slice where the kernel has custom slices
+    // (EEVDF, `se.slice` in /proc/PID/sched); the child has the default one back, as this test
+    // process has.
+    let slice = |path: String| {
+        std::fs::read_to_string(path).ok().and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("se.slice"))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+    };
+    if let (Some(ours), Some(mcsup), Some(child)) = (
+        slice("/proc/self/sched".into()),
+        slice(format!("/proc/{}/sched", m.pid())),
+        slice(format!("/proc/{pid}/sched")),
+    ) {
+        assert_eq!(
+            mcsup,
+            mcsup::supervisor::SHORT_SLICE.as_nanos() as u64,
+            "mcsup's slice"
+        );
+        assert_eq!(
+            child, ours,
+            "the child's slice is the default (mcsup's: {mcsup})"
+        );
+    }
+
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
     env.assert_no_leftovers();

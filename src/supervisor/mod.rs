@@ -36,6 +36,7 @@ pub use machine::ExitStatus;
 pub use runtime::run_with_signals;
 pub use runtime::{flush_stderr, init_tracing, stderr_write};
 pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
+pub use spawn::SHORT_SLICE;
 pub use status::{
     events_path, read_events, read_job, read_job_events, read_status, status_path, EventRecord,
     OutputLost, StatusExit, StatusFile, StatusProcess, StatusRead,

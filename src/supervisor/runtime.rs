@@ -261,6 +261,10 @@ pub async fn run_with_signals(
     let ev_path = status::events_path(&log_dir, &node);
     logs::rotate(&ev_path, logs::KEEP_ROTATED).map_err(|e| SupervisorError::io(&ev_path, e))?;
     let events = EventsWriter::open(ev_path, &node)?;
+    // This thread spawns, reaps and probes: it should not wait for a busy child's slice to end.
+    if let Err(e) = spawn::prefer_short_slice() {
+        tracing::debug!(error = %e, "cannot ask for a short scheduler slice (the default stays)");
+    }
     if let Err(e) = spawn::become_subreaper() {
         tracing::warn!(error = %e, "cannot become a child subreaper: orphaned grandchildren will escape to PID 1");
     }

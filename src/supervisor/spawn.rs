@@ -5,7 +5,8 @@
 //! Every child gets its own process group (so signals reach its whole tree, and Ctrl-C at the
 //! terminal reaches only mcsup), `/dev/null` stdin, stdout+stderr on one pipe (so the log keeps
 //! their relative order), every inherited fd >= 3 closed at exec, the stop signals reset to
-//! SIG_DFL, the drain signal set to SIG_IGN, and PR_SET_PDEATHSIG=SIGKILL.
+//! SIG_DFL, the drain signal set to SIG_IGN, PR_SET_PDEATHSIG=SIGKILL, and the default scheduler
+//! slice (mcsup's own thread asks for a short one: [`prefer_short_slice`]).
 //!
 //! It must not wait for children: the runtime's reaper owns every `wait()` (one owner, or the
 //! subreaper loop steals statuses). Nothing here keeps a `Child` handle alive.
@@ -81,9 +82,8 @@ pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
     }
     let exec = ExecImage::new(prog, &argv, &env, spec.cwd.as_deref())?;
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
-    let null = std::fs::File::open("/dev/null")?;
     let pid = exec.spawn(
-        null.as_raw_fd(),
+        dev_null()?,
         write.as_raw_fd(),
         drain as libc::c_int,
         spec.stop.signal.0 as libc::c_int,
@@ -196,6 +196,7 @@ impl ExecImage {
             drain,
             stop,
             parent: nix::unistd::getpid().as_raw(),
+            reset_slice: SHORT_SLICE_SET.load(std::sync::atomic::Ordering::Relaxed),
             error: 0,
         };
         // The child's stack: it runs only `child_main` (a few system calls and no recursion).
@@ -261,6 +262,8 @@ struct ChildArgs {
     drain: libc::c_int,
     stop: libc::c_int,
     parent: libc::pid_t,
+    /// Whether to put the scheduler slice back to the default ([`prefer_short_slice`]).
+    reset_slice: bool,
     /// errno of the step that failed; 0 when the child exec'd.
     error: libc::c_int,
 }
@@ -307,7 +310,10 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             } else {
                 continue;
             };
-            libc::sigaction(sig, want, std::ptr::null_mut());
+            // Most signals are at SIG_DFL already: one system call for them, not two.
+            if cur.sa_sigaction != want.sa_sigaction {
+                libc::sigaction(sig, want, std::ptr::null_mut());
+            }
         }
         if libc::setpgid(0, 0) != 0 {
             return fail(a);
@@ -336,6 +342,9 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         close_inherited_fds();
         if !a.cwd.is_null() && libc::chdir(a.cwd) != 0 {
             return fail(a);
+        }
+        if a.reset_slice {
+            reset_slice();
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
@@ -374,12 +383,23 @@ pub fn spawn_probe(argv: &[String], drain: Signal) -> io::Result<Pid> {
         .ok_or_else(|| io::Error::other("empty probe argv"))?;
     let env = std::env::vars_os().collect();
     let exec = ExecImage::new(prog, argv, &env, None)?;
-    let null = std::fs::OpenOptions::new()
+    let null = dev_null()?;
+    // Signal 0 is no signal: nothing beyond the reset list goes back to SIG_DFL.
+    exec.spawn(null, null, drain as libc::c_int, 0)
+}
+
+/// `/dev/null`, opened read-write once for the whole run (close-on-exec: the child gets it only
+/// as the stdio it is dup'ed to), rather than opened and closed for every spawn.
+fn dev_null() -> io::Result<RawFd> {
+    static NULL: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    if let Some(f) = NULL.get() {
+        return Ok(f.as_raw_fd());
+    }
+    let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    // Signal 0 is no signal: nothing beyond the reset list goes back to SIG_DFL.
-    exec.spawn(null.as_raw_fd(), null.as_raw_fd(), drain as libc::c_int, 0)
+    Ok(NULL.get_or_init(|| f).as_raw_fd())
 }
 
 /// Mark every fd >= 3 close-on-exec: fds from srun/PMIx may not be CLOEXEC, and a leaked pipe end
@@ -417,6 +437,97 @@ fn close_inherited_fds() {
             }
         }
     }
+}
+
+/// The scheduler slice mcsup's supervising thread asks for (see [`prefer_short_slice`]): the
+/// shortest the kernel accepts for a normal task.
+pub const SHORT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Whether [`prefer_short_slice`] took effect: then every child puts its slice back to the
+/// default before exec, so only mcsup's own thread runs with the short one.
+static SHORT_SLICE_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `sched_getattr` of the calling thread.
+fn sched_getattr_self() -> io::Result<libc::sched_attr> {
+    // SAFETY: an all-zero sched_attr is valid; the kernel fills at most `size` bytes of it.
+    let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    let r = unsafe { sched_getattr_raw(&mut attr) };
+    if r == 0 {
+        Ok(attr)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The raw `sched_getattr(0, attr, sizeof attr, 0)` (async-signal-safe: used by the child too).
+///
+/// # Safety
+/// `attr` must be valid for writes of a `sched_attr`.
+unsafe fn sched_getattr_raw(attr: *mut libc::sched_attr) -> libc::c_long {
+    libc::syscall(
+        libc::SYS_sched_getattr,
+        0,
+        attr,
+        std::mem::size_of::<libc::sched_attr>() as libc::c_uint,
+        0,
+    )
+}
+
+/// Ask the scheduler for a short slice ([`SHORT_SLICE`]) for the calling thread: the one that
+/// spawns, reaps and probes. On a kernel with EEVDF custom slices (Linux 6.12+) a task with a
+/// shorter slice preempts a busy one when it wakes (`PREEMPT_SHORT`), so a SIGCHLD, a probe's
+/// answer or a child's exec no longer waits for a CPU-bound child (or worker) to finish its
+/// default slice (0.7 to 3 ms) first. mcsup's thread runs in short bursts, so the shorter slice
+/// costs it nothing; on older kernels the request is accepted and changes nothing.
+///
+/// Only under the normal policy (SCHED_OTHER) at mcsup's current nice value; a batch, idle or
+/// real-time mcsup (an administrator's choice) is left alone. Children get the default slice
+/// back before exec (see [`child_main`]).
+pub fn prefer_short_slice() -> io::Result<bool> {
+    let mut attr = sched_getattr_self()?;
+    if attr.sched_policy != libc::SCHED_OTHER as u32 {
+        return Ok(false);
+    }
+    attr.size = std::mem::size_of::<libc::sched_attr>() as u32;
+    attr.sched_flags = 0;
+    attr.sched_runtime = SHORT_SLICE.as_nanos() as u64;
+    // SAFETY: a valid sched_attr for the calling thread; its nice value is the current one.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            &attr as *const libc::sched_attr,
+            0,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    SHORT_SLICE_SET.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(true)
+}
+
+/// In the child between clone and exec: the default slice back (sched_runtime 0 under
+/// SCHED_OTHER, the nice value as it is now). A failure is ignored: the program would only run
+/// with a shorter slice than usual.
+///
+/// # Safety
+/// Async-signal-safe (two system calls); called only from [`child_main`].
+unsafe fn reset_slice() {
+    let mut attr: libc::sched_attr = std::mem::zeroed();
+    if sched_getattr_raw(&mut attr) != 0 || attr.sched_policy != libc::SCHED_OTHER as u32 {
+        return;
+    }
+    attr.size = std::mem::size_of::<libc::sched_attr>() as u32;
+    attr.sched_flags = 0;
+    attr.sched_runtime = 0;
+    libc::syscall(
+        libc::SYS_sched_setattr,
+        0,
+        &attr as *const libc::sched_attr,
+        0,
+    );
 }
 
 /// Become a child subreaper: orphaned descendants are reparented to mcsup (to be reaped and
