@@ -1,0 +1,581 @@
+//! The log directory's safety: file names, private files opened without following links or
+//! blocking on FIFOs, rotation, the per-node lock, and the run registry that losses and events
+//! are recorded in (see the module doc of [`super`]).
+
+use std::collections::BTreeMap;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::plan::Plan;
+
+use crate::supervisor::status::{self, Clock, OutputLost, StatusFile};
+use crate::supervisor::SupervisorError;
+
+/// Rotated logs kept per process (`.1` .. `.N`).
+pub const KEEP_ROTATED: u32 = 5;
+
+/// `<log_dir>/<node>.<process>.log`
+pub fn log_path(dir: &Path, node: &str, process: &str) -> PathBuf {
+    dir.join(format!("{node}.{process}.log"))
+}
+
+/// `<log_dir>/<node>.lock`
+pub fn lock_path(dir: &Path, node: &str) -> PathBuf {
+    dir.join(format!("{node}.lock"))
+}
+
+/// Longest node or process name: `<node>.<process>.log.N` must fit in a file name (255 bytes).
+const MAX_NAME: usize = 100;
+
+/// A node or process name must be usable as (part of) a file name in the log directory: letters,
+/// digits, `-`, `_`, `.`, not `.` or `..`, at most [`MAX_NAME`] bytes. `what` is `node` or
+/// `process`; the error says what is wrong and what would be right.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let problem = if name.is_empty() {
+        Some("it is empty")
+    } else if name == "." || name == ".." {
+        Some("it is `.` or `..`")
+    } else if name.len() > MAX_NAME {
+        Some("it is longer than 100 bytes")
+    } else if name.contains('/') {
+        Some("it contains `/`")
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        Some("it contains a character other than letters, digits, '-', '_' and '.'")
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(p) => Err(format!(
+            "{what} name `{name}` cannot name files in the log directory ({p}): use letters, digits, '-', '_' or '.' (not `.` or `..`); it names <log_dir>/<node>.<process>.log"
+        )),
+    }
+}
+
+/// How [`open_private`] opens a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::supervisor) enum OpenMode {
+    /// Append, creating it (0600) if missing.
+    Append,
+    /// Create it (0600); it must not exist yet.
+    CreateNew,
+    /// Read and write, creating it (0600) if missing (the lock file).
+    ReadWrite,
+    /// Read an existing file.
+    Read,
+}
+
+fn describe(ft: std::fs::FileType) -> &'static str {
+    if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn not_regular(ft: std::fs::FileType) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "is {}, not a regular file: mcsup does not write through it (remove it; only its owner should be able to write in the log directory)",
+            describe(ft)
+        ),
+    )
+}
+
+/// Open `path` without following a symlink at its last component and without blocking on a FIFO
+/// (`O_NOFOLLOW | O_NONBLOCK`), created 0600, and refuse anything but a regular file. `O_NONBLOCK`
+/// is cleared again: for a regular file it changes nothing, but the file is handed on.
+pub(in crate::supervisor) fn open_private(path: &Path, mode: OpenMode) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    match mode {
+        OpenMode::Append => o.append(true).create(true),
+        OpenMode::CreateNew => o.write(true).create_new(true),
+        OpenMode::ReadWrite => o.read(true).write(true).create(true),
+        OpenMode::Read => o.read(true),
+    };
+    o.mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let f = match o.open(path) {
+        Ok(f) => f,
+        // ELOOP: a symlink (O_NOFOLLOW); ENXIO: a FIFO without a reader or a socket
+        // (O_NONBLOCK); EISDIR: a directory. Say what is there rather than quoting errno.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ELOOP | libc::ENXIO | libc::EISDIR)
+            ) =>
+        {
+            return Err(match std::fs::symlink_metadata(path) {
+                Ok(m) if !m.file_type().is_file() => not_regular(m.file_type()),
+                _ => e,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = f.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    // A file an older mcsup (or a looser umask) left readable by others becomes private.
+    if mode != OpenMode::Read && meta.mode() & 0o077 != 0 {
+        // SAFETY: fchmod on a descriptor we own.
+        unsafe { libc::fchmod(fd, 0o600) };
+    }
+    Ok(f)
+}
+
+/// Read a whole regular file (at most `max` bytes) the [`open_private`] way: a FIFO or a symlink
+/// planted there is refused instead of hanging or being followed.
+pub(in crate::supervisor) fn read_private(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open_private(path, OpenMode::Read)?;
+    let mut buf = Vec::new();
+    f.take(max.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("is larger than {max} bytes: not a file mcsup wrote"),
+        ));
+    }
+    Ok(buf)
+}
+
+/// `<path>.<16 random hex digits>.tmp`, next to `path`: unpredictable, so nobody can plant
+/// anything there in advance (it is created `O_EXCL` anyway).
+pub(in crate::supervisor) fn temp_path(path: &Path) -> PathBuf {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), libc::GRND_NONBLOCK) };
+    if n != b.len() as isize {
+        // No entropy yet (early boot): still unique, and O_EXCL keeps it safe.
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let x = t ^ ((std::process::id() as u64) << 32) ^ COUNTER.fetch_add(1, Ordering::Relaxed);
+        b = x.to_le_bytes();
+    }
+    let mut s = path.as_os_str().to_owned();
+    s.push(".");
+    for byte in b {
+        s.push(format!("{byte:02x}"));
+    }
+    s.push(".tmp");
+    PathBuf::from(s)
+}
+
+/// Keep the previous log as `.1`, `.1` as `.2`, ... up to `keep`; the oldest is removed. Only a
+/// regular file is rotated: anything else at `path` is refused (renames and removals act on the
+/// names themselves, so the numbered ones never lead anywhere).
+pub fn rotate(path: &Path, keep: u32) -> io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => return Err(not_regular(m.file_type())),
+        Ok(m) if m.len() > 0 => {}
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let numbered = |n: u32| {
+        let mut s = path.as_os_str().to_owned();
+        s.push(format!(".{n}"));
+        PathBuf::from(s)
+    };
+    if keep == 0 {
+        return std::fs::remove_file(path);
+    }
+    let _ = std::fs::remove_file(numbered(keep));
+    for n in (1..keep).rev() {
+        let from = numbered(n);
+        if std::fs::symlink_metadata(&from).is_ok() {
+            std::fs::rename(&from, numbered(n + 1))?;
+        }
+    }
+    std::fs::rename(path, numbered(1))
+}
+
+/// The log directory of one run: its lock, the output each process lost, the last status written
+/// (so a loss can be reported at once). Shared by the readers and the status writer of the run.
+pub(in crate::supervisor) struct RunDir {
+    pub(in crate::supervisor) dir: PathBuf,
+    pub(in crate::supervisor) node: String,
+    pub(in crate::supervisor) clock: Clock,
+    lock: Mutex<Option<File>>,
+    losses: Mutex<BTreeMap<String, OutputLost>>,
+    pub(in crate::supervisor) last_status: Mutex<Option<StatusFile>>,
+}
+
+/// The runs of this process (one, unless a library user runs several at once). A registry and not
+/// a parameter so that the readers and the status writer reach their run's directory state from
+/// the paths they already have.
+static RUNS: Mutex<Vec<Arc<RunDir>>> = Mutex::new(Vec::new());
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The run that owns `<dir>` for `node`.
+pub(in crate::supervisor) fn run_for(dir: &Path, node: &str) -> Option<Arc<RunDir>> {
+    locked(&RUNS)
+        .iter()
+        .find(|r| r.dir == dir && r.node == node)
+        .cloned()
+}
+
+/// The run and process a `<dir>/<node>.<process>.log` path belongs to.
+pub(super) fn run_for_log(path: &Path) -> Option<(Arc<RunDir>, String)> {
+    let dir = path.parent()?;
+    let file = path.file_name()?.to_str()?;
+    let runs = locked(&RUNS);
+    runs.iter()
+        .filter(|r| r.dir == dir)
+        .filter_map(|r| {
+            let process = file
+                .strip_prefix(r.node.as_str())?
+                .strip_prefix('.')?
+                .strip_suffix(".log")?;
+            Some((r.node.len(), r.clone(), process.to_string()))
+        })
+        .max_by_key(|(len, _, _)| *len)
+        .map(|(_, r, p)| (r, p))
+}
+
+impl RunDir {
+    /// Count `bytes` (`lines` lines) a process could not write to its log file.
+    pub(super) fn add_loss(&self, process: &str, bytes: u64, lines: u64, error: &str) {
+        let mut l = locked(&self.losses);
+        let e = l.entry(process.to_string()).or_default();
+        e.bytes += bytes;
+        e.lines += lines;
+        e.error = error.to_string();
+    }
+
+    /// What `process` has lost so far, if anything.
+    pub(in crate::supervisor) fn loss(&self, process: &str) -> Option<OutputLost> {
+        locked(&self.losses).get(process).cloned()
+    }
+
+    /// Take the lock again after the directory was recreated (the old lock file went with it).
+    fn relock(&self) {
+        let mut held = locked(&self.lock);
+        match take_lock(&self.dir, &self.node) {
+            Ok(f) => *held = Some(f),
+            Err(LockError::Held(pid)) => tracing::warn!(
+                lock = %lock_path(&self.dir, &self.node).display(),
+                holder = %pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()),
+                "another mcsup took the log directory's lock while it was gone: both now write here"
+            ),
+            Err(LockError::Io(e)) => tracing::warn!(
+                lock = %lock_path(&self.dir, &self.node).display(),
+                error = %e,
+                "cannot take the log directory's lock again"
+            ),
+        }
+    }
+}
+
+enum LockError {
+    /// Another open file holds it; the pid it wrote, if it could be read.
+    Held(Option<u32>),
+    Io(io::Error),
+}
+
+/// `flock` `<dir>/<node>.lock` (exclusive, non-blocking) and write our pid into it. The lock goes
+/// with the descriptor: released when the run ends or mcsup dies, never left stale.
+fn take_lock(dir: &Path, node: &str) -> Result<File, LockError> {
+    let path = lock_path(dir, node);
+    let f = open_private(&path, OpenMode::ReadWrite).map_err(LockError::Io)?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(LockError::Io(e));
+        }
+        // The holder writes its pid right after locking: give it a moment.
+        let mut pid = None;
+        for _ in 0..20 {
+            let mut buf = [0u8; 32];
+            let n = f.read_at(&mut buf, 0).unwrap_or(0);
+            pid = std::str::from_utf8(&buf[..n])
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            if pid.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        return Err(LockError::Held(pid));
+    }
+    let pid = format!("{}\n", std::process::id());
+    f.set_len(0)
+        .and_then(|()| f.write_all_at(pid.as_bytes(), 0))
+        .map_err(LockError::Io)?;
+    Ok(f)
+}
+
+/// Create `dir` (0700, with any missing parents) if it does not exist; when it is the directory of
+/// a run that went missing, say so and take the run's lock again.
+pub(in crate::supervisor) fn ensure_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    let runs: Vec<Arc<RunDir>> = locked(&RUNS)
+        .iter()
+        .filter(|r| r.dir == dir)
+        .cloned()
+        .collect();
+    for run in runs {
+        tracing::warn!(dir = %dir.display(), "the log directory was removed while mcsup ran: recreated it (mode 0700)");
+        run.relock();
+        status::append_event(
+            &run,
+            "mcsup",
+            "log-dir-recreated",
+            &format!(
+                "{} was removed while mcsup ran; recreated (mode 0700)",
+                dir.display()
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Holds the log directory for one run (see the module doc); dropping it releases the lock.
+#[must_use = "the log directory is locked only while this is held"]
+pub struct LogDirLock {
+    run: Arc<RunDir>,
+}
+
+impl Drop for LogDirLock {
+    fn drop(&mut self) {
+        locked(&RUNS).retain(|r| !Arc::ptr_eq(r, &self.run));
+        // Closing the descriptor releases the flock; the file stays (removing it would let a
+        // waiting opener lock a name nobody else sees).
+        locked(&self.run.lock).take();
+    }
+}
+
+/// Make `plan.log_dir` safe to use for this run and lock it for `plan.node` (see the module doc).
+/// Call before anything is written into it; hold the result until the run is over.
+///
+/// Errors (exit code 3): a node or process name that is not a plain file name; a directory
+/// writable by others without the sticky bit; another mcsup holding the lock (its pid named); a
+/// symlink, FIFO or other non-regular file where mcsup's own files go.
+pub fn claim_log_dir(plan: &Plan) -> Result<LogDirLock, SupervisorError> {
+    let dir = &plan.log_dir;
+    let node = &plan.node.name;
+    check_name("node", node).map_err(SupervisorError::Setup)?;
+    for p in &plan.processes {
+        check_name("process", &p.name).map_err(SupervisorError::Setup)?;
+    }
+    if let Err(e) = std::fs::metadata(dir) {
+        if e.kind() != io::ErrorKind::NotFound {
+            return Err(SupervisorError::io(dir, e));
+        }
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| SupervisorError::io(dir, e))?;
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| SupervisorError::io(dir, e))?;
+    if !meta.is_dir() {
+        return Err(SupervisorError::Setup(format!(
+            "log directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    let m = meta.mode();
+    let sticky = m & 0o1000 != 0;
+    if m & 0o002 != 0 && !sticky {
+        return Err(SupervisorError::Setup(format!(
+            "log directory {} is writable by every user (mode {:04o}) without the sticky bit: anyone could replace or redirect mcsup's logs and status. Fix: chmod 700 {} (or chmod +t if it must be shared)",
+            dir.display(),
+            m & 0o7777,
+            dir.display()
+        )));
+    }
+    if m & 0o020 != 0 && !sticky {
+        tracing::warn!(
+            dir = %dir.display(),
+            mode = %format!("{:04o}", m & 0o7777),
+            "the log directory is writable by its group: its members could replace mcsup's files (fix: chmod 700)"
+        );
+    }
+    let lock = match take_lock(dir, node) {
+        Ok(f) => f,
+        Err(LockError::Held(pid)) => {
+            return Err(SupervisorError::Setup(format!(
+                "log directory {} is in use for node `{node}` by another mcsup (pid {}, holding {}): two supervisors there would rotate each other's live logs and overwrite each other's status. Stop that one first, or use another log_dir or --node",
+                dir.display(),
+                pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()),
+                lock_path(dir, node).display()
+            )))
+        }
+        Err(LockError::Io(e)) => return Err(SupervisorError::io(&lock_path(dir, node), e)),
+    };
+    // Refuse a symlink or FIFO planted where this run's files go before anything starts (a later
+    // one is refused when the file is opened).
+    let mut own = vec![
+        status::events_path(dir, node),
+        status::status_path(dir, node),
+    ];
+    own.extend(plan.processes.iter().map(|p| log_path(dir, node, &p.name)));
+    for path in own {
+        if let Ok(m) = std::fs::symlink_metadata(&path) {
+            if !m.file_type().is_file() {
+                return Err(SupervisorError::io(&path, not_regular(m.file_type())));
+            }
+        }
+    }
+    let run = Arc::new(RunDir {
+        dir: dir.clone(),
+        node: node.clone(),
+        clock: Clock::new(),
+        lock: Mutex::new(Some(lock)),
+        losses: Mutex::new(BTreeMap::new()),
+        last_status: Mutex::new(None),
+    });
+    locked(&RUNS).push(run.clone());
+    Ok(LogDirLock { run })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_plain_file_name_components() {
+        for ok in ["n1", "gpu-01.cluster", "decode_0", "a.b-c_d", "..x", "x.."] {
+            assert_eq!(check_name("node", ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "/abs/x",
+            "a/b",
+            "a b",
+            "a\0b",
+            "ü",
+            &"x".repeat(101),
+        ] {
+            let e = check_name("process", bad).unwrap_err();
+            assert!(e.contains("letters, digits"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn open_private_refuses_what_is_not_a_regular_file_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for (path, what) in [(&link, "symbolic link"), (&fifo, "FIFO")] {
+            for mode in [OpenMode::Append, OpenMode::ReadWrite, OpenMode::Read] {
+                let e = open_private(path, mode).unwrap_err().to_string();
+                assert!(e.contains(what), "{mode:?} {what}: {e}");
+            }
+            assert!(rotate(path, 3).unwrap_err().to_string().contains(what));
+        }
+        assert!(!target.exists(), "the symlink was followed");
+        let e = open_private(dir.path(), OpenMode::Append).unwrap_err();
+        assert!(e.to_string().contains("directory"), "{e}");
+        // A FIFO with a reader opens without O_NONBLOCK trouble, and is still refused.
+        let _reader = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let e = open_private(&fifo, OpenMode::Append).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn private_files_are_0600_and_blocking() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let f = open_private(&p, OpenMode::Append).unwrap();
+        assert_eq!(f.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+        // SAFETY: fcntl F_GETFL on a descriptor we own.
+        let flags = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_NONBLOCK, 0);
+        let n = dir.path().join("new");
+        let f = open_private(&n, OpenMode::CreateNew).unwrap();
+        assert_eq!(f.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            open_private(&n, OpenMode::CreateNew).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
+    }
+
+    #[test]
+    fn temp_paths_are_unpredictable_siblings() {
+        let p = Path::new("/d/n1.status.json");
+        let (a, b) = (temp_path(p), temp_path(p));
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), p.parent());
+        let name = a.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("n1.status.json.") && name.ends_with(".tmp") && name.len() == 35,
+            "{name}"
+        );
+    }
+
+    #[test]
+    fn rotation_keeps_a_bounded_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.p.log");
+        for i in 0..8 {
+            std::fs::write(&p, format!("gen {i}")).unwrap();
+            rotate(&p, 3).unwrap();
+        }
+        assert!(!p.exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("n.p.log.1")).unwrap(),
+            "gen 7"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("n.p.log.3")).unwrap(),
+            "gen 5"
+        );
+        assert!(!dir.path().join("n.p.log.4").exists());
+    }
+}

@@ -1,0 +1,212 @@
+//! A process's log file: writes what it can, counts and reports what it cannot, and marks the
+//! gap in the file once writes work again.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::supervisor::status;
+
+use super::dir::{ensure_dir, open_private, rotate, run_for_log, OpenMode, RunDir, KEEP_ROTATED};
+
+/// Output not written to the log file (a write error: disk full, file too large).
+#[derive(Debug, Clone, Copy, Default)]
+struct Lost {
+    bytes: u64,
+    lines: u64,
+}
+
+/// A process's open log file: writes what it can and counts (and reports) what it cannot.
+pub struct LogFile {
+    file: File,
+    path: PathBuf,
+    process: String,
+    run: Option<Arc<RunDir>>,
+    /// Lost since the last successful write: marked in the file once writes work again.
+    gap: Lost,
+    /// Lost by this run of the process in total.
+    lost: Lost,
+    error: Option<String>,
+    /// Whether the last byte written ended a line (a gap marker then starts on a line of its own).
+    at_line_start: bool,
+}
+
+/// Open (after rotating) a process's log file, recreating the log directory if it is gone.
+pub fn open_log(path: &Path) -> io::Result<LogFile> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        ensure_dir(dir)?;
+    }
+    rotate(path, KEEP_ROTATED)?;
+    let file = open_private(path, OpenMode::Append)?;
+    let (run, process) = match run_for_log(path) {
+        Some((r, p)) => (Some(r), p),
+        None => (
+            None,
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        ),
+    };
+    Ok(LogFile {
+        file,
+        path: path.to_path_buf(),
+        process,
+        run,
+        gap: Lost::default(),
+        lost: Lost::default(),
+        error: None,
+        at_line_start: true,
+    })
+}
+
+impl LogFile {
+    /// Write `data` (whole lines); what cannot be written is counted, never retried.
+    pub(super) fn write_lines(&mut self, data: &[u8]) {
+        let marker = if self.gap.bytes > 0 {
+            let mut m = if self.at_line_start {
+                String::new()
+            } else {
+                "\n".to_string()
+            };
+            m.push_str(&format!(
+                "[mcsup: {} bytes ({} lines) of output lost here: {}]\n",
+                self.gap.bytes,
+                self.gap.lines,
+                self.error.as_deref().unwrap_or("write error")
+            ));
+            m.into_bytes()
+        } else {
+            Vec::new()
+        };
+        let joined;
+        let buf: &[u8] = if marker.is_empty() {
+            data
+        } else {
+            joined = [marker.as_slice(), data].concat();
+            &joined
+        };
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.write(&buf[done..]) {
+                Ok(0) => {
+                    self.lose(buf, marker.len(), done, io::ErrorKind::WriteZero.into());
+                    return;
+                }
+                Ok(n) => {
+                    done += n;
+                    self.at_line_start = buf[done - 1] == b'\n';
+                    if done >= marker.len() {
+                        self.gap = Lost::default();
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.lose(buf, marker.len(), done, e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// `buf[done..]` was not written (`buf` starts with a `marker_len`-byte gap marker).
+    fn lose(&mut self, buf: &[u8], marker_len: usize, done: usize, e: io::Error) {
+        let rest = &buf[done.max(marker_len)..];
+        let bytes = rest.len() as u64;
+        let lines = rest.iter().filter(|&&b| b == b'\n').count() as u64;
+        self.gap.bytes += bytes;
+        self.gap.lines += lines;
+        self.lost.bytes += bytes;
+        self.lost.lines += lines;
+        let error = e.to_string();
+        let first = self.error.is_none();
+        self.error = Some(error.clone());
+        let Some(run) = self.run.clone() else { return };
+        run.add_loss(&self.process, bytes, lines, &error);
+        if first {
+            tracing::warn!(
+                process = %self.process,
+                path = %self.path.display(),
+                error = %error,
+                "output lost: cannot write the log file; what is lost is counted (status file, events)"
+            );
+            status::append_event(
+                &run,
+                &self.process,
+                "output-lost",
+                &format!(
+                    "log file {}: {error}: output is being lost (the status file counts it)",
+                    self.path.display()
+                ),
+            );
+            status::refresh_status(&run);
+        }
+    }
+}
+
+impl Drop for LogFile {
+    /// The end of this run's output: report the total lost, if any.
+    fn drop(&mut self) {
+        if self.lost.bytes == 0 {
+            return;
+        }
+        let error = self.error.clone().unwrap_or_default();
+        tracing::warn!(
+            process = %self.process,
+            bytes = self.lost.bytes,
+            lines = self.lost.lines,
+            error = %error,
+            "output lost: not written to the log file"
+        );
+        if let Some(run) = &self.run {
+            status::append_event(
+                run,
+                &self.process,
+                "output-lost",
+                &format!(
+                    "{} bytes ({} lines) of output not written to {}: {error}",
+                    self.lost.bytes,
+                    self.lost.lines,
+                    self.path.display()
+                ),
+            );
+            status::refresh_status(run);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::OpenOptions;
+
+    #[test]
+    fn lost_output_is_counted_and_marked_once_writes_work_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n1.p.log");
+        // /dev/full fails every write with ENOSPC.
+        let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let mut lf = LogFile {
+            file: full,
+            path: path.clone(),
+            process: "p".into(),
+            run: None,
+            gap: Lost::default(),
+            lost: Lost::default(),
+            error: None,
+            at_line_start: true,
+        };
+        lf.write_lines(b"one\ntwo\n");
+        lf.write_lines(b"three\n");
+        assert_eq!((lf.lost.bytes, lf.lost.lines), (14, 3));
+        assert!(lf.error.as_deref().unwrap().contains("No space left"));
+        lf.file = open_private(&path, OpenMode::Append).unwrap();
+        lf.write_lines(b"four\n");
+        lf.write_lines(b"five\n");
+        assert_eq!(lf.gap.bytes, 0);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "[mcsup: 14 bytes (3 lines) of output lost here: No space left on device (os error 28)]\nfour\nfive\n"
+        );
+    }
+}

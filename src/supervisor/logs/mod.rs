@@ -1,0 +1,210 @@
+//! Children's output and the log directory: per-process log files (rotated on restart), line
+//! splitting, the console mux, log-line readiness matching, and the directory's safety.
+//!
+//! One reader task per spawned child drains its pipe as fast as the pipe delivers, writes every
+//! line to the file, and offers lines to the console without ever waiting for it: the console is
+//! a separate thread behind a bounded queue, and what does not fit is counted as dropped (a slow
+//! terminal must never block a child, process-compose #57). Lines are capped at [`MAX_LINE`]
+//! (longer ones are split and marked) so a 1 MB line without a newline keeps memory bounded, and
+//! the last partial line is written at EOF (process-compose #237). A write to the file that fails
+//! (`ENOSPC`, `EFBIG`) loses that output: it is counted per process, warned about, recorded as an
+//! `output-lost` event and in the status file, and marked in the log once writes work again.
+//!
+//! The log directory is shared ground (a retried step, two nodes that resolve to one name, a
+//! careless or hostile neighbour), so [`claim_log_dir`], called once at start-up, makes it safe:
+//! - node and process names must be plain file-name components ([`check_name`]): they name files;
+//! - the directory is created 0700, and refused when others may write in it without the sticky
+//!   bit (they could swap mcsup's files);
+//! - `<node>.lock` is `flock`ed for the whole run: a second mcsup on the same directory and node
+//!   exits with **code 3** (supervisor setup error), naming the holder's pid, instead of
+//!   rotating the first one's live files and overwriting its status;
+//! - every file is opened with `O_NOFOLLOW | O_NONBLOCK`, created 0600, and refused unless it is
+//!   a regular file (a planted symlink is never followed, a planted FIFO cannot hang `open()`);
+//!   temp files are created `O_EXCL` under an unpredictable name;
+//! - a directory deleted while mcsup runs is recreated (0700, and the lock taken again) the next
+//!   time a file in it must be opened, so a restart does not fail for want of it.
+//!
+//! This module must not decide anything about processes: it reports log-line matches and losses
+//! and stops.
+//!
+//! Layout: this file holds the reader task ([`pump`]); [`lines`] splits a stream into bounded
+//! lines, [`file`] is a process's log file and its loss accounting, [`console`] the console
+//! writer thread and its bounded queue, and [`dir`] the log directory (names, private files,
+//! rotation, the per-node lock, the run registry).
+
+use std::cell::RefCell;
+use std::io;
+
+use regex::bytes::Regex;
+
+mod console;
+mod dir;
+mod file;
+mod lines;
+
+pub use console::*;
+pub use dir::*;
+pub use file::*;
+pub use lines::*;
+
+/// Longest line kept whole; longer lines are split into pieces of this size.
+pub const MAX_LINE: usize = 64 * 1024;
+/// Appended to each piece of a split line.
+pub const SPLIT_MARKER: &[u8] = b" [mcsup: line longer than 64 KiB, split]";
+
+/// What a reader does with each line besides writing it to the file.
+pub struct PumpConfig {
+    /// Console prefix (`<process> | `).
+    pub prefix: String,
+    pub console: ConsoleHandle,
+    /// Log-line readiness probes still waiting: (probe index, pattern).
+    pub matchers: Vec<(usize, Regex)>,
+    /// Called once per matcher when a line matches.
+    pub on_match: Box<dyn FnMut(usize) + Send>,
+    /// Sees every line (the master's key-count reports, see `remount::reported_keys`).
+    pub tap: Option<LineTap>,
+}
+
+/// A callback that sees every line a reader emits.
+pub type LineTap = Box<dyn FnMut(&[u8]) + Send>;
+
+/// Bytes read from a pipe at once (the default pipe capacity).
+const READ_CHUNK: usize = 64 * 1024;
+// The reader's fast path keeps a chunk's partial last line without checking its length: it must
+// fit under the line cap.
+const _: () = assert!(READ_CHUNK <= MAX_LINE);
+
+thread_local! {
+    // One read buffer and one file-output buffer for all readers of this thread (all of them:
+    // the runtime is current-thread). Each is used only between an await and the next, so 16
+    // children cost 128 KiB in total instead of 128 KiB each (the RSS target is 6 MiB).
+    static READ_BUF: RefCell<Vec<u8>> = RefCell::new(vec![0u8; READ_CHUNK]);
+    static FILE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+enum Step {
+    More,
+    Again,
+    Eof,
+}
+
+/// One output line into a buffer: `<prefix><line>` (the console's prefix is `<process> | `, the
+/// file's empty), marked when it is a piece of a split line, and its newline.
+fn put_line(batch: &mut Vec<u8>, prefix: &str, line: &[u8], split: bool) {
+    batch.extend_from_slice(prefix.as_bytes());
+    batch.extend_from_slice(line);
+    if split {
+        batch.extend_from_slice(SPLIT_MARKER);
+    }
+    batch.push(b'\n');
+}
+
+/// Drain one child's output pipe until EOF.
+pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut cfg: PumpConfig) {
+    let mut splitter = LineSplitter::new(MAX_LINE);
+    let console_on = cfg.console.enabled();
+    loop {
+        let ready = rx.readable().await.is_ok();
+        let step = READ_BUF.with(|rb| {
+            FILE_BUF.with(|fb| {
+                let mut rb = rb.borrow_mut();
+                let mut out = fb.borrow_mut();
+                out.clear();
+                let n = if ready {
+                    match rx.try_read(&mut rb) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Again,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => return Step::Again,
+                        Err(_) => 0,
+                    }
+                } else {
+                    0
+                };
+                let mut batch: Vec<u8> = Vec::new();
+                let mut lines = 0u64;
+                // Fast path, the common case of a busy child: no partial line pending, no log
+                // probe or tap waiting for lines, and every line of the chunk within the cap.
+                // The complete lines go to the file in one write straight from the read
+                // buffer; only the partial last line is kept back (and the console, when on,
+                // still gets each line with its prefix).
+                let data = &rb[..n];
+                let whole = (n > 0
+                    && splitter.buffered() == 0
+                    && cfg.matchers.is_empty()
+                    && cfg.tap.is_none())
+                .then(|| memchr::memrchr(b'\n', data))
+                .flatten()
+                .filter(|&last| {
+                    let mut start = 0;
+                    memchr::memchr_iter(b'\n', &data[..=last]).all(|nl| {
+                        let ok = nl - start <= MAX_LINE;
+                        start = nl + 1;
+                        ok
+                    })
+                });
+                if let Some(last) = whole {
+                    file.write_lines(&data[..=last]);
+                    if console_on {
+                        for line in data[..last].split(|&b| b == b'\n') {
+                            put_line(&mut batch, &cfg.prefix, line, false);
+                            lines += 1;
+                        }
+                        cfg.console.offer(batch, lines);
+                    }
+                    // The rest has no newline and is shorter than the cap: it is only kept.
+                    splitter.push(&data[last + 1..], &mut |_, _| {});
+                    return Step::More;
+                }
+                {
+                    let mut emit = |line: &[u8], split: bool| {
+                        put_line(&mut out, "", line, split);
+                        if console_on {
+                            put_line(&mut batch, &cfg.prefix, line, split);
+                            lines += 1;
+                        }
+                        if let Some(tap) = &mut cfg.tap {
+                            tap(line);
+                        }
+                        if !cfg.matchers.is_empty() {
+                            let on_match = &mut cfg.on_match;
+                            cfg.matchers.retain(|(idx, re)| {
+                                if re.is_match(line) {
+                                    on_match(*idx);
+                                    false
+                                } else {
+                                    true
+                                }
+                            });
+                        }
+                    };
+                    if n == 0 {
+                        splitter.finish(&mut emit);
+                    } else {
+                        splitter.push(&rb[..n], &mut emit);
+                    }
+                }
+                if !out.is_empty() {
+                    // The file gets everything it can take; a write error (disk full, file too
+                    // large) loses only the file copy, and is counted and reported.
+                    file.write_lines(&out);
+                }
+                // Do not keep a huge buffer around after a burst of split lines.
+                if out.capacity() > 4 * READ_CHUNK {
+                    *out = Vec::new();
+                }
+                if !batch.is_empty() {
+                    cfg.console.offer(batch, lines);
+                }
+                if n == 0 {
+                    Step::Eof
+                } else {
+                    Step::More
+                }
+            })
+        });
+        match step {
+            Step::More | Step::Again => {}
+            Step::Eof => return,
+        }
+    }
+}
