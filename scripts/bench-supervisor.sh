@@ -20,7 +20,7 @@ if ! command -v supervisord >/dev/null 2>&1; then
   apt_install supervisor >&2 || echo "could not install supervisord: its columns are skipped" >&2
 fi
 
-(cd "$REPO_ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --bin mcsup --bin mcsup-testchild)
+(cd "$REPO_ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --bin mcsup --bin mcsup-testchild --bin mcsup-floor)
 
-MCSUP_BIN="$TARGET/release/mcsup" TESTCHILD_BIN="$TARGET/release/mcsup-testchild" \
+MCSUP_BIN="$TARGET/release/mcsup" TESTCHILD_BIN="$TARGET/release/mcsup-testchild" FLOOR_BIN="$TARGET/release/mcsup-floor" \
   exec python3 "$REPO_ROOT/scripts/bench/supervisor_bench.py"

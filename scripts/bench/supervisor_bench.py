@@ -13,7 +13,9 @@ one run on this machine:
   5. RSS of the supervisor with 16 children
   6. CPU time and wakeups (context switches) while idle for IDLE_SECONDS
 "Floor" = the same children started/stopped/piped/gated directly by this harness, without a
-supervisor. Everything talks only to the local filesystem and 127.0.0.1. The figures and ratios
+supervisor. The harness is already running, so that floor never pays for starting a process; the
+"process floor" (gated chain and spawn) is a small Rust program (src/bin/mcsup-floor.rs) doing
+only the measured work, started by the harness as mcsup is: the floor with a process start. Everything talks only to the local filesystem and 127.0.0.1. The figures and ratios
 are printed and written as JSON to $BENCH_JSON (default: target/bench-supervisor.json).
 """
 import json
@@ -29,6 +31,7 @@ import time
 
 MCSUP = os.environ["MCSUP_BIN"]
 CHILD = os.environ["TESTCHILD_BIN"]
+FLOOR = os.environ.get("FLOOR_BIN")
 SUPERVISORD = shutil.which("supervisord")
 REPS = int(os.environ.get("BENCH_REPS", "10"))
 # Repetitions of the log capture runs (each writes BENCH_LINES lines three ways).
@@ -183,6 +186,12 @@ def free_ports(n):
     return ports
 
 
+def start_floor(args):
+    """The process floor (mcsup-floor), its children tagged so that kill_tagged stops them."""
+    return subprocess.Popen([FLOOR, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, TAG: "1"})
+
+
 def accepts(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.05):
@@ -228,7 +237,7 @@ def count_ready(events_path):
 def bench_gated_chain():
     """a -> b -> c, each listening at once; b starts when a accepts, c when b accepts."""
     schedule = default_readiness()
-    res = {"floor": [], "mcsup": [], "mcsup_inside": [], "mcsup_exec": []}
+    res = {"floor": [], "floor_process": [], "mcsup": [], "mcsup_inside": [], "mcsup_exec": []}
     for _ in range(REPS):
         with tempfile.TemporaryDirectory() as d:
             ports = free_ports(3)
@@ -242,6 +251,12 @@ def bench_gated_chain():
             for k in kids:
                 k.kill()
                 k.wait()
+            if FLOOR:
+                t0 = now()
+                f = start_floor(["chain", CHILD, *map(str, ports)])
+                res["floor_process"].append(wait_accepts(ports[2]) - t0)
+                f.wait()
+                kill_tagged()
             procs = []
             for i, (a, p) in enumerate(zip(argv, ports)):
                 spec = proc_spec(f"s{i}", "store", a, [f"s{i - 1}"] if i else [])
@@ -269,7 +284,7 @@ def bench_gated_chain():
 
 def bench_spawn(n, reps):
     """n children with no readiness: launch -> every child has touched its file."""
-    res = {"floor": [], "mcsup": []}
+    res = {"floor": [], "floor_process": [], "mcsup": []}
     for _ in range(reps):
         with tempfile.TemporaryDirectory() as d:
             files = [f"{d}/w{i}" for i in range(n)]
@@ -282,6 +297,14 @@ def bench_spawn(n, reps):
                 k.wait()
             for f in files:
                 os.unlink(f)
+            if FLOOR:
+                t0 = now()
+                fl = start_floor(["spawn", CHILD, d, str(n)])
+                res["floor_process"].append(wait_files(files) - t0)
+                fl.wait()
+                kill_tagged()
+                for f in files:
+                    os.unlink(f)
             procs = [proc_spec(f"w{i}", "worker", a) for i, a in enumerate(argv)]
             t0 = now()
             m = start_mcsup(d, plan(f"{d}/logs", procs))
@@ -512,6 +535,10 @@ def main():
     print(f"   floor (harness gating)  {ms(gc['floor'])}")
     print(f"   mcsup                   {ms(gc['mcsup'])}")
     print(f"   mcsup / floor = {ratio(gc['mcsup'], gc['floor']):.2f} (target <= 1.1)")
+    if gc.get("floor_process"):
+        print(f"   process floor (a Rust program gating the chain, started like mcsup) "
+              f"{ms(gc['floor_process'])}: mcsup / process floor = "
+              f"{ratio(gc['mcsup'], gc['floor_process']):.2f}")
     if gc.get("mcsup_inside"):
         print(f"   mcsup from its own start to c ready (events t_ms) {ms(gc['mcsup_inside'])}: "
               f"x{ratio(gc['mcsup_inside'], gc['floor']):.2f} of the floor; starting the mcsup "
@@ -525,7 +552,10 @@ def main():
         td = bench_teardown(n, with_supervisord=(n == 16))
         scale[n] = {"spawn": sp, "ready": rd, "teardown": td}
         print(f"   {n:3} children: spawn floor {ms(sp['floor'])}, mcsup {ms(sp['mcsup'])} "
-              f"(x{ratio(sp['mcsup'], sp['floor']):.2f}, target <= 1.2); all ready by file probes "
+              f"(x{ratio(sp['mcsup'], sp['floor']):.2f}, target <= 1.2"
+              + (f"; process floor {ms(sp['floor_process'])}, x{ratio(sp['mcsup'], sp['floor_process']):.2f}"
+                 if sp.get("floor_process") else "")
+              + "); all ready by file probes "
               f"{ms(rd['mcsup'])}; teardown floor {ms(td['floor'])}, mcsup {ms(td['mcsup'])}"
               + (f", supervisord {ms(td['supervisord'])}" if td.get("supervisord") else ""))
     small, big = scale[16], scale[SCALE]
