@@ -13,6 +13,14 @@ use super::*;
 /// instantly-ready services and chains of them become ready; then the interval doubles up to its
 /// maximum. Such an attempt costs microseconds (a loopback connect, a stat).
 pub const FAST_WINDOW: Duration = Duration::from_secs(2);
+/// Before that, the first retries of such a probe come sooner: from this interval, growing by
+/// [`RAMP_FACTOR`] per failure up to the spec's interval. A child that gets ready within its first
+/// milliseconds (an instantly-listening service, the next link of a chain) is then seen within
+/// about a quarter of the time it took (+0.1 ms), not up to a whole interval later; a slower one
+/// costs a few extra attempts (12 instead of 6 in the first 5 ms with the default 1 ms interval).
+pub const RAMP_FIRST: Duration = Duration::from_micros(100);
+/// Growth of the ramp's interval per failed attempt (see [`RAMP_FIRST`]).
+pub const RAMP_FACTOR: f64 = 1.25;
 /// An exec probe forks a process per attempt, and a gate probes another node: neither is
 /// retried more often than this, and both back off from the first failure.
 pub const SLOW_PROBE_MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -24,6 +32,8 @@ pub(super) struct ProbeRun {
     pub(super) in_flight: Option<u64>,
     pub(super) next_at: Instant,
     pub(super) interval: Duration,
+    /// The spec's interval: the ramp ([`RAMP_FIRST`]) grows up to it before backing off.
+    pub(super) base: Duration,
     /// Until then, failures do not back off ([`FAST_WINDOW`]).
     pub(super) fast_until: Option<Instant>,
 }
@@ -75,16 +85,18 @@ impl Readiness {
                             p,
                             ProbeSpec::Tcp { .. } | ProbeSpec::Http { .. } | ProbeSpec::File { .. }
                         );
+                    let base = if cheap {
+                        spec.interval
+                    } else {
+                        spec.interval.max(SLOW_PROBE_MIN_INTERVAL)
+                    };
                     ProbeRun {
                         spec: p.clone(),
                         passed: false,
                         in_flight: None,
                         next_at: first,
-                        interval: if cheap {
-                            spec.interval
-                        } else {
-                            spec.interval.max(SLOW_PROBE_MIN_INTERVAL)
-                        },
+                        interval: if cheap { base.min(RAMP_FIRST) } else { base },
+                        base,
                         fast_until: cheap.then_some(first + FAST_WINDOW),
                     }
                 })
@@ -165,7 +177,9 @@ impl Readiness {
                     p.passed = true;
                 } else {
                     p.next_at = now + p.interval;
-                    if p.fast_until.is_none_or(|until| now >= until) {
+                    if p.interval < p.base {
+                        p.interval = p.interval.mul_f64(RAMP_FACTOR).min(p.base);
+                    } else if p.fast_until.is_none_or(|until| now >= until) {
                         p.interval = (p.interval * 2).min(max);
                     }
                 }

@@ -146,7 +146,11 @@ impl H {
         self.m.handle(e, self.now)
     }
     pub(super) fn at(&mut self, ms: u64) -> Vec<Action> {
-        self.now = self.t0 + d(ms);
+        self.at_time(d(ms))
+    }
+    /// A tick at `since` after t0 (for sub-millisecond schedules).
+    pub(super) fn at_time(&mut self, since: Duration) -> Vec<Action> {
+        self.now = self.t0 + since;
         self.ev(Event::Tick)
     }
     /// Start, answering each Spawn with pid 100 + index.

@@ -3,7 +3,7 @@
 use super::*;
 
 #[test]
-fn readiness_probes_start_at_once_retry_fast_then_back_off_to_max_interval() {
+fn readiness_probes_start_at_once_ramp_up_retry_fast_then_back_off_to_max_interval() {
     let mut h = H::new(plan(vec![tcp_ready(
         proc("m", ProcessKind::Master),
         60_000,
@@ -13,31 +13,43 @@ fn readiness_probes_start_at_once_retry_fast_then_back_off_to_max_interval() {
     let p = probes(&a);
     assert_eq!(p.len(), 1, "first probe immediately at spawn");
     let mut attempt = p[0];
-    let mut t = 0;
-    let fail_and_expect = |h: &mut H, attempt: &mut u64, t: &mut u64, expect: u64| {
+    let mut t = Duration::ZERO;
+    let us = Duration::from_micros;
+    // Fails the attempt in flight (answered at once) and checks that the next one is due exactly
+    // `expect` later, and not a microsecond before.
+    let fail_and_expect = |h: &mut H, attempt: &mut u64, t: &mut Duration, expect: Duration| {
         h.ev(Event::ProbeDone {
             attempt: *attempt,
             ok: false,
             detail: "refused".into(),
         });
-        assert_eq!(
-            h.m.next_deadline(),
-            Some(h.t0 + d(*t + expect)),
-            "at {t} ms"
-        );
-        assert!(probes(&h.at(*t + expect - 1)).is_empty());
-        let a = h.at(*t + expect);
+        assert_eq!(h.m.next_deadline(), Some(h.t0 + *t + expect), "at {t:?}");
+        assert!(probes(&h.at_time(*t + expect - us(1))).is_empty());
+        let a = h.at_time(*t + expect);
         *attempt = probes(&a)[0];
         *t += expect;
     };
+    // The ramp: 100 us, then 25 % more per failure (125, 156.25 us, ...), up to the interval.
+    fail_and_expect(&mut h, &mut attempt, &mut t, us(100));
+    fail_and_expect(&mut h, &mut attempt, &mut t, us(125));
+    let mut step = us(125).mul_f64(1.25);
+    let mut ramp_steps = 2;
+    while step < d(10) {
+        fail_and_expect(&mut h, &mut attempt, &mut t, step);
+        step = step.mul_f64(1.25);
+        ramp_steps += 1;
+    }
+    // 100 us * 1.25^20 = 8.7 ms is the last step below the 10 ms interval.
+    assert_eq!(ramp_steps, 21);
+    assert!(t < d(45), "the ramp takes {t:?}");
     // Within FAST_WINDOW a refused TCP probe is retried at the interval, without backing off.
-    let fast = super::super::probing::FAST_WINDOW.as_millis() as u64;
+    let fast = super::super::probing::FAST_WINDOW;
     while t < fast {
-        fail_and_expect(&mut h, &mut attempt, &mut t, 10);
+        fail_and_expect(&mut h, &mut attempt, &mut t, d(10));
     }
     // Then it doubles up to the maximum: 10, 20, 40, 40 ms.
     for expect in [10, 20, 40, 40] {
-        fail_and_expect(&mut h, &mut attempt, &mut t, expect);
+        fail_and_expect(&mut h, &mut attempt, &mut t, d(expect));
     }
     let a = h.ev(Event::ProbeDone {
         attempt,
@@ -291,11 +303,11 @@ fn a_long_readiness_wait_is_reported_at_a_calm_cadence() {
             }
         }
         let next = h.m.next_deadline().expect("a wait is timed");
-        let t = next.duration_since(h.t0).as_millis() as u64;
-        if t > 140_000 {
+        let t = next.duration_since(h.t0);
+        if t > d(140_000) {
             break;
         }
-        acts = h.at(t);
+        acts = h.at_time(t);
     }
     let times: Vec<u64> = reports.iter().map(|(t, _)| *t).collect();
     // 5 s, then gaps of 10, 20, 40 and 60 s (the cap): never a line per probe attempt.
