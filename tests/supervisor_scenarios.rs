@@ -761,6 +761,34 @@ fn liveness_failure_restarts_the_process() {
     env.assert_no_leftovers();
 }
 
+/// The console mirror gets every line once, in order, each with its `<process> | ` prefix: a burst
+/// of whole lines goes through the reader's fast path (one file write per chunk).
+#[test]
+fn the_console_mirrors_each_line_with_its_prefix_in_order() {
+    let env = TestEnv::new();
+    let mut w = env.proc(
+        "w",
+        ProcessKind::Worker,
+        &["--numbered", "999", "--exit-after", "0"],
+    );
+    // Non-critical: its exit 0 is "the workers are done".
+    w.critical = false;
+    let mut m = env.start(&env.plan(vec![w]));
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let console = std::fs::read_to_string(env.path("mcsup.stdout")).unwrap();
+    let want: Vec<String> = (0..999)
+        .map(|i| format!("w | {i} {}", "n".repeat(i % 37)))
+        .collect();
+    let got: Vec<&str> = console.lines().collect();
+    assert_eq!(got.len(), want.len(), "line count");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "console line {i}");
+    }
+    let status = m.status().expect("status");
+    assert_eq!(status["console_dropped_lines"].as_u64().unwrap_or(0), 0);
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn slow_console_never_blocks_a_child_and_drops_are_counted() {
     let env = TestEnv::new();
