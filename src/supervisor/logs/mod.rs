@@ -145,10 +145,18 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                 if let Some(last) = whole {
                     file.write_lines(&data[..=last]);
                     if console_on {
-                        for line in data[..last].split(|&b| b == b'\n') {
-                            put_line(&mut batch, &cfg.prefix, line, false);
-                            lines += 1;
+                        // Each line with its prefix, in one buffer sized up front: memchr finds
+                        // the newlines (a byte-at-a-time split cost more than the file write).
+                        let complete = &data[..=last];
+                        let count = memchr::memchr_iter(b'\n', complete).count();
+                        batch.reserve_exact(complete.len() + count * cfg.prefix.len());
+                        let mut start = 0;
+                        for nl in memchr::memchr_iter(b'\n', complete) {
+                            batch.extend_from_slice(cfg.prefix.as_bytes());
+                            batch.extend_from_slice(&complete[start..=nl]);
+                            start = nl + 1;
                         }
+                        lines = count as u64;
                         cfg.console.offer(batch, lines);
                     }
                     // The rest has no newline and is shorter than the cap: it is only kept.
