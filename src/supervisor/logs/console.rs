@@ -131,10 +131,17 @@ impl Console {
     }
 }
 
+/// After a batch arrives, the console thread lets more gather for this long before writing: a
+/// busy child's output then wakes it about a thousand times a second, not once per pipe read
+/// (20,000 times a second for 100-byte lines), and is written in a few large writes. A line
+/// reaches the terminal at most this much later; an idle console still never wakes.
+const CONSOLE_GATHER: Duration = Duration::from_millis(1);
+
 fn console_thread(rx: Receiver<Vec<u8>>, budget: QueueBudget) {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(64 * 1024, stdout.lock());
     while let Ok(batch) = rx.recv() {
+        std::thread::sleep(CONSOLE_GATHER);
         let _ = out.write_all(&batch);
         budget.written(batch.len());
         while let Ok(more) = rx.try_recv() {
