@@ -33,10 +33,7 @@ fn pair(env: &TestEnv) -> Plan {
         ProcessKind::Worker,
         &["--grandchild", "setsid", "--grandchild-quiet"],
     );
-    worker.depends_on.push(DependencySpec {
-        target: "master".into(),
-        condition: DependencyCondition::Healthy,
-    });
+    dep(&mut worker, "master");
     env.plan(vec![master, worker])
 }
 

@@ -36,10 +36,7 @@ fn the_metrics_file_parses_and_follows_the_node() {
         10_000,
     );
     let mut worker = env.proc("worker", ProcessKind::Worker, &[]);
-    worker.depends_on.push(DependencySpec {
-        target: "master".into(),
-        condition: DependencyCondition::Healthy,
-    });
+    dep(&mut worker, "master");
     let mut m = env.start(&env.plan(vec![master, worker]));
     m.wait_event("worker", "ready", T);
     let prom = env.log_dir().join("n1.prom");

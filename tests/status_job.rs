@@ -55,10 +55,7 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
     // n1: a master ready after 200 ms and a worker gated on it.
     let master = listening(&env, "master", ProcessKind::Master, 200);
     let mut w1 = env.proc("worker", ProcessKind::Worker, &[]);
-    w1.depends_on.push(DependencySpec {
-        target: "master".into(),
-        condition: DependencyCondition::Healthy,
-    });
+    dep(&mut w1, "master");
     let mut n1 = env.start(&env.plan(vec![master, w1]));
     // n2, in the same log directory: a worker ready after 600 ms.
     let mut plan2 = env.plan(vec![listening(&env, "worker", ProcessKind::Worker, 600)]);

@@ -19,15 +19,9 @@ fn chain(env: &TestEnv) -> Plan {
     let master = env.proc("master", ProcessKind::Master, &[]);
     let mut store = env.proc("store", ProcessKind::Store, &[]);
     store.stop.signal = SignalName::SIGINT;
-    store.depends_on.push(DependencySpec {
-        target: "master".into(),
-        condition: DependencyCondition::Healthy,
-    });
+    dep(&mut store, "master");
     let mut worker = env.proc("worker", ProcessKind::Worker, &[]);
-    worker.depends_on.push(DependencySpec {
-        target: "store".into(),
-        condition: DependencyCondition::Healthy,
-    });
+    dep(&mut worker, "store");
     env.plan(vec![master, store, worker])
 }
 

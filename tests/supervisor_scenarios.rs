@@ -19,13 +19,6 @@ fn tcp(port: u16) -> ProbeSpec {
     }
 }
 
-fn dep(p: &mut ProcessSpec, target: &str) {
-    p.depends_on.push(DependencySpec {
-        target: target.into(),
-        condition: DependencyCondition::Healthy,
-    });
-}
-
 /// master <- store <- worker, each logging its signals, each ready once it prints `up` (which
 /// the test child does only after installing its signal handlers: a signal sent after `ready`
 /// is always logged).

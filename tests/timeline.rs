@@ -17,15 +17,9 @@ fn a_real_run_draws_every_process_the_tiers_in_order_and_the_crash() {
     let master = env.proc("master", ProcessKind::Master, &[]);
     let mut store = env.proc("store", ProcessKind::Store, &[]);
     store.restart.policy = RestartPolicy::OnFailure;
-    store.depends_on.push(DependencySpec {
-        target: "master".into(),
-        condition: DependencyCondition::Healthy,
-    });
+    dep(&mut store, "master");
     let mut worker = env.proc("worker", ProcessKind::Worker, &[]);
-    worker.depends_on.push(DependencySpec {
-        target: "store".into(),
-        condition: DependencyCondition::Healthy,
-    });
+    dep(&mut worker, "store");
     let mut m = env.start(&env.plan(vec![master, store, worker]));
     m.wait_event("worker", "ready", T);
     // The store crashes and is restarted.

@@ -17,6 +17,14 @@ pub mod view;
 use mcsup::plan::*;
 use serde_json::Value;
 
+/// `p` starts only once `target` is ready (a `healthy` dependency, as the planner writes).
+pub fn dep(p: &mut ProcessSpec, target: &str) {
+    p.depends_on.push(DependencySpec {
+        target: target.into(),
+        condition: DependencyCondition::Healthy,
+    });
+}
+
 pub const TESTCHILD: &str = env!("CARGO_BIN_EXE_mcsup-testchild");
 pub const MCSUP: &str = env!("CARGO_BIN_EXE_mcsup");
 
