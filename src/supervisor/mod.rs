@@ -25,6 +25,7 @@ mod runtime;
 mod signals;
 mod spawn;
 mod status;
+mod stderr;
 mod timer;
 
 use std::path::{Path, PathBuf};
@@ -34,13 +35,13 @@ use crate::plan::Plan;
 
 pub use machine::ExitStatus;
 pub use runtime::run_with_signals;
-pub use runtime::{flush_stderr, init_tracing, stderr_write};
 pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
 pub use spawn::SHORT_SLICE;
 pub use status::{
     events_path, read_events, read_job, read_job_events, read_status, status_path, EventRecord,
     OutputLost, StatusExit, StatusFile, StatusProcess, StatusRead,
 };
+pub use stderr::{flush_stderr, init_tracing, stderr_write};
 
 /// How the supervisor reports its own events on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
