@@ -7,7 +7,10 @@
 //!   results, output lines, timers and signals into events and carries out the actions.
 //! - `spawn`: fork/exec of children (process group, signal dispositions, PDEATHSIG, fds).
 //! - `probes`: tcp/http/file probe attempts (exec probes are spawned through `spawn`).
-//! - `logs`: per-process log files with rotation, line splitting, the console mux.
+//! - `logs/`: per-process log files with rotation, line splitting, the console mux, the log
+//!   directory's safety (one file each: `mod.rs` the reader task, `lines`, `file`, `console`,
+//!   `dir`).
+//! - `stderr`: mcsup's own log (tracing) on stderr, through a bounded queue and a writer thread.
 //! - `remount`: after a master restart, verify this node's stores registered again.
 //! - `signals`: what mcsup does with every signal (the table), signal streams and the
 //!   async-signal-safe SIGKILL backstop.
