@@ -343,8 +343,10 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if !a.cwd.is_null() && libc::chdir(a.cwd) != 0 {
             return fail(a);
         }
+        // The default scheduler slice back (mcsup's thread asked for a short one). A failure is
+        // ignored: the program would only run with a shorter slice than usual.
         if a.reset_slice {
-            reset_slice();
+            set_normal_slice(0);
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
@@ -447,31 +449,41 @@ pub const SHORT_SLICE: std::time::Duration = std::time::Duration::from_micros(10
 /// default before exec, so only mcsup's own thread runs with the short one.
 static SHORT_SLICE_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `sched_getattr` of the calling thread.
-fn sched_getattr_self() -> io::Result<libc::sched_attr> {
-    // SAFETY: an all-zero sched_attr is valid; the kernel fills at most `size` bytes of it.
-    let mut attr: libc::sched_attr = unsafe { std::mem::zeroed() };
-    // SAFETY: see above.
-    let r = unsafe { sched_getattr_raw(&mut attr) };
-    if r == 0 {
-        Ok(attr)
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// The raw `sched_getattr(0, attr, sizeof attr, 0)` (async-signal-safe: used by the child too).
+/// Set the calling thread's scheduler slice (`sched_runtime`; 0 = the kernel's default) when it
+/// runs under the normal policy, keeping its nice value: 1 when set, 0 when the thread is under
+/// another policy (left alone), -1 on an error (errno says which).
 ///
 /// # Safety
-/// `attr` must be valid for writes of a `sched_attr`.
-unsafe fn sched_getattr_raw(attr: *mut libc::sched_attr) -> libc::c_long {
-    libc::syscall(
+/// Async-signal-safe (two system calls on a local `sched_attr`): [`child_main`] uses it too.
+unsafe fn set_normal_slice(runtime_ns: u64) -> libc::c_long {
+    let size = std::mem::size_of::<libc::sched_attr>();
+    let mut attr: libc::sched_attr = std::mem::zeroed();
+    if libc::syscall(
         libc::SYS_sched_getattr,
         0,
-        attr,
-        std::mem::size_of::<libc::sched_attr>() as libc::c_uint,
+        &mut attr,
+        size as libc::c_uint,
         0,
-    )
+    ) != 0
+    {
+        return -1;
+    }
+    if attr.sched_policy != libc::SCHED_OTHER as u32 {
+        return 0;
+    }
+    attr.size = size as u32;
+    attr.sched_flags = 0;
+    attr.sched_runtime = runtime_ns;
+    if libc::syscall(
+        libc::SYS_sched_setattr,
+        0,
+        &attr as *const libc::sched_attr,
+        0,
+    ) != 0
+    {
+        return -1;
+    }
+    1
 }
 
 /// Ask the scheduler for a short slice ([`SHORT_SLICE`]) for the calling thread: the one that
@@ -485,49 +497,15 @@ unsafe fn sched_getattr_raw(attr: *mut libc::sched_attr) -> libc::c_long {
 /// real-time mcsup (an administrator's choice) is left alone. Children get the default slice
 /// back before exec (see [`child_main`]).
 pub fn prefer_short_slice() -> io::Result<bool> {
-    let mut attr = sched_getattr_self()?;
-    if attr.sched_policy != libc::SCHED_OTHER as u32 {
-        return Ok(false);
+    // SAFETY: see set_normal_slice.
+    match unsafe { set_normal_slice(SHORT_SLICE.as_nanos() as u64) } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(false),
+        _ => {
+            SHORT_SLICE_SET.store(true, std::sync::atomic::Ordering::Relaxed);
+            Ok(true)
+        }
     }
-    attr.size = std::mem::size_of::<libc::sched_attr>() as u32;
-    attr.sched_flags = 0;
-    attr.sched_runtime = SHORT_SLICE.as_nanos() as u64;
-    // SAFETY: a valid sched_attr for the calling thread; its nice value is the current one.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setattr,
-            0,
-            &attr as *const libc::sched_attr,
-            0,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    SHORT_SLICE_SET.store(true, std::sync::atomic::Ordering::Relaxed);
-    Ok(true)
-}
-
-/// In the child between clone and exec: the default slice back (sched_runtime 0 under
-/// SCHED_OTHER, the nice value as it is now). A failure is ignored: the program would only run
-/// with a shorter slice than usual.
-///
-/// # Safety
-/// Async-signal-safe (two system calls); called only from [`child_main`].
-unsafe fn reset_slice() {
-    let mut attr: libc::sched_attr = std::mem::zeroed();
-    if sched_getattr_raw(&mut attr) != 0 || attr.sched_policy != libc::SCHED_OTHER as u32 {
-        return;
-    }
-    attr.size = std::mem::size_of::<libc::sched_attr>() as u32;
-    attr.sched_flags = 0;
-    attr.sched_runtime = 0;
-    libc::syscall(
-        libc::SYS_sched_setattr,
-        0,
-        &attr as *const libc::sched_attr,
-        0,
-    );
 }
 
 /// Become a child subreaper: orphaned descendants are reparented to mcsup (to be reaped and
