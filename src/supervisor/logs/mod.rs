@@ -99,6 +99,22 @@ fn put_line(batch: &mut Vec<u8>, prefix: &str, line: &[u8], split: bool) {
     batch.push(b'\n');
 }
 
+/// The reader's fast path: the end of the last complete line in `data` and how many lines end
+/// there, when every one of them fits the line cap (`None` when there is no newline, or a line
+/// is longer than [`MAX_LINE`]).
+fn whole_lines(data: &[u8]) -> Option<(usize, usize)> {
+    let mut start = 0;
+    let mut count = 0;
+    for nl in memchr::memchr_iter(b'\n', data) {
+        if nl - start > MAX_LINE {
+            return None;
+        }
+        start = nl + 1;
+        count += 1;
+    }
+    (count > 0).then(|| (start - 1, count))
+}
+
 /// Drain one child's output pipe until EOF.
 pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut cfg: PumpConfig) {
     let mut splitter = LineSplitter::new(MAX_LINE);
@@ -132,32 +148,21 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                     && splitter.buffered() == 0
                     && cfg.matchers.is_empty()
                     && cfg.tap.is_none())
-                .then(|| memchr::memrchr(b'\n', data))
-                .flatten()
-                .filter(|&last| {
-                    let mut start = 0;
-                    memchr::memchr_iter(b'\n', &data[..=last]).all(|nl| {
-                        let ok = nl - start <= MAX_LINE;
-                        start = nl + 1;
-                        ok
-                    })
-                });
-                if let Some(last) = whole {
-                    file.write_lines(&data[..=last]);
+                .then(|| whole_lines(data))
+                .flatten();
+                if let Some((last, count)) = whole {
+                    let complete = &data[..=last];
+                    file.write_lines(complete);
                     if console_on {
                         // Each line with its prefix, in one buffer sized up front: memchr finds
                         // the newlines (a byte-at-a-time split cost more than the file write).
-                        let complete = &data[..=last];
-                        let count = memchr::memchr_iter(b'\n', complete).count();
                         batch.reserve_exact(complete.len() + count * cfg.prefix.len());
                         let mut start = 0;
                         for nl in memchr::memchr_iter(b'\n', complete) {
-                            batch.extend_from_slice(cfg.prefix.as_bytes());
-                            batch.extend_from_slice(&complete[start..=nl]);
+                            put_line(&mut batch, &cfg.prefix, &complete[start..nl], false);
                             start = nl + 1;
                         }
-                        lines = count as u64;
-                        cfg.console.offer(batch, lines);
+                        cfg.console.offer(batch, count as u64);
                     }
                     // The rest has no newline and is shorter than the cap: it is only kept.
                     splitter.push(&data[last + 1..], &mut |_, _| {});
