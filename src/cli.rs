@@ -624,21 +624,11 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             let p = load_plan(&args.target)?;
             (p.log_dir, Some(p.node.name))
         }
-        _ => {
-            let job = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "local".into());
-            (
-                PathBuf::from("mcsup-logs").join(job),
-                args.target.node.clone(),
-            )
-        }
+        _ => (default_log_dir(), args.target.node.clone()),
     };
     let report = |now_ms: u64| -> Result<(String, bool), CliError> {
-        let failed = |e: supervisor::SupervisorError| CliError {
-            code: ExitCode::PreflightFailed.code(),
-            message: e.to_string(),
-        };
         if args.job {
-            let nodes = supervisor::read_job(&dir).map_err(failed)?;
+            let nodes = supervisor::read_job(&dir).map_err(unreadable_log_dir)?;
             let finished = nodes
                 .iter()
                 .all(|(_, r)| r.status.exit_code.is_some() || !r.writer_alive);
@@ -649,7 +639,7 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             };
             return Ok((text, finished));
         }
-        let read = supervisor::read_status(&dir, node.as_deref()).map_err(failed)?;
+        let read = supervisor::read_status(&dir, node.as_deref()).map_err(unreadable_log_dir)?;
         let finished = read.status.exit_code.is_some() || !read.writer_alive;
         let text = if args.json {
             read.text
@@ -671,6 +661,21 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
     watch(std::time::Duration::from_secs_f64(every), || {
         report(wall_ms())
     })
+}
+
+/// A log directory whose status or events files cannot be read (`status`, `timeline`): exit 1.
+fn unreadable_log_dir(e: supervisor::SupervisorError) -> CliError {
+    CliError {
+        code: ExitCode::PreflightFailed.code(),
+        message: e.to_string(),
+    }
+}
+
+/// The job's log directory when none is named (and no recipe says): `./mcsup-logs/<job>`, the
+/// job being `SLURM_JOB_ID`, else `local`.
+fn default_log_dir() -> PathBuf {
+    let job = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "local".into());
+    PathBuf::from("mcsup-logs").join(job)
 }
 
 /// Milliseconds since the epoch.
@@ -770,14 +775,8 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             Ok(ExitCode::Ok.code())
         }
         Some(Cmd::Timeline { log_dir, output }) => {
-            let dir = log_dir.unwrap_or_else(|| {
-                let job = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "local".into());
-                PathBuf::from("mcsup-logs").join(job)
-            });
-            let nodes = supervisor::read_job_events(&dir).map_err(|e| CliError {
-                code: ExitCode::PreflightFailed.code(),
-                message: e.to_string(),
-            })?;
+            let dir = log_dir.unwrap_or_else(default_log_dir);
+            let nodes = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
             let html = crate::render::timeline_html(&nodes);
             std::fs::write(&output, html).map_err(|e| CliError {
                 code: ExitCode::Usage.code(),
