@@ -25,6 +25,17 @@ export PATH="$REPO_ROOT/.venv/bin:$PATH"
 export MCSUP_VENV="$REPO_ROOT/.venv"
 # Two cores: keep builds and test processes within them.
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+# A CI run builds a clean clone once: incremental state (about 0.9 GB) would never be reused.
+if [[ -n "${CI:-}" ]]; then export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"; fi
+
+# A clean debug build of every target takes about 5 GB: say so up front rather than failing
+# at a link with "No space left on device".
+target_dir="${CARGO_TARGET_DIR:-$REPO_ROOT/target}"
+mkdir -p "$target_dir"
+free_kb="$(df -Pk "$target_dir" | awk 'NR == 2 { print $4 }')"
+if [[ "$free_kb" =~ ^[0-9]+$ ]] && (( free_kb < 6 * 1024 * 1024 )); then
+  warn "test.sh: only $(( free_kb / 1024 )) MiB free under $target_dir; a clean build needs about 5 GiB (free space, or set CARGO_TARGET_DIR)"
+fi
 
 step() { printf '\n==> %s\n' "$*"; }
 
