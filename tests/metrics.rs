@@ -76,3 +76,49 @@ fn the_metrics_file_parses_and_follows_the_node() {
     assert!(teardown > 0.0 && teardown < 10.0, "{teardown}");
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_gate_has_its_own_series() {
+    let env = TestEnv::new();
+    let port = free_port();
+    let mut worker = env.proc("worker", ProcessKind::Worker, &[]);
+    dep(&mut worker, "master@n0");
+    let mut plan = env.plan(vec![worker]);
+    plan.gates.push(GateSpec {
+        name: "master@n0".into(),
+        readiness: readiness(
+            vec![ProbeSpec::Tcp {
+                host: "127.0.0.1".into(),
+                port,
+            }],
+            20_000,
+        )
+        .unwrap(),
+    });
+    let mut m = env.start(&plan);
+    let prom = env.log_dir().join("n1.prom");
+    let gate = |name: &str| (name.to_string(), "gate=master@n0,node=n1".to_string());
+    // Closed port: the gate is not ready and its failed attempts are counted.
+    let waiting = wait_for("the gate's failed probes in the metrics", T, || {
+        let p = parse_prom(&prom);
+        (p.get(&gate("mcsup_gate_probe_failures_total")) >= Some(&1.0)).then_some(p)
+    });
+    assert_eq!(waiting[&gate("mcsup_gate_ready")], 0.0);
+    assert!(!waiting.contains_key(&gate("mcsup_gate_ready_seconds")));
+    // Gates are not processes.
+    assert!(!waiting
+        .keys()
+        .any(|(_, l)| l.contains("master@n0") && l.contains("process=")));
+
+    let _listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind");
+    m.wait_event("worker", "ready", T);
+    let open = wait_for("the gate ready in the metrics", T, || {
+        let p = parse_prom(&prom);
+        (p.get(&gate("mcsup_gate_ready")) == Some(&1.0)).then_some(p)
+    });
+    let ready_s = open[&gate("mcsup_gate_ready_seconds")];
+    assert!((0.0..10.0).contains(&ready_s) && ready_s > 0.0, "{ready_s}");
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}

@@ -193,6 +193,35 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
         "Readiness and liveness probe attempts of the process that failed.",
         per(&|u| Some(u.probe_failures.to_string())),
     );
+    // Gates (a process on another node, waited for here): their own series, labelled `gate`.
+    let gates = |f: &dyn Fn(&crate::supervisor::StatusProcess) -> Option<String>| {
+        s.units
+            .iter()
+            .filter(|u| u.kind == "gate")
+            .filter_map(|u| f(u).map(|v| (format!("node=\"{node}\",gate=\"{}\"", esc(&u.name)), v)))
+            .collect::<Vec<_>>()
+    };
+    family(
+        "mcsup_gate_ready",
+        "gauge",
+        "Whether the gate (a process on another node that this node waits for) is ready (1) or not (0).",
+        gates(&|u| Some(u8::from(u.state == "ready").to_string())),
+    );
+    family(
+        "mcsup_gate_ready_seconds",
+        "gauge",
+        "Seconds from mcsup's start to the gate's first readiness.",
+        gates(&|u| {
+            u.first_ready_ts_ms
+                .map(|t| format!("{:.3}", t.saturating_sub(s.started_ts_ms) as f64 / 1000.0))
+        }),
+    );
+    family(
+        "mcsup_gate_probe_failures_total",
+        "counter",
+        "Probe attempts of the gate that failed.",
+        gates(&|u| Some(u.probe_failures.to_string())),
+    );
     family(
         "mcsup_phase",
         "gauge",

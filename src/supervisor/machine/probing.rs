@@ -227,8 +227,11 @@ impl Machine {
             if let GateState::Probing(r) = &mut g.state {
                 if r.on_result(attempt, ok, now) {
                     if !ok {
-                        g.detail = Some(detail);
                         g.probe_failures += 1;
+                        if g.detail.as_deref() != Some(detail.as_str()) {
+                            g.detail = Some(detail);
+                            self.version += 1;
+                        }
                     }
                     return;
                 }
@@ -240,8 +243,16 @@ impl Machine {
                 ProcState::Starting { readiness, .. } => {
                     if readiness.on_result(attempt, ok, now) {
                         if !ok {
-                            p.detail = Some(format!("not ready yet: {detail}"));
                             p.probe_failures += 1;
+                            let detail = format!("not ready yet: {detail}");
+                            // A new complaint is news for the status file (the first failure,
+                            // or a different error); a repeated one waits for the next
+                            // progress record, so a probe retried every millisecond does not
+                            // rewrite the file each time.
+                            if p.detail.as_deref() != Some(detail.as_str()) {
+                                p.detail = Some(detail);
+                                self.version += 1;
+                            }
                         }
                         return;
                     }

@@ -324,3 +324,48 @@ fn a_long_readiness_wait_is_reported_at_a_calm_cadence() {
         reports[4].1
     );
 }
+
+#[test]
+fn a_new_probe_complaint_reaches_the_status_file_a_repeated_one_waits() {
+    // The status file is rewritten when the machine's version moves. A probe retried every
+    // millisecond must not rewrite it each time, but its first complaint, or a different one,
+    // is news: without it the status shows no reason until the 5 s progress record.
+    let fail = |h: &mut H, attempt: u64, detail: &str| {
+        let before = h.m.version();
+        h.ev(Event::ProbeDone {
+            attempt,
+            ok: false,
+            detail: detail.into(),
+        });
+        h.m.version() != before
+    };
+    // A process's readiness probe.
+    let mut h = H::new(plan(vec![tcp_ready(
+        proc("m", ProcessKind::Master),
+        60_000,
+    )]));
+    h.ev(Event::Start);
+    let mut attempt = probes(&h.ev(Event::Spawned { proc: 0, pid: 100 }))[0];
+    for (detail, news) in [("refused", true), ("refused", false), ("timed out", true)] {
+        assert_eq!(fail(&mut h, attempt, detail), news, "{detail}");
+        assert_eq!(
+            h.m.snapshot()[0].detail.as_deref(),
+            Some(format!("not ready yet: {detail}").as_str())
+        );
+        let next = h.m.next_deadline().unwrap().duration_since(h.t0);
+        attempt = probes(&h.at_time(next))[0];
+    }
+    assert_eq!(h.m.snapshot()[0].probe_failures, 3);
+    // A gate's probe.
+    let mut h = H::new(super::start::gated());
+    let mut attempt = probes(&h.ev(Event::Start))[0];
+    for (detail, news) in [("refused", true), ("refused", false), ("no route", true)] {
+        assert_eq!(fail(&mut h, attempt, detail), news, "{detail}");
+        let gate = &h.m.snapshot()[0];
+        assert_eq!(gate.name, "remote-master");
+        assert_eq!(gate.detail.as_deref(), Some(detail));
+        let next = h.m.next_deadline().unwrap().duration_since(h.t0);
+        attempt = probes(&h.at_time(next))[0];
+    }
+    assert_eq!(h.m.snapshot()[0].probe_failures, 3);
+}

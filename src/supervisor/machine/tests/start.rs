@@ -145,7 +145,7 @@ fn spawn_failure_of_a_critical_process_is_code_7() {
     assert_eq!(h.m.exit_code(), ExitCode::SpawnFailed.code());
 }
 
-fn gated() -> Plan {
+pub(super) fn gated() -> Plan {
     let mut p = chain();
     p.processes.remove(0);
     p.processes[0].depends_on = vec![DependencySpec {
