@@ -2,7 +2,7 @@
 # Benchmark mcsup's supervisor against supervisord and the floors (processes started, stopped
 # and piped by the harness itself). Not a test: prints figures and ratios measured in one run.
 #
-#   scripts/bench-supervisor.sh            # full run (~1-2 min: includes 30 s of idle)
+#   scripts/bench-supervisor.sh            # full run (~4 min: includes 30 s of idle)
 #   BENCH_REPS=3 BENCH_LOG_REPS=1 IDLE_SECONDS=5 BENCH_LINES=200000 scripts/bench-supervisor.sh  # quick
 #
 # Needs python3; supervisord (Debian package `supervisor`) is installed when missing and we are
@@ -21,6 +21,13 @@ if ! command -v supervisord >/dev/null 2>&1; then
 fi
 
 (cd "$REPO_ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --bin mcsup --bin mcsup-testchild --bin mcsup-floor)
+
+# Working directories on a tmpfs: the figures measure the supervisor, not the state of the disk's
+# file system (see the bench's docstring). BENCH_TMPDIR=/some/dir measures there instead.
+if [[ -z "${BENCH_TMPDIR:-}" && -d /dev/shm && -w /dev/shm ]]; then
+  BENCH_TMPDIR=/dev/shm
+fi
+if [[ -n "${BENCH_TMPDIR:-}" ]]; then export TMPDIR="$BENCH_TMPDIR"; fi
 
 MCSUP_BIN="$TARGET/release/mcsup" TESTCHILD_BIN="$TARGET/release/mcsup-testchild" FLOOR_BIN="$TARGET/release/mcsup-floor" \
   exec python3 "$REPO_ROOT/scripts/bench/supervisor_bench.py"

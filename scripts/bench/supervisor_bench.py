@@ -19,6 +19,10 @@ supervisor. The harness is already running, so that floor never pays for startin
 "process floor" (gated chain and spawn) is a small Rust program (src/bin/mcsup-floor.rs) doing
 only the measured work, started by the harness as mcsup is: the floor with a process start. Everything talks only to the local filesystem and 127.0.0.1. The figures and ratios
 are printed and written as JSON to $BENCH_JSON (default: target/bench-supervisor.json).
+Working directories (plans, log directories, the files children touch) are made under $TMPDIR;
+scripts/bench-supervisor.sh points it at a tmpfs (/dev/shm) unless BENCH_TMPDIR says otherwise:
+on this machine's ext4, creating files got twice as slow between two runs an hour apart (inode
+allocation), which moved mcsup (one log file per child) far more than the floors.
 """
 import json
 import os
@@ -150,12 +154,14 @@ def stop(p, timeout=30):
 
 
 def gone(pid):
-    """pid has exited (no such process, or a zombie: its sockets and files are closed)."""
+    """pid has exited: no such process, or a zombie of another parent (its sockets and files are
+    closed; a zombie of ours is reaped first, by reap_orphans)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return True
+    return fields[0] in ("Z", "X") and int(fields[1]) != os.getpid()
 
 
 def kill_tagged():
@@ -174,8 +180,35 @@ def kill_tagged():
             pass
     end = now() + 5
     while killed and now() < end:
+        reap_orphans(killed)
         killed = [pid for pid in killed if not gone(pid)]
         time.sleep(0.0005)
+
+
+def become_subreaper():
+    """The process floor's children outlive it: make them ours, not PID 1's, so that kill_tagged
+    reaps them before the next measurement instead of leaving PID 1 to do it, at a moment nobody
+    chose, while mcsup's run is being timed."""
+    import ctypes
+    PR_SET_CHILD_SUBREAPER = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        print("warning: cannot become a child subreaper: orphans go to PID 1", file=sys.stderr)
+
+
+def reap_orphans(pids):
+    """Reap those of `pids` that are zombies adopted by the harness (see become_subreaper)."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            try:
+                os.waitpid(int(pid), os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def ms(x):
@@ -564,13 +597,28 @@ def print_gated_chain(gc):
               f"process alone (`mcsup --version`) takes {ms(gc['mcsup_exec'])}")
 
 
+def fs_type(path):
+    """The file system type of the mount holding `path` (from /proc/self/mounts)."""
+    best, kind = "", "unknown"
+    path = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            _, mnt, fstype, *_ = line.split()
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                best, kind = mnt, fstype
+    return kind
+
+
 def ratio(a, b):
     return a / b if b else float("nan")
 
 
 def main():
+    become_subreaper()
+    tmp = tempfile.gettempdir()
     print(f"mcsup supervisor benchmark: {os.cpu_count()} cores, reps={REPS}, "
-          f"supervisord={'yes' if SUPERVISORD else 'not installed'}")
+          f"supervisord={'yes' if SUPERVISORD else 'not installed'}, working directories in "
+          f"{tmp} ({fs_type(tmp)})")
     results = {}
     st = bench_start()
     results["start_chain_ungated"] = st
