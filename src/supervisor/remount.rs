@@ -12,10 +12,15 @@
 //!
 //! Pure parts ([`target`], [`judge`]) are separate from the one async poller ([`verify`]).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::mooncake::size;
 use crate::plan::{Plan, ProbeSpec, ProcessKind};
+
+use super::logs::LineTap;
 
 /// How long the stores may take to be registered again after the master is ready (they ping it
 /// every second; measured 0.3-0.8 s in tests/e2e_master_recovery.rs).
@@ -36,6 +41,55 @@ pub struct Target {
     /// The key count the crashed master last reported in its log (see [`reported_keys`]), set by
     /// the runtime; `None` when it never reported one.
     pub keys_before: Option<u64>,
+}
+
+/// What the runtime remembers of each master process of the plan (by index), across restarts:
+/// how often it became ready (from the second time on it was restarted, and the remount is
+/// verified) and the key count each incarnation last reported in its log.
+#[derive(Default)]
+pub struct MasterWatch {
+    ready: HashMap<usize, u32>,
+    /// The current incarnation's count ([`NO_KEYS`] until it reports one).
+    keys: HashMap<usize, Arc<AtomicU64>>,
+    /// What the previous incarnation last reported.
+    keys_before: HashMap<usize, u64>,
+}
+
+/// "No key count reported yet" in [`MasterWatch`].
+const NO_KEYS: u64 = u64::MAX;
+
+impl MasterWatch {
+    /// A new incarnation of the master at `master` is spawned: a fresh key counter, fed by the
+    /// returned tap on its output. What the previous incarnation last reported is kept for the
+    /// remount event ("the cache from before the crash is lost").
+    pub fn tap(&mut self, master: usize) -> LineTap {
+        let keys = Arc::new(AtomicU64::new(NO_KEYS));
+        if let Some(prev) = self.keys.insert(master, keys.clone()) {
+            match prev.load(Ordering::Relaxed) {
+                NO_KEYS => self.keys_before.remove(&master),
+                n => self.keys_before.insert(master, n),
+            };
+        }
+        Box::new(move |line| {
+            if let Some(n) = reported_keys(line) {
+                keys.store(n, Ordering::Relaxed);
+            }
+        })
+    }
+
+    /// The master at `master` is ready: the first time is its start; from the second time on it
+    /// was restarted, and this is what to verify (`None` when there is nothing to ask, see
+    /// [`target`]).
+    pub fn on_ready(&mut self, plan: &Plan, master: usize) -> Option<Target> {
+        let n = self.ready.entry(master).or_insert(0);
+        *n += 1;
+        if *n < 2 {
+            return None;
+        }
+        let mut t = target(plan, master)?;
+        t.keys_before = self.keys_before.get(&master).copied();
+        Some(t)
+    }
 }
 
 /// The target for the master at `master`, or `None` when this node runs no store, or the master
@@ -231,6 +285,35 @@ mod tests {
             expected_bytes: 64 << 20,
             keys_before: None,
         }
+    }
+
+    #[test]
+    fn each_master_incarnation_counts_its_own_keys() {
+        let mut w = MasterWatch::default();
+        let report = |n: u64| {
+            format!("I1201 x] Master Admin Metrics: master={{ | Keys: {n} (soft-pinned: 0)")
+        };
+        let mut first = w.tap(0);
+        first(report(5).as_bytes());
+        first(b"W1201 a warning | Keys: 9");
+        first(report(7).as_bytes());
+        assert_eq!(
+            w.keys_before.get(&0),
+            None,
+            "the first incarnation is still running"
+        );
+        // A restart: what the crashed one last reported is kept, the new one starts from none.
+        let mut second = w.tap(0);
+        assert_eq!(w.keys_before.get(&0), Some(&7));
+        first(report(99).as_bytes()); // a late line of the old one's reader counts nothing
+        assert_eq!(w.keys[&0].load(Ordering::Relaxed), NO_KEYS);
+        // A second restart before the new one ever reported: nothing to say about its cache.
+        let _third = w.tap(0);
+        assert_eq!(w.keys_before.get(&0), None);
+        second(report(3).as_bytes());
+        // Another master is counted apart.
+        let _other = w.tap(1);
+        assert_eq!(w.keys_before.get(&1), None);
     }
 
     #[test]

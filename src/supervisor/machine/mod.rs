@@ -2,7 +2,7 @@
 //!
 //! Every per-process and per-gate state lives here, and every decision (start, probe, restart,
 //! give up, stop, kill, finish) is made here from events and the time passed in. It must not do
-//! any I/O, read the clock, spawn, signal or sleep: the runtime (`runtime.rs`) turns the world into
+//! any I/O, read the clock, spawn, signal or sleep: the runtime (`runtime/`) turns the world into
 //! [`Event`]s and carries out the [`Action`]s. That keeps every policy testable with plain values
 //! (see `tests.rs`, which drives restart storms, double signals and teardown order without a
 //! single process).

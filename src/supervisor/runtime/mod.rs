@@ -10,21 +10,21 @@
 //! (several exits coalesce into one SIGCHLD) and routes each status to the process, exec probe or
 //! orphan it belongs to. Nothing else may wait (tokio::process is deliberately not used).
 //!
-//! mcsup's own log goes to stderr through the queue in `stderr.rs`.
+//! mcsup's own log goes to stderr through the queue in `stderr.rs`; the end of a run (orphan
+//! sweep, reader drain, final status) is in `finish.rs`; what is remembered of the master's
+//! restarts is `remount::MasterWatch`.
 //!
-//! This module decides nothing: every policy is in `machine.rs`.
+//! This module decides nothing: every policy is in `machine/`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use regex::bytes::Regex;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::task::JoinHandle;
 
 use crate::plan::{Plan, ProbeSpec, ProcessKind};
@@ -33,14 +33,13 @@ use super::logs::{self, Console, PumpConfig};
 use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
 use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter, StatusFile};
-use super::stderr::stderr_lost;
 use super::timer::DeadlineTimer;
 use super::{probes, remount, signals, spawn, RunOptions, RunOutcome, SupervisorError};
 
-/// How long the final sweep may take to kill reparented orphans.
-const ORPHAN_SWEEP: Duration = Duration::from_secs(3);
-/// How long log readers get to drain after the last process is gone.
-const READER_DRAIN: Duration = Duration::from_secs(1);
+mod finish;
+
+use finish::with_losses;
+
 /// Backstop re-check of watched groups when a member's death may not reach us as SIGCHLD (its
 /// parent is alive outside the group). Only runs while a group is being stopped.
 const GROUP_RECHECK: Duration = Duration::from_millis(100);
@@ -96,19 +95,11 @@ struct Runtime {
     readers: Vec<JoinHandle<()>>,
     /// Whether the first SIGXFSZ is in the events file.
     file_size_reported: bool,
-    /// How often each master process became ready: from the second time on it was restarted,
-    /// and the stores' remount is verified.
-    master_ready: HashMap<usize, u32>,
-    /// Per master process: the key count its current incarnation last reported in its log
-    /// (`NO_KEYS` until it reports), and what the previous incarnation last reported.
-    master_keys: HashMap<usize, Arc<AtomicU64>>,
-    master_keys_before: HashMap<usize, u64>,
+    /// The master processes' restarts and key counts (the remount check after a restart).
+    masters: remount::MasterWatch,
     /// When the machine entered its teardown (for `mcsup_teardown_seconds`).
     teardown_started: Option<Instant>,
 }
-
-/// "No key count reported yet" in [`Runtime::master_keys`].
-const NO_KEYS: u64 = u64::MAX;
 
 /// Run a plan to completion (see [`super::run_blocking`]).
 pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
@@ -179,9 +170,7 @@ pub async fn run_with_signals(
         watched: HashSet::new(),
         readers: Vec::new(),
         file_size_reported: false,
-        master_ready: HashMap::new(),
-        master_keys: HashMap::new(),
-        master_keys_before: HashMap::new(),
+        masters: remount::MasterWatch::default(),
         teardown_started: None,
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
@@ -217,35 +206,6 @@ pub async fn run_with_signals(
         rt.write_status_soon();
     }
     rt.finish(&mut sigchld, &mut rx).await
-}
-
-/// The final record's detail plus what mcsup lost on the way: writes over the file size limit
-/// and lines of its own log that stderr did not take.
-fn with_losses(mut detail: String) -> String {
-    let mut add = |part: String| {
-        if !detail.is_empty() {
-            detail.push_str("; ");
-        }
-        detail.push_str(&part);
-    };
-    let exceeded = signals::file_size_exceeded();
-    if exceeded > 0 {
-        add(format!(
-            "{exceeded} writes over the file size limit (ulimit -f) failed with EFBIG"
-        ));
-    }
-    let (dropped, failed) = stderr_lost();
-    if dropped > 0 {
-        add(format!(
-            "{dropped} lines of mcsup's own log dropped (stderr was full)"
-        ));
-    }
-    if failed > 0 {
-        add(format!(
-            "{failed} lines of mcsup's own log lost (writing stderr failed)"
-        ));
-    }
-    detail
 }
 
 fn compile_matchers(plan: &Plan) -> Result<Vec<Vec<(usize, Regex)>>, SupervisorError> {
@@ -359,7 +319,7 @@ impl Runtime {
         signals::register_group(pid);
         self.leaders.insert(pid);
         let name = spec.name.clone();
-        let tap = (spec.kind == ProcessKind::Master).then(|| self.watch_master_keys(proc));
+        let tap = (spec.kind == ProcessKind::Master).then(|| self.masters.tap(proc));
         match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.output) {
             Ok(rx) => {
                 let tx = self.tx.clone();
@@ -454,39 +414,15 @@ impl Runtime {
         else {
             return;
         };
-        let n = self.master_ready.entry(i).or_insert(0);
-        *n += 1;
-        if *n < 2 {
-            return;
-        }
-        let Some(mut target) = remount::target(&self.plan, i) else {
+        let Some(target) = self.masters.on_ready(&self.plan, i) else {
             return;
         };
-        target.keys_before = self.master_keys_before.get(&i).copied();
         let tx = self.tx.clone();
         let master = unit.to_string();
         tokio::spawn(async move {
             let (ok, detail) = remount::verify(target, remount::REMOUNT_WITHIN).await;
             let _ = tx.send(Msg::Remount { master, ok, detail });
         });
-    }
-
-    /// A fresh key counter for a new incarnation of the master at `proc`, fed from its output
-    /// by the returned tap; what the previous incarnation last reported is kept for the remount
-    /// event ("the cache from before the crash is lost").
-    fn watch_master_keys(&mut self, proc: usize) -> logs::LineTap {
-        let keys = Arc::new(AtomicU64::new(NO_KEYS));
-        if let Some(prev) = self.master_keys.insert(proc, keys.clone()) {
-            match prev.load(Ordering::Relaxed) {
-                NO_KEYS => self.master_keys_before.remove(&proc),
-                n => self.master_keys_before.insert(proc, n),
-            };
-        }
-        Box::new(move |line| {
-            if let Some(n) = remount::reported_keys(line) {
-                keys.store(n, Ordering::Relaxed);
-            }
-        })
     }
 
     fn on_signal(&mut self, sig: SignalEvent) {
@@ -681,101 +617,6 @@ impl Runtime {
         let path = status::metrics_path(&self.plan.log_dir, &self.plan.node.name);
         if let Err(e) = status::write_private_atomic(&path, text.as_bytes()) {
             tracing::warn!(error = %e, "cannot write the metrics file");
-        }
-    }
-
-    /// After the machine is done: kill reparented orphans, let the log readers drain, report.
-    async fn finish(
-        mut self,
-        sigchld: &mut tokio::signal::unix::Signal,
-        rx: &mut UnboundedReceiver<Msg>,
-    ) -> Result<RunOutcome, SupervisorError> {
-        for (&pid, _) in self.exec_probes.iter() {
-            let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
-        }
-        self.sweep_orphans(sigchld).await;
-        let end = tokio::time::Instant::now() + READER_DRAIN;
-        for h in std::mem::take(&mut self.readers) {
-            let abort = h.abort_handle();
-            if tokio::time::timeout_at(end, h).await.is_err() {
-                abort.abort();
-            }
-        }
-        while rx.try_recv().is_ok() {}
-        if signals::backstop_fired() {
-            // The backstop killed the groups before the loop heard the second signal.
-            self.feed(Event::BackstopKilled);
-        }
-        let code = self.machine.exit_code();
-        let reason = self
-            .machine
-            .reason()
-            .map(|r| r.to_string())
-            .unwrap_or_default();
-        self.write_status(Some(code));
-        let sigkill_needed = self.machine.sigkill_needed();
-        let Runtime { console, .. } = self;
-        let dropped = console.finish(Duration::from_millis(500));
-        if dropped > 0 {
-            tracing::warn!(
-                dropped,
-                "console was too slow: lines dropped from stdout (the log files have them)"
-            );
-        }
-        let (log_dropped, log_failed) = stderr_lost();
-        let file_size_exceeded = signals::file_size_exceeded();
-        tracing::info!(
-            exit_code = code,
-            reason = %reason,
-            log_lines_dropped = log_dropped,
-            log_lines_failed = log_failed,
-            writes_over_file_size_limit = file_size_exceeded,
-            "mcsup finished"
-        );
-        Ok(RunOutcome {
-            exit_code: code,
-            reason,
-            sigkill_needed,
-            console_dropped_lines: dropped,
-            log_dropped_lines: log_dropped + log_failed,
-            writes_over_file_size_limit: file_size_exceeded,
-        })
-    }
-
-    /// SIGKILL whatever is left among our children (reparented orphans: setsid'd or double-forked
-    /// grandchildren) until none is left, bounded by [`ORPHAN_SWEEP`].
-    async fn sweep_orphans(&mut self, sigchld: &mut tokio::signal::unix::Signal) {
-        let end = Instant::now() + ORPHAN_SWEEP;
-        loop {
-            self.reap();
-            let kids = spawn::list_children();
-            if kids.is_empty() {
-                return;
-            }
-            if Instant::now() >= end {
-                tracing::warn!(pids = ?kids, "children still present after the orphan sweep");
-                return;
-            }
-            for &k in &kids {
-                // An unreaped child: its pid cannot be reused. If it leads a group, the rest of
-                // that group (its own descendants) goes too.
-                if nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(k))).map(|g| g.as_raw())
-                    == Ok(k)
-                {
-                    let _ = spawn::signal_group(k, Some(Signal::SIGKILL));
-                }
-                spawn::kill_child(k);
-                let r = Record {
-                    unit: "mcsup".into(),
-                    kind: RecordKind::OrphanKilled,
-                    pid: Some(k),
-                    status: None,
-                    detail: Some("reparented descendant killed at teardown".into()),
-                };
-                self.events.write(&r, Instant::now(), &self.clock);
-                tracing::info!(pid = k, "killed an orphaned descendant");
-            }
-            let _ = tokio::time::timeout(Duration::from_millis(50), sigchld.recv()).await;
         }
     }
 }

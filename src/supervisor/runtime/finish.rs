@@ -1,0 +1,143 @@
+//! The end of a run, once the machine is done: kill the orphans left among mcsup's children,
+//! let the log readers drain, write the final status and say what was lost on the way.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::{Msg, Runtime};
+use crate::supervisor::machine::{Event, Record, RecordKind};
+use crate::supervisor::stderr::stderr_lost;
+use crate::supervisor::{signals, spawn, RunOutcome, SupervisorError};
+
+/// How long the final sweep may take to kill reparented orphans.
+const ORPHAN_SWEEP: Duration = Duration::from_secs(3);
+/// How long log readers get to drain after the last process is gone.
+const READER_DRAIN: Duration = Duration::from_secs(1);
+
+/// The final record's detail plus what mcsup lost on the way: writes over the file size limit
+/// and lines of its own log that stderr did not take.
+pub(super) fn with_losses(mut detail: String) -> String {
+    let mut add = |part: String| {
+        if !detail.is_empty() {
+            detail.push_str("; ");
+        }
+        detail.push_str(&part);
+    };
+    let exceeded = signals::file_size_exceeded();
+    if exceeded > 0 {
+        add(format!(
+            "{exceeded} writes over the file size limit (ulimit -f) failed with EFBIG"
+        ));
+    }
+    let (dropped, failed) = stderr_lost();
+    if dropped > 0 {
+        add(format!(
+            "{dropped} lines of mcsup's own log dropped (stderr was full)"
+        ));
+    }
+    if failed > 0 {
+        add(format!(
+            "{failed} lines of mcsup's own log lost (writing stderr failed)"
+        ));
+    }
+    detail
+}
+
+impl Runtime {
+    /// After the machine is done: kill reparented orphans, let the log readers drain, report.
+    pub(super) async fn finish(
+        mut self,
+        sigchld: &mut tokio::signal::unix::Signal,
+        rx: &mut UnboundedReceiver<Msg>,
+    ) -> Result<RunOutcome, SupervisorError> {
+        for (&pid, _) in self.exec_probes.iter() {
+            let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
+        }
+        self.sweep_orphans(sigchld).await;
+        let end = tokio::time::Instant::now() + READER_DRAIN;
+        for h in std::mem::take(&mut self.readers) {
+            let abort = h.abort_handle();
+            if tokio::time::timeout_at(end, h).await.is_err() {
+                abort.abort();
+            }
+        }
+        while rx.try_recv().is_ok() {}
+        if signals::backstop_fired() {
+            // The backstop killed the groups before the loop heard the second signal.
+            self.feed(Event::BackstopKilled);
+        }
+        let code = self.machine.exit_code();
+        let reason = self
+            .machine
+            .reason()
+            .map(|r| r.to_string())
+            .unwrap_or_default();
+        self.write_status(Some(code));
+        let sigkill_needed = self.machine.sigkill_needed();
+        let Runtime { console, .. } = self;
+        let dropped = console.finish(Duration::from_millis(500));
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "console was too slow: lines dropped from stdout (the log files have them)"
+            );
+        }
+        let (log_dropped, log_failed) = stderr_lost();
+        let file_size_exceeded = signals::file_size_exceeded();
+        tracing::info!(
+            exit_code = code,
+            reason = %reason,
+            log_lines_dropped = log_dropped,
+            log_lines_failed = log_failed,
+            writes_over_file_size_limit = file_size_exceeded,
+            "mcsup finished"
+        );
+        Ok(RunOutcome {
+            exit_code: code,
+            reason,
+            sigkill_needed,
+            console_dropped_lines: dropped,
+            log_dropped_lines: log_dropped + log_failed,
+            writes_over_file_size_limit: file_size_exceeded,
+        })
+    }
+
+    /// SIGKILL whatever is left among our children (reparented orphans: setsid'd or double-forked
+    /// grandchildren) until none is left, bounded by [`ORPHAN_SWEEP`].
+    async fn sweep_orphans(&mut self, sigchld: &mut tokio::signal::unix::Signal) {
+        let end = Instant::now() + ORPHAN_SWEEP;
+        loop {
+            self.reap();
+            let kids = spawn::list_children();
+            if kids.is_empty() {
+                return;
+            }
+            if Instant::now() >= end {
+                tracing::warn!(pids = ?kids, "children still present after the orphan sweep");
+                return;
+            }
+            for &k in &kids {
+                // An unreaped child: its pid cannot be reused. If it leads a group, the rest of
+                // that group (its own descendants) goes too.
+                if nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(k))).map(|g| g.as_raw())
+                    == Ok(k)
+                {
+                    let _ = spawn::signal_group(k, Some(Signal::SIGKILL));
+                }
+                spawn::kill_child(k);
+                let r = Record {
+                    unit: "mcsup".into(),
+                    kind: RecordKind::OrphanKilled,
+                    pid: Some(k),
+                    status: None,
+                    detail: Some("reparented descendant killed at teardown".into()),
+                };
+                self.events.write(&r, Instant::now(), &self.clock);
+                tracing::info!(pid = k, "killed an orphaned descendant");
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(50), sigchld.recv()).await;
+        }
+    }
+}
