@@ -140,20 +140,27 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
             let _ = writeln!(out, "{name}{{{labels}}} {value}");
         }
     };
-    let procs: Vec<_> = s.units.iter().filter(|u| u.kind != "gate").collect();
-    let labels = |u: &crate::supervisor::StatusProcess| {
+    type Unit = crate::supervisor::StatusProcess;
+    // One sample per unit of a kind (processes, or gates: a process on another node that this
+    // node waits for), labelled by `labels`, where `f` has a value.
+    let samples =
+        |gates: bool, labels: &dyn Fn(&Unit) -> String, f: &dyn Fn(&Unit) -> Option<String>| {
+            s.units
+                .iter()
+                .filter(|u| (u.kind == "gate") == gates)
+                .filter_map(|u| f(u).map(|v| (labels(u), v)))
+                .collect::<Vec<_>>()
+        };
+    let process_labels = |u: &Unit| {
         format!(
             "node=\"{node}\",process=\"{}\",kind=\"{}\"",
             esc(&u.name),
             esc(&u.kind)
         )
     };
-    let per = |f: &dyn Fn(&crate::supervisor::StatusProcess) -> Option<String>| {
-        procs
-            .iter()
-            .filter_map(|u| f(u).map(|v| (labels(u), v)))
-            .collect::<Vec<_>>()
-    };
+    let gate_labels = |u: &Unit| format!("node=\"{node}\",gate=\"{}\"", esc(&u.name));
+    let per = |f: &dyn Fn(&Unit) -> Option<String>| samples(false, &process_labels, f);
+    let gates = |f: &dyn Fn(&Unit) -> Option<String>| samples(true, &gate_labels, f);
     family(
         "mcsup_process_up",
         "gauge",
@@ -193,14 +200,6 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
         "Readiness and liveness probe attempts of the process that failed.",
         per(&|u| Some(u.probe_failures.to_string())),
     );
-    // Gates (a process on another node, waited for here): their own series, labelled `gate`.
-    let gates = |f: &dyn Fn(&crate::supervisor::StatusProcess) -> Option<String>| {
-        s.units
-            .iter()
-            .filter(|u| u.kind == "gate")
-            .filter_map(|u| f(u).map(|v| (format!("node=\"{node}\",gate=\"{}\"", esc(&u.name)), v)))
-            .collect::<Vec<_>>()
-    };
     family(
         "mcsup_gate_ready",
         "gauge",

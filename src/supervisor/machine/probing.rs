@@ -228,8 +228,7 @@ impl Machine {
                 if r.on_result(attempt, ok, now) {
                     if !ok {
                         g.probe_failures += 1;
-                        if g.detail.as_deref() != Some(detail.as_str()) {
-                            g.detail = Some(detail);
+                        if complain(&mut g.detail, detail) {
                             self.version += 1;
                         }
                     }
@@ -244,13 +243,7 @@ impl Machine {
                     if readiness.on_result(attempt, ok, now) {
                         if !ok {
                             p.probe_failures += 1;
-                            let detail = format!("not ready yet: {detail}");
-                            // A new complaint is news for the status file (the first failure,
-                            // or a different error); a repeated one waits for the next
-                            // progress record, so a probe retried every millisecond does not
-                            // rewrite the file each time.
-                            if p.detail.as_deref() != Some(detail.as_str()) {
-                                p.detail = Some(detail);
+                            if complain(&mut p.detail, format!("not ready yet: {detail}")) {
                                 self.version += 1;
                             }
                         }
@@ -325,4 +318,15 @@ impl Machine {
             }
         }
     }
+}
+
+/// A failed probe's complaint into a unit's detail; whether it is news for the status file (the
+/// first failure, or a different error). A repeated one is not: it waits for the next progress
+/// record, so a probe retried every millisecond does not rewrite the file each time.
+fn complain(slot: &mut Option<String>, detail: String) -> bool {
+    if slot.as_deref() == Some(detail.as_str()) {
+        return false;
+    }
+    *slot = Some(detail);
+    true
 }
