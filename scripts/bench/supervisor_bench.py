@@ -7,7 +7,7 @@ one run on this machine:
   2. a 3-service chain a -> b -> c of services listening at once, each started when the
      previous one accepts TCP connections (mcsup: tcp readiness probes with the planner's
      default schedule, read from `mcsup plan --json`), vs the harness doing the same gating;
-     twice: with Python services (the issue's workload, about 20 ms to start each) and with
+     twice: with Python services (the issue's workload, about 35 ms to start each) and with
      mcsup-testchild (about 1 ms), where mcsup's own start-up weighs the most
   3. spawn of 16 and of 256 children; 256 children with a file readiness probe each until all
      are ready; teardown of 16 and 256 children (SIGTERM -> supervisor exited, children gone)
@@ -21,8 +21,8 @@ only the measured work, started by the harness as mcsup is: the floor with a pro
 are printed and written as JSON to $BENCH_JSON (default: target/bench-supervisor.json).
 Working directories (plans, log directories, the files children touch) are made under $TMPDIR;
 scripts/bench-supervisor.sh points it at a tmpfs (/dev/shm) unless BENCH_TMPDIR says otherwise:
-on this machine's ext4, creating files got twice as slow between two runs an hour apart (inode
-allocation), which moved mcsup (one log file per child) far more than the floors.
+on this machine's ext4, creating files got twice as slow between two runs of the same session
+(inode allocation), which moved mcsup (one log file per child) far more than the floors.
 """
 import json
 import os
@@ -153,15 +153,21 @@ def stop(p, timeout=30):
         p.wait()
 
 
-def gone(pid):
-    """pid has exited: no such process, or a zombie of another parent (its sockets and files are
-    closed; a zombie of ours is reaped first, by reap_orphans)."""
+def state_and_parent(pid):
+    """(state letter, parent pid) of `pid` from /proc/PID/stat, or None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
-        return True
-    return fields[0] in ("Z", "X") and int(fields[1]) != os.getpid()
+        return None
+    return fields[0], int(fields[1])
+
+
+def gone(pid):
+    """pid has exited: no such process, or a zombie of another parent (its sockets and files are
+    closed; a zombie of ours is reaped first, by reap_orphans)."""
+    sp = state_and_parent(pid)
+    return sp is None or (sp[0] in ("Z", "X") and sp[1] != os.getpid())
 
 
 def kill_tagged():
@@ -199,12 +205,7 @@ def become_subreaper():
 def reap_orphans(pids):
     """Reap those of `pids` that are zombies adopted by the harness (see become_subreaper)."""
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+        if state_and_parent(pid) == ("Z", os.getpid()):
             try:
                 os.waitpid(int(pid), os.WNOHANG)
             except ChildProcessError:
