@@ -7,8 +7,30 @@
 
 use std::collections::BTreeMap;
 
-use super::model::Readiness;
 use crate::recipe::{PlacementNode, ServiceType, StartPhase};
+
+/// How a service tells it is ready: the vocabulary of the kinds' defaults below and of a
+/// recipe's `readiness:` (the model re-exports it as `model::Readiness`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Readiness {
+    None,
+    Tcp {
+        port: u16,
+    },
+    Http {
+        port: u16,
+        path: String,
+        status: u16,
+    },
+    Log {
+        pattern: String,
+    },
+    File {
+        path: String,
+    },
+    /// The master: its RPC, metadata and metrics ports (mcsup's managed ports).
+    MasterPorts,
+}
 
 /// A kind's defaults.
 #[derive(Debug, Clone)]

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::{err, PlanError};
+pub use super::kinds::Readiness;
 use super::kinds::{self, KindDefaults};
 use crate::domain::Role;
 use crate::mooncake;
@@ -88,28 +89,6 @@ pub struct RoleOverlay {
     pub env: EnvMap,
     pub args: Vec<String>,
     pub key: String,
-}
-
-/// How a service tells it is ready.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Readiness {
-    None,
-    Tcp {
-        port: u16,
-    },
-    Http {
-        port: u16,
-        path: String,
-        status: u16,
-    },
-    Log {
-        pattern: String,
-    },
-    File {
-        path: String,
-    },
-    /// The master: its RPC, metadata and metrics ports (mcsup's managed ports).
-    MasterPorts,
 }
 
 /// A readiness with its timing.
