@@ -1046,11 +1046,12 @@ fn a_child_starts_in_a_clean_state() {
     let plan = env.plan(vec![w]);
     let plan_path = env.path("plan.json");
     std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
-    // mcsup itself starts with HUP, PIPE and TTOU ignored (nohup, a shell's trap).
+    // mcsup itself starts with HUP, PIPE and TTOU ignored (nohup, a shell's trap), and with an
+    // fd open without close-on-exec (as srun's or PMIx's can be).
     let child = std::process::Command::new("sh")
         .args([
             "-c",
-            "trap '' HUP PIPE TTOU; exec \"$0\" run --plan-file \"$1\"",
+            "trap '' HUP PIPE TTOU; exec 5</dev/null; exec \"$0\" run --plan-file \"$1\"",
         ])
         .arg(MCSUP)
         .arg(&plan_path)
@@ -1078,12 +1079,34 @@ fn a_child_starts_in_a_clean_state() {
         std::path::Path::new("/usr/bin/sleep")
     );
     assert_eq!(std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(), cwd);
-    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    fds.sort();
-    assert_eq!(fds, ["0", "1", "2"], "only stdio survives the exec");
+    // Starting, `sleep` itself opens and closes files as fd 3 (ld.so.cache, libc, locale
+    // files): wait for it to settle. An fd that survived the exec stays open for good.
+    let fds_of = || {
+        let mut fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| {
+                let target = std::fs::read_link(e.path()).unwrap_or_default();
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, target.to_string_lossy().into_owned())
+            })
+            .collect();
+        fds.sort();
+        fds
+    };
+    let end = std::time::Instant::now() + T;
+    let fds = loop {
+        let fds = fds_of();
+        if fds.len() <= 3 || std::time::Instant::now() > end {
+            break fds;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(
+        fds.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["0", "1", "2"],
+        "only stdio survives the exec: {fds:?}"
+    );
     assert_eq!(
         std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap(),
         std::path::Path::new("/dev/null")
