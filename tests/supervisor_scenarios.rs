@@ -316,6 +316,14 @@ fn child_ignoring_sigterm_is_killed_at_its_grace() {
         "killed {grace} ms after the stop signal"
     );
     assert_eq!(Mcsup::find(&evs, "worker", "exited").exit_code, Some(137));
+    // The kill says why the process did not stop: what the kernel showed of it at that moment
+    // (its state, and that it had caught SIGTERM: the test child catches it and carries on).
+    let killing = Mcsup::find(&evs, "worker", "killing");
+    let detail = killing.raw["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("grace expired; it was ") && detail.ends_with("; SIGTERM: caught"),
+        "{detail}"
+    );
     let sigs = signal_log(&env, "worker");
     assert!(
         sigs.contains(&"SIGTERM".to_string()) && sigs.contains(&"SIGCONT".to_string()),

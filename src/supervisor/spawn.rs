@@ -529,6 +529,41 @@ pub fn signal_group(pgid: Pid, sig: Option<Signal>) -> io::Result<bool> {
     }
 }
 
+/// What the kernel says of a process that has not stopped when it should have (read just before
+/// it is killed): its state, where it sleeps, and what became of its stop signal, e.g.
+/// `it was S (sleeping) in do_sys_poll; SIGINT: caught, pending`. A process in D state (waiting
+/// for a disk or a network file system) cannot act on any signal until the kernel lets it go.
+/// `None` when /proc does not show the process.
+pub fn describe_unstopped(pid: Pid, stop: Option<Signal>) -> Option<String> {
+    let proc = procfs::process::Process::new(pid).ok()?;
+    let status = proc.status().ok()?;
+    let mut out = format!("it was {}", status.state);
+    if let Ok(wchan) = proc.wchan() {
+        if !wchan.is_empty() && wchan != "0" {
+            out.push_str(&format!(" in {wchan}"));
+        }
+    }
+    if let Some(sig) = stop {
+        let bit = 1u64 << (sig as i32 - 1);
+        let pending = (status.sigpnd | status.shdpnd) & bit != 0;
+        let how = if status.sigign & bit != 0 {
+            "ignored"
+        } else if status.sigcgt & bit != 0 {
+            "caught"
+        } else {
+            "default action"
+        };
+        out.push_str(&format!("; {}: {how}", sig.as_str()));
+        if status.sigblk & bit != 0 {
+            out.push_str(", blocked");
+        }
+        if pending {
+            out.push_str(", pending");
+        }
+    }
+    Some(out)
+}
+
 /// Kill one process that is our own unreaped child (safe from pid reuse: an unreaped child's pid
 /// cannot be recycled).
 pub fn kill_child(pid: Pid) {

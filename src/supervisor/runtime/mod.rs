@@ -276,6 +276,18 @@ impl Runtime {
                 if r.kind == RecordKind::Finished {
                     r.detail = Some(with_losses(r.detail.take().unwrap_or_default()));
                 }
+                if let (RecordKind::Killing, Some(pid)) = (r.kind, r.pid) {
+                    // Why did it not stop? What the kernel says of it, just before the SIGKILL.
+                    let stop = self.plan.processes.iter().find(|p| p.name == r.unit);
+                    if let Some(what) =
+                        spawn::describe_unstopped(pid, stop.map(|p| p.stop.signal.0))
+                    {
+                        r.detail = Some(match r.detail.take() {
+                            Some(d) => format!("{d}; {what}"),
+                            None => what,
+                        });
+                    }
+                }
                 self.events.write(&r, now, &self.clock);
                 let code = r.status.map(|s| s.code());
                 match r.kind {
