@@ -533,10 +533,14 @@ pub fn signal_group(pgid: Pid, sig: Option<Signal>) -> io::Result<bool> {
 /// it is killed): its state, where it sleeps, and what became of its stop signal, e.g.
 /// `it was S (sleeping) in do_sys_poll; SIGINT: caught, pending`. A process in D state (waiting
 /// for a disk or a network file system) cannot act on any signal until the kernel lets it go.
-/// `None` when /proc does not show the process.
+/// `None` when /proc does not show the process, or shows one that is not our child (a group
+/// leader already reaped: its pid may belong to someone else by now).
 pub fn describe_unstopped(pid: Pid, stop: Option<Signal>) -> Option<String> {
     let proc = procfs::process::Process::new(pid).ok()?;
     let status = proc.status().ok()?;
+    if status.ppid != std::process::id() as i32 {
+        return None;
+    }
     let mut out = format!("it was {}", status.state);
     if let Ok(wchan) = proc.wchan() {
         if !wchan.is_empty() && wchan != "0" {
