@@ -245,8 +245,20 @@ fn main() {
     .into_iter()
     .filter(|&s| !ignored_at_start(s))
     .collect();
+    // Blocked while the handlers are installed: signal-hook-registry installs its handler before
+    // it publishes the action, and a signal arriving in between is dropped (its fallback only
+    // calls a previous *handler*; SIG_DFL's termination is lost). A test that signals us right
+    // after the spawn would then find us alive. Blocked, the signal waits and is handled.
+    let mut blocked = nix::sys::signal::SigSet::empty();
+    for &s in &watched {
+        if let Ok(sig) = nix::sys::signal::Signal::try_from(s) {
+            blocked.add(sig);
+        }
+    }
+    let _ = blocked.thread_block();
     let mut signals = signal_hook::iterator::Signals::new(&watched)
         .unwrap_or_else(|e| fail(&format!("signals: {e}")));
+    let _ = blocked.thread_unblock();
     // Only now (handlers installed) do we tell the world we exist: a test that signals us after
     // seeing the pid file or the ready line is sure its signal is logged.
     if let Some(p) = &o.pid_file {
