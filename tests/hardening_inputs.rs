@@ -598,6 +598,59 @@ fn failed_checks(ran: &Ran) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// `run` reads the node's facts on a second thread while it loads the recipe: Slurm's allocation
+/// must still reach the memory budget, and a run the budget refuses starts nothing.
+#[test]
+fn run_checks_the_budget_against_slurms_allocation() {
+    let env = TestEnv::new();
+    let recipe = write(
+        &env,
+        "small.yaml",
+        "backend:\n  type: sglang\n  sglang_config:\n    aggregated:\n      model-path: /m\n      enable-hierarchical-cache: true\n      hicache-size: 1\n      tp-size: 1\n      dp-size: 1\n",
+    );
+    let run = |mem_mib: &str| {
+        let mut cmd = mcsup(
+            &env,
+            &[
+                "run",
+                "--role",
+                "agg",
+                "--node",
+                "n1",
+                "--no-console",
+                "--recipe",
+                recipe.to_str().unwrap(),
+            ],
+        );
+        cmd.env("SLURM_MEM_PER_NODE", mem_mib);
+        run_within(&env, ms(20_000), cmd)
+    };
+    // 1 GiB: less than the store's default segment alone.
+    let ran = run("1024");
+    assert_eq!(ran.code, Some(1), "{}", ran.describe());
+    assert!(
+        ran.stderr
+            .lines()
+            .any(|l| l.contains("preflight memory budget") && l.contains("only 1 GiB is available")),
+        "the budget names Slurm's 1 GiB\n{}",
+        ran.describe()
+    );
+    assert!(
+        ran.stderr.contains("nothing was started"),
+        "{}",
+        ran.describe()
+    );
+    // 1 TiB: the node's own memory is the limit, and it is enough (the run may still be refused
+    // for other reasons here, e.g. no SGLang installed).
+    let ran = run("1048576");
+    assert!(
+        !ran.stderr.contains("preflight memory budget"),
+        "no budget failure with a large allocation\n{}",
+        ran.describe()
+    );
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn huge_slurm_mem_per_node_is_reported_not_wrapped() {
     let env = TestEnv::new();
