@@ -1125,7 +1125,14 @@ fn a_child_starts_in_a_clean_state() {
         out,
         std::fs::read_link(format!("/proc/{pid}/fd/2")).unwrap()
     );
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    // mcsup's vfork returns as soon as the child's exec has switched its memory; the kernel
+    // lays out the new environment a moment later (create_elf_tables), and until then
+    // /proc/PID/environ reads empty.
+    let environ = wait_for("w's environment", T, || {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .ok()
+            .filter(|e| !e.is_empty())
+    });
     let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
     assert!(vars.contains(&&b"MCSUP_PLANNED=yes"[..]));
     assert!(vars.contains(&&b"PYTHONUNBUFFERED=1"[..]));
