@@ -568,21 +568,16 @@ fn print(text: &str) -> Result<(), CliError> {
 
 fn run(args: RunArgs) -> Result<i32, CliError> {
     // A plan file carries everything the preflight needs (HiCache, headroom), so both paths
-    // run it. What it reads from the node does not depend on the plan: a second core reads it
-    // while this one loads the recipe (joined before any error returns: nothing is left running).
-    let preflight = preflight_options(None);
-    let facts = crate::preflight::NodeFacts::read_in_background(&preflight);
+    // run it.
     let plan = match &args.plan_file {
-        Some(p) => read_plan_file(p),
-        None => load(&args.target).map(|(_, plan)| plan),
+        Some(p) => read_plan_file(p)?,
+        None => load(&args.target)?.1,
     };
-    let facts = facts.join();
-    let plan = plan?;
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
     {
-        let report = crate::preflight::run_with(&plan, &preflight, &facts);
+        let report = crate::preflight::run(&plan, &preflight_options(None));
         for c in report
             .checks
             .iter()

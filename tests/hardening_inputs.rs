@@ -598,8 +598,8 @@ fn failed_checks(ran: &Ran) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// `run` reads the node's facts on a second thread while it loads the recipe: Slurm's allocation
-/// must still reach the memory budget, and a run the budget refuses starts nothing.
+/// `run`'s own preflight counts Slurm's allocation in the memory budget (not only `mcsup
+/// preflight`), and a run the budget refuses starts nothing.
 #[test]
 fn run_checks_the_budget_against_slurms_allocation() {
     let env = TestEnv::new();

@@ -103,71 +103,8 @@ pub fn protocol(plan: &Plan) -> String {
         .unwrap_or_else(|| "tcp".into())
 }
 
-/// What the preflight reads from the node that does not depend on the plan: the installed
-/// Mooncake, the memory facts and Slurm's `KillWait`. `mcsup run` reads them on a second thread
-/// while it loads the recipe ([`NodeFacts::read_in_background`]); `scontrol show config` alone
-/// can take tens of milliseconds on a busy controller.
-#[derive(Debug, Clone)]
-pub struct NodeFacts {
-    installed: Option<mooncake_version::Installed>,
-    memory: memory::MemoryFacts,
-    /// Only read on a live node (`Options::live`).
-    kill_wait: Option<slurm::KillWait>,
-}
-
-impl NodeFacts {
-    /// Read them now, on this thread.
-    pub fn read(opts: &Options) -> Self {
-        NodeFacts {
-            installed: mooncake_version::detect(opts.path_var.as_deref()),
-            memory: memory::MemoryFacts::read(
-                &system::Sysroot::new(&opts.sysroot),
-                &opts.slurm_env,
-            ),
-            kill_wait: opts
-                .live
-                .then(|| slurm::read_kill_wait(opts.in_slurm, opts.path_var.as_deref())),
-        }
-    }
-
-    /// Start reading them on a thread of their own; [`FactsReader::join`] hands them over. When
-    /// no thread can be started they are read at the join, on the caller's thread.
-    pub fn read_in_background(opts: &Options) -> FactsReader {
-        let mine = opts.clone();
-        let handle = std::thread::Builder::new()
-            .name("mcsup-facts".into())
-            .spawn(move || NodeFacts::read(&mine))
-            .ok();
-        FactsReader {
-            handle,
-            opts: opts.clone(),
-        }
-    }
-}
-
-/// [`NodeFacts`] being read on another thread.
-#[derive(Debug)]
-pub struct FactsReader {
-    handle: Option<std::thread::JoinHandle<NodeFacts>>,
-    opts: Options,
-}
-
-impl FactsReader {
-    /// Wait for the facts (a thread that could not start or did not finish: read them here).
-    pub fn join(self) -> NodeFacts {
-        self.handle
-            .and_then(|h| h.join().ok())
-            .unwrap_or_else(|| NodeFacts::read(&self.opts))
-    }
-}
-
-/// Run every check for this node, reading the node's facts first.
+/// Run every check for this node.
 pub fn run(plan: &Plan, opts: &Options) -> Report {
-    run_with(plan, opts, &NodeFacts::read(opts))
-}
-
-/// Run every check for this node with facts already read ([`NodeFacts`]).
-pub fn run_with(plan: &Plan, opts: &Options, facts: &NodeFacts) -> Report {
     let root = system::Sysroot::new(&opts.sysroot);
     let mut report = Report::default();
     let sizes = store_sizes(plan);
@@ -175,9 +112,9 @@ pub fn run_with(plan: &Plan, opts: &Options, facts: &NodeFacts) -> Report {
 
     // RDMA first: it decides how many NICs the memlock check multiplies by.
     report.node = plan.node.name.clone();
-    let installed = facts.installed.as_ref();
+    let installed = mooncake_version::detect(opts.path_var.as_deref());
     let nics = if proto == "rdma" {
-        let legacy = installed.and_then(|i| {
+        let legacy = installed.as_ref().and_then(|i| {
             let rule =
                 crate::mooncake::gid::LegacyGidRule::of(mooncake_version::triple(&i.version)?)?;
             Some((i.version.as_str(), rule))
@@ -210,18 +147,18 @@ pub fn run_with(plan: &Plan, opts: &Options, facts: &NodeFacts) -> Report {
         0
     };
 
-    mooncake_version::check_installed(installed, &mut report);
-    memory::check(plan, sizes.as_ref(), &facts.memory, &mut report);
-    memory::check_memlock(sizes.as_ref(), &proto, nics, &facts.memory, &mut report);
+    mooncake_version::check_installed(installed.as_ref(), &mut report);
+    let facts = memory::MemoryFacts::read(&root, &opts.slurm_env);
+    memory::check(plan, sizes.as_ref(), &facts, &mut report);
+    memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 
     tools::check_ephemeral_ports(plan, &root, &mut report);
     if opts.live {
         tools::check_ports(plan, &mut report);
         tools::check_executables(plan, opts.path_var.as_deref(), &mut report);
         tools::check_master_flags(plan, opts.path_var.as_deref(), &mut report);
-        if let Some(kill_wait) = &facts.kill_wait {
-            slurm::check(plan, kill_wait, &mut report);
-        }
+        let kill_wait = slurm::read_kill_wait(opts.in_slurm, opts.path_var.as_deref());
+        slurm::check(plan, &kill_wait, &mut report);
     }
     report
 }
