@@ -8,8 +8,10 @@
 //! does not interpret are accepted and listed in [`Recipe::ignored`].
 
 mod error;
+mod lenient;
 mod load;
 pub mod locate;
+mod store;
 pub mod types;
 pub mod v2;
 mod values;

@@ -12,7 +12,8 @@ use std::fmt;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use super::types::{visit_lenient, MooncakeKvStore};
+use super::lenient::visit_lenient;
+use super::store::MooncakeKvStore;
 use super::values::*;
 
 /// `engine:` — a type name (`engine: sglang`) or a mapping with `type` and engine-wide knobs.
