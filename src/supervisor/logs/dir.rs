@@ -66,6 +66,8 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
 pub(in crate::supervisor) enum OpenMode {
     /// Append, creating it (0600) if missing.
     Append,
+    /// Append to a new file (0600); it must not exist yet.
+    AppendNew,
     /// Create it (0600); it must not exist yet.
     CreateNew,
     /// Read and write, creating it (0600) if missing (the lock file).
@@ -109,6 +111,7 @@ pub(in crate::supervisor) fn open_private(path: &Path, mode: OpenMode) -> io::Re
     let mut o = OpenOptions::new();
     match mode {
         OpenMode::Append => o.append(true).create(true),
+        OpenMode::AppendNew => o.append(true).create_new(true),
         OpenMode::CreateNew => o.write(true).create_new(true),
         OpenMode::ReadWrite => o.read(true).write(true).create(true),
         OpenMode::Read => o.read(true),
@@ -452,11 +455,22 @@ pub fn claim_log_dir(plan: &Plan) -> Result<LogDirLock, SupervisorError> {
         status::status_path(dir, node),
     ];
     own.extend(plan.processes.iter().map(|p| log_path(dir, node, &p.name)));
+    // One listing of the directory rather than a stat per file (a file type from the listing is
+    // the link's own, as with lstat); a directory that cannot be listed is checked file by file.
+    let present: Option<BTreeMap<std::ffi::OsString, std::fs::FileType>> =
+        std::fs::read_dir(dir).ok().map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| Some((e.file_name(), e.file_type().ok()?)))
+                .collect()
+        });
     for path in own {
-        if let Ok(m) = std::fs::symlink_metadata(&path) {
-            if !m.file_type().is_file() {
-                return Err(SupervisorError::io(&path, not_regular(m.file_type())));
-            }
+        let ft = match &present {
+            Some(listed) => path.file_name().and_then(|n| listed.get(n)).copied(),
+            None => std::fs::symlink_metadata(&path).ok().map(|m| m.file_type()),
+        };
+        if let Some(ft) = ft.filter(|ft| !ft.is_file()) {
+            return Err(SupervisorError::io(&path, not_regular(ft)));
         }
     }
     let run = Arc::new(RunDir {

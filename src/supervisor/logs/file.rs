@@ -34,11 +34,20 @@ pub struct LogFile {
 
 /// Open (after rotating) a process's log file, recreating the log directory if it is gone.
 pub fn open_log(path: &Path) -> io::Result<LogFile> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        ensure_dir(dir)?;
-    }
-    rotate(path, KEEP_ROTATED)?;
-    let file = open_private(path, OpenMode::Append)?;
+    // Most spawns find no log of an earlier run: the file is created at once, one system call.
+    // Only when something is there is it rotated first (and refused if it is not a regular
+    // file), and only when the directory is gone is that recreated.
+    let file = match open_private(path, OpenMode::AppendNew) {
+        Ok(file) => file,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::ENOENT)) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                ensure_dir(dir)?;
+            }
+            rotate(path, KEEP_ROTATED)?;
+            open_private(path, OpenMode::Append)?
+        }
+        Err(e) => return Err(e),
+    };
     let (run, process) = match run_for_log(path) {
         Some((r, p)) => (Some(r), p),
         None => (
@@ -179,6 +188,49 @@ impl Drop for LogFile {
 mod tests {
     use super::*;
     use std::fs::OpenOptions;
+
+    /// `open_log` creates a new file in one step; whatever is already there goes through the
+    /// rotation (and its refusals), and a removed directory is recreated.
+    #[test]
+    fn open_log_creates_rotates_refuses_and_recreates() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let path = logs.join("n1.w.log");
+        // New: created 0600, empty.
+        let mut lf = open_log(&path).unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        lf.write_lines(b"first run\n");
+        // There: the previous log becomes .1.
+        let mut lf = open_log(&path).unwrap();
+        lf.write_lines(b"second run\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second run\n");
+        let rotated = logs.join("n1.w.log.1");
+        assert_eq!(std::fs::read_to_string(&rotated).unwrap(), "first run\n");
+        // A symlink or a FIFO put there: refused, never written through, never waited on.
+        let victim = dir.path().join("victim");
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let e = open_log(&path).err().expect("a symlink is refused");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!victim.exists());
+        std::fs::remove_file(&path).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = open_log(&path).err().expect("a FIFO is refused");
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        // The directory removed: recreated (0700) and the file created in it.
+        std::fs::remove_dir_all(&logs).unwrap();
+        open_log(&path).unwrap();
+        assert_eq!(
+            std::fs::metadata(&logs).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        assert!(std::fs::metadata(&path).unwrap().is_file());
+    }
 
     #[test]
     fn lost_output_is_counted_and_marked_once_writes_work_again() {
