@@ -591,7 +591,8 @@ def print_gated_chain(gc):
     if gc.get("floor_process"):
         print(f"   process floor (a Rust program gating the chain, started like mcsup) "
               f"{ms(gc['floor_process'])}: mcsup / process floor = "
-              f"{ratio(gc['mcsup'], gc['floor_process']):.2f}")
+              f"{ratio(gc['mcsup'], gc['floor_process']):.2f}; the process floor itself is "
+              f"x{ratio(gc['floor_process'], gc['floor']):.2f} the harness floor")
     if gc.get("mcsup_inside"):
         print(f"   mcsup from its own start to c ready (events t_ms) {ms(gc['mcsup_inside'])}: "
               f"x{ratio(gc['mcsup_inside'], gc['floor']):.2f} of the floor; starting the mcsup "
@@ -651,6 +652,7 @@ def main():
         print(f"   {n:3} children: spawn floor {ms(sp['floor'])}, mcsup {ms(sp['mcsup'])} "
               f"(x{ratio(sp['mcsup'], sp['floor']):.2f}, target <= 1.2"
               + (f"; process floor {ms(sp['floor_process'])}, x{ratio(sp['mcsup'], sp['floor_process']):.2f}"
+                 f", itself x{ratio(sp['floor_process'], sp['floor']):.2f} the harness floor"
                  if sp.get("floor_process") else "")
               + "); all ready by file probes "
               f"{ms(rd['mcsup'])}; teardown floor {ms(td['floor'])}, mcsup {ms(td['mcsup'])}"
