@@ -214,6 +214,7 @@ impl ExecImage {
         let candidates = ptrs(&self.candidates);
         let argv = ptrs(&self.argv);
         let envp = ptrs(&self.envp);
+        let changes = disposition_changes(Dispositions::current(), drain, stop);
         let mut args = ChildArgs {
             candidates: candidates.as_ptr(),
             argv: argv.as_ptr(),
@@ -221,9 +222,9 @@ impl ExecImage {
             cwd: self.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
             stdin,
             output,
-            drain,
-            stop,
             parent: nix::unistd::getpid().as_raw(),
+            changes: changes.as_ptr(),
+            changes_len: changes.len(),
             reset_slice: SHORT_SLICE_SET.load(std::sync::atomic::Ordering::Relaxed),
             error: 0,
         };
@@ -272,6 +273,86 @@ impl ExecImage {
     }
 }
 
+/// mcsup's own signal dispositions, one bit per signal number (1..=64): a handler installed, or
+/// SIG_IGN. Read once ([`Dispositions::current`]) rather than by every child between clone and
+/// exec, where the parent waits: 64 `sigaction` queries per spawn, half of the child's system
+/// calls. mcsup installs every handler before its first spawn and changes none afterwards.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dispositions {
+    pub caught: u64,
+    pub ignored: u64,
+}
+
+static DISPOSITIONS: std::sync::Mutex<Option<Dispositions>> = std::sync::Mutex::new(None);
+
+impl Dispositions {
+    /// Read this process's dispositions now.
+    pub fn read() -> Dispositions {
+        let mut d = Dispositions::default();
+        for sig in 1..=libc::SIGRTMAX().min(64) {
+            let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: a query only (no new action); `cur` is a valid out-pointer.
+            if unsafe { libc::sigaction(sig, std::ptr::null(), &mut cur) } != 0 {
+                continue; // SIGKILL/SIGSTOP, or a signal glibc reserves for itself
+            }
+            let bit = 1u64 << (sig - 1);
+            if cur.sa_sigaction == libc::SIG_IGN {
+                d.ignored |= bit;
+            } else if cur.sa_sigaction != libc::SIG_DFL {
+                d.caught |= bit;
+            }
+        }
+        d
+    }
+
+    /// The dispositions read at the first spawn (or the last [`Dispositions::refresh`]).
+    pub fn current() -> Dispositions {
+        let mut d = DISPOSITIONS.lock().unwrap_or_else(|e| e.into_inner());
+        *d.get_or_insert_with(Dispositions::read)
+    }
+
+    /// Read them again (the runtime does once its handlers are installed, before it spawns).
+    pub fn refresh() {
+        *DISPOSITIONS.lock().unwrap_or_else(|e| e.into_inner()) = Some(Dispositions::read());
+    }
+}
+
+/// What a child changes between clone and exec, as (signal, ignore it (else default)): a
+/// handler of mcsup's becomes SIG_DFL (it must not run in the child, and exec would reset it
+/// anyway); an inherited SIG_IGN stays (nohup), except for the signals that stop a child, SIGPIPE
+/// (which mcsup ignores, as the Rust runtime does; std's Command resets it too) and its own stop
+/// signal; the drain signal is ignored so that a step-wide signal reaches only mcsup (the stop
+/// signal wins if they are the same). Signals already as wanted are left alone. Pure.
+pub fn disposition_changes(
+    d: Dispositions,
+    drain: libc::c_int,
+    stop: libc::c_int,
+) -> Vec<(libc::c_int, bool)> {
+    let mut changes = Vec::new();
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        let bit = 1u64 << (sig - 1);
+        let (caught, ignored) = (d.caught & bit != 0, d.ignored & bit != 0);
+        let reset = RESET_TO_DEFAULT.iter().any(|s| *s as libc::c_int == sig)
+            || sig == libc::SIGPIPE
+            || sig == stop;
+        let ignore = if sig == drain && sig != stop {
+            true
+        } else if !ignored || reset {
+            false
+        } else {
+            continue;
+        };
+        let already = if ignore { ignored } else { !caught && !ignored };
+        if !already {
+            changes.push((sig, ignore));
+        }
+    }
+    changes
+}
+
 /// Bytes of stack for the child between clone and exec.
 const CHILD_STACK: usize = 64 * 1024;
 
@@ -284,9 +365,12 @@ struct ChildArgs {
     cwd: *const libc::c_char,
     stdin: RawFd,
     output: RawFd,
-    drain: libc::c_int,
-    stop: libc::c_int,
     parent: libc::pid_t,
+    /// The dispositions to change, in order: (signal, ignore it (else default)). Worked out by
+    /// the parent ([`disposition_changes`]) so that the child, which the parent waits for, only
+    /// sets them.
+    changes: *const (libc::c_int, bool),
+    changes_len: usize,
     /// Whether to put the scheduler slice back to the default ([`prefer_short_slice`]).
     reset_slice: bool,
     /// errno of the step that failed; 0 when the child exec'd.
@@ -307,38 +391,14 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             }
             libc::_exit(127)
         };
-        // Dispositions: a handler of mcsup's becomes SIG_DFL (it must not run here, and exec
-        // would reset it anyway); an inherited SIG_IGN stays (nohup), except for the signals
-        // that stop a child and its own stop signal; the drain signal is ignored so that a
-        // step-wide signal reaches only mcsup (the stop signal wins if they are the same).
+        // Dispositions, as the parent worked them out (see `disposition_changes`).
         let mut dfl: libc::sigaction = std::mem::zeroed();
         dfl.sa_sigaction = libc::SIG_DFL;
         let mut ign: libc::sigaction = std::mem::zeroed();
         ign.sa_sigaction = libc::SIG_IGN;
-        for sig in 1..libc::SIGRTMAX() + 1 {
-            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
-                continue;
-            }
-            let mut cur: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, std::ptr::null(), &mut cur) != 0 {
-                continue; // a signal glibc reserves for itself
-            }
-            // SIGPIPE too: mcsup ignores it (the Rust runtime does), a child must not inherit
-            // that (std's Command resets it as well).
-            let reset = RESET_TO_DEFAULT.iter().any(|s| *s as libc::c_int == sig)
-                || sig == libc::SIGPIPE
-                || sig == a.stop;
-            let want = if sig == a.drain && sig != a.stop {
-                &ign
-            } else if cur.sa_sigaction != libc::SIG_IGN || reset {
-                &dfl
-            } else {
-                continue;
-            };
-            // Most signals are at SIG_DFL already: one system call for them, not two.
-            if cur.sa_sigaction != want.sa_sigaction {
-                libc::sigaction(sig, want, std::ptr::null_mut());
-            }
+        for i in 0..a.changes_len {
+            let (sig, ignore) = *a.changes.add(i);
+            libc::sigaction(sig, if ignore { &ign } else { &dfl }, std::ptr::null_mut());
         }
         if libc::setpgid(0, 0) != 0 {
             return fail(a);
@@ -629,4 +689,78 @@ pub fn list_children() -> Vec<Pid> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bit(sig: libc::c_int) -> u64 {
+        1u64 << (sig - 1)
+    }
+
+    #[test]
+    fn a_child_resets_handlers_keeps_inherited_ignores_and_ignores_the_drain_signal() {
+        let (usr1, term, hup, ttou, pipe, chld, rt) = (
+            libc::SIGUSR1,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGTTOU,
+            libc::SIGPIPE,
+            libc::SIGCHLD,
+            libc::SIGRTMIN() + 3,
+        );
+        // mcsup as it supervises: handlers on TERM, USR1, CHLD and a real-time signal; HUP and
+        // TTOU ignored by whoever started it (nohup, a shell's trap); PIPE ignored by Rust.
+        let d = Dispositions {
+            caught: bit(term) | bit(usr1) | bit(chld) | bit(rt),
+            ignored: bit(hup) | bit(ttou) | bit(pipe),
+        };
+        let changes = disposition_changes(d, usr1, term);
+        assert_eq!(
+            changes,
+            vec![
+                (hup, false),  // a stop signal of a child: back to default
+                (usr1, true),  // the drain signal: ignored
+                (pipe, false), // never inherited ignored
+                (term, false), // mcsup's handler, and the child's stop signal
+                (chld, false), // mcsup's handler
+                (rt, false),   // mcsup's handler
+            ]
+        );
+        assert!(
+            !changes.iter().any(|(s, _)| *s == ttou),
+            "an inherited ignore is kept"
+        );
+        // Already as wanted: nothing to do.
+        let quiet = Dispositions {
+            caught: 0,
+            ignored: bit(usr1) | bit(ttou),
+        };
+        assert_eq!(disposition_changes(quiet, usr1, term), vec![]);
+        // The drain signal is the stop signal: the stop signal wins (default).
+        assert_eq!(
+            disposition_changes(d, term, term)[..2],
+            [(hup, false), (usr1, false)]
+        );
+        // A stop signal inherited ignored is reset; SIGKILL and SIGSTOP are never touched.
+        let all = Dispositions {
+            caught: 0,
+            ignored: u64::MAX,
+        };
+        let changes = disposition_changes(all, usr1, libc::SIGQUIT);
+        assert!(changes.contains(&(libc::SIGQUIT, false)));
+        assert!(!changes.contains(&(libc::SIGALRM, false)), "{changes:?}");
+        assert!(!changes
+            .iter()
+            .any(|(s, _)| *s == libc::SIGKILL || *s == libc::SIGSTOP));
+    }
+
+    #[test]
+    fn the_snapshot_sees_this_process_handlers_and_ignores() {
+        let d = Dispositions::read();
+        // The Rust runtime ignores SIGPIPE; nothing here catches SIGWINCH.
+        assert_ne!(d.ignored & bit(libc::SIGPIPE), 0, "{d:?}");
+        assert_eq!((d.caught | d.ignored) & bit(libc::SIGWINCH), 0, "{d:?}");
+    }
 }

@@ -151,6 +151,8 @@ pub async fn run_with_signals(
         .map_err(|e| SupervisorError::Setup(format!("cannot listen for SIGCHLD: {e}")))?;
     let console = Console::start(opts.console)
         .map_err(|e| SupervisorError::Setup(format!("cannot start the console thread: {e}")))?;
+    // Every handler is in place now: the children's dispositions are worked out from these.
+    spawn::Dispositions::refresh();
     let (tx, mut rx) = unbounded_channel::<Msg>();
     let status_path = status::status_path(&log_dir, &node);
     let mut rt = Runtime {
