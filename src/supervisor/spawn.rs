@@ -276,7 +276,9 @@ impl ExecImage {
 /// mcsup's own signal dispositions, one bit per signal number (1..=64): a handler installed, or
 /// SIG_IGN. Read once ([`Dispositions::current`]) rather than by every child between clone and
 /// exec, where the parent waits: 64 `sigaction` queries per spawn, half of the child's system
-/// calls. mcsup installs every handler before its first spawn and changes none afterwards.
+/// calls. mcsup installs every handler before its first spawn and changes none afterwards; were
+/// one installed later, only exec itself would reset it in the child (a signal arriving in the
+/// last instant before exec could then run it there).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Dispositions {
     pub caught: u64,
@@ -290,6 +292,7 @@ impl Dispositions {
     pub fn read() -> Dispositions {
         let mut d = Dispositions::default();
         for sig in 1..=libc::SIGRTMAX().min(64) {
+            // SAFETY: `sigaction` is plain data, valid all-zero.
             let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
             // SAFETY: a query only (no new action); `cur` is a valid out-pointer.
             if unsafe { libc::sigaction(sig, std::ptr::null(), &mut cur) } != 0 {
