@@ -73,6 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         path_var: None,
         in_slurm: false,
         inherited_env: Vec::new(),
+        scope: mcsup::preflight::Scope::Survey,
     };
     let report = mcsup::preflight::run(&plan, &opts);
     println!(

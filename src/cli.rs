@@ -261,7 +261,10 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
     Ok((recipe, plan))
 }
 
-fn preflight_options(sysroot: Option<&Path>) -> crate::preflight::Options {
+fn preflight_options(
+    sysroot: Option<&Path>,
+    scope: crate::preflight::Scope,
+) -> crate::preflight::Options {
     const SLURM: [&str; 3] = [
         "SLURM_MEM_PER_NODE",
         "SLURM_MEM_PER_CPU",
@@ -287,6 +290,7 @@ fn preflight_options(sysroot: Option<&Path>) -> crate::preflight::Options {
                     || k == "MOONCAKE_PROTOCOL"
             })
             .collect(),
+        scope,
     }
 }
 
@@ -343,7 +347,10 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
         return aggregate(&args);
     }
     let plan = load_plan(&args.target)?;
-    let report = crate::preflight::run(&plan, &preflight_options(args.sysroot.as_deref()));
+    let report = crate::preflight::run(
+        &plan,
+        &preflight_options(args.sysroot.as_deref(), crate::preflight::Scope::Survey),
+    );
     print_report(&report, &args)
 }
 
@@ -577,7 +584,11 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
         tracing::warn!("{w}");
     }
     {
-        let report = crate::preflight::run(&plan, &preflight_options(None));
+        // Only the verdicts: a warning or a failure is all `run` prints or acts on.
+        let report = crate::preflight::run(
+            &plan,
+            &preflight_options(None, crate::preflight::Scope::Verdicts),
+        );
         for c in report
             .checks
             .iter()

@@ -897,3 +897,153 @@ fn listening_ports_in_the_ephemeral_range_are_warned_unless_reserved() {
     let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
     assert!(ranged(&o).is_empty(), "{:?}", ranged(&o));
 }
+
+/// A plan as `mcsup plan --json` prints it for `recipe` and `role` (on the nodes `preflight`
+/// uses).
+fn plan_of(recipe: &str, role: &str) -> mcsup::plan::Plan {
+    let dir = tempfile::tempdir().unwrap();
+    let rp = dir.path().join("job.yaml");
+    std::fs::write(&rp, recipe).unwrap();
+    let node = if role == "prefill" {
+        "gpu-01"
+    } else {
+        "gpu-02"
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .args(["plan", "--json", "--role", role, "--node", node])
+        .args(["--nodelist", "gpu-[01-02]", "--master-addr", "10.0.0.1"])
+        .args(["--node-ip", "10.0.0.2", "--recipe"])
+        .arg(&rp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `mcsup run` reads only what a verdict of its plan needs (`Scope::Verdicts`): every warning
+/// and failure must still be the full preflight's, word for word, on every kind of node: RDMA
+/// and TCP, store with and without HiCache, workers only, tight memlock (with and without
+/// CAP_IPC_LOCK), tight DRAM, cgroup v1 and v2 limits, Slurm's allocation (small and
+/// malformed), an older Mooncake on PATH or none.
+#[test]
+fn runs_lean_preflight_reaches_the_full_preflights_verdicts() {
+    use mcsup::preflight::{self, Scope, Status};
+    let seed = seed_recipe();
+    let local =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/local.yaml"))
+            .unwrap();
+    let seed_tcp = seed.replace("MOONCAKE_PROTOCOL: rdma", "MOONCAKE_PROTOCOL: tcp");
+    let mut plans = vec![
+        ("seed prefill", plan_of(&seed, "prefill")),
+        ("seed decode", plan_of(&seed, "decode")),
+        ("seed over tcp, prefill", plan_of(&seed_tcp, "prefill")),
+        ("local decode", plan_of(&local, "decode")),
+    ];
+    // Workers only: the seed's decode plan without its store (RDMA workers), and the same over
+    // TCP (the node that reads nothing).
+    for (label, from) in [("rdma workers only", 1), ("tcp workers only", 2)] {
+        let mut p = plans[from].1.clone();
+        p.processes
+            .retain(|s| s.kind == mcsup::plan::ProcessKind::Worker);
+        assert!(!p.processes.is_empty());
+        p.memory.hicache.clear();
+        plans.push((label, p));
+    }
+    let procs = [
+        Proc::default(),
+        Proc {
+            memlock_bytes: Some(8 << 20),
+            ..Proc::default()
+        },
+        Proc {
+            memlock_bytes: Some(8 << 20),
+            cap_ipc_lock: true,
+            ..Proc::default()
+        },
+        Proc {
+            mem_available_gib: 100,
+            ..Proc::default()
+        },
+        Proc {
+            cgroup: Cgroup::V2 {
+                max_gib: 120,
+                usage_gib: 10,
+            },
+            ..Proc::default()
+        },
+        Proc {
+            cgroup: Cgroup::V1 {
+                limit_gib: 120,
+                usage_gib: 10,
+            },
+            ..Proc::default()
+        },
+    ];
+    let old_mooncake = fake_mooncake("0.3.9");
+    let old_path = old_mooncake.path().join("bin").display().to_string();
+    let verdicts = |r: &preflight::Report| -> Vec<String> {
+        r.checks
+            .iter()
+            .filter(|c| c.status >= Status::Warn)
+            .map(|c| {
+                format!(
+                    "{:?} {} {}: {} (fix: {:?})",
+                    c.status, c.group, c.name, c.message, c.fix
+                )
+            })
+            .collect()
+    };
+    let mut compared = 0;
+    let mut warned = 0;
+    let mut failed = 0;
+    for tree in ["two-nics", "no-rdma"] {
+        for proc_ in &procs {
+            let n = node(tree, proc_);
+            for slurm in [None, Some("1024"), Some("a lot")] {
+                for path_var in [None, Some(old_path.clone())] {
+                    for (label, plan) in &plans {
+                        let opts = |scope| preflight::Options {
+                            sysroot: n.path().to_path_buf(),
+                            live: false,
+                            slurm_env: slurm
+                                .map(|v| vec![("SLURM_MEM_PER_NODE".to_string(), v.to_string())])
+                                .unwrap_or_default(),
+                            path_var: path_var.clone(),
+                            in_slurm: false,
+                            inherited_env: Vec::new(),
+                            scope,
+                        };
+                        let full = preflight::run(plan, &opts(Scope::Survey));
+                        let lean = preflight::run(plan, &opts(Scope::Verdicts));
+                        let context = format!("{label} on {tree}, {proc_:?}, SLURM_MEM_PER_NODE {slurm:?}, PATH {path_var:?}");
+                        assert_eq!(verdicts(&lean), verdicts(&full), "{context}");
+                        assert_eq!(lean.passed(false), full.passed(false), "{context}");
+                        compared += 1;
+                        warned += usize::from(full.worst() == Status::Warn);
+                        failed += usize::from(full.worst() == Status::Fail);
+                        if label.contains("tcp") && path_var.is_some() {
+                            // An older Mooncake's GID rule is no warning where no GID is chosen.
+                            let v = full.checks.iter().find(|c| c.name == "mooncake version");
+                            assert_eq!(v.map(|c| c.status), Some(Status::Skip), "{context}");
+                            assert_eq!(full.facts.mooncake_version.as_deref(), Some("0.3.9"));
+                        }
+                        if *label == "tcp workers only" {
+                            // Nothing was read for it: no memlock, no version, no budget.
+                            assert_eq!(lean.facts.memlock, None, "{context}");
+                            assert_eq!(lean.facts.mooncake_version, None, "{context}");
+                            assert!(full.facts.memlock.is_some(), "{context}");
+                            assert!(full.facts.mooncake_version.is_some(), "{context}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The matrix has both verdicts in it, not only passes.
+    assert_eq!(compared, 2 * procs.len() * 3 * 2 * plans.len());
+    assert!(warned > 0 && failed > 0, "warned {warned}, failed {failed}");
+}

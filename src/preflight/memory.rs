@@ -38,9 +38,43 @@ pub struct Hugepages {
     pub reserved: u64,
 }
 
+/// Which of the system's memory files to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// `/proc/meminfo` and the cgroup's limits: the DRAM budget.
+    pub budget: bool,
+    /// `/proc/self/{limits,status}`: RLIMIT_MEMLOCK and CAP_IPC_LOCK, for RDMA's pinned memory.
+    pub limits: bool,
+}
+
+impl Needs {
+    pub const ALL: Needs = Needs {
+        budget: true,
+        limits: true,
+    };
+}
+
+impl Default for Needs {
+    fn default() -> Self {
+        Needs::ALL
+    }
+}
+
+/// Whether this node has a DRAM budget to check: a store, or a HiCache L2 pool.
+pub fn has_budget(plan: &Plan, sizes: Option<&StoreSizes>) -> bool {
+    sizes.is_some()
+        || plan
+            .memory
+            .hicache
+            .iter()
+            .any(|l| !matches!(l, L2::None { .. }))
+}
+
 /// Everything the memory checks read from the system.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct MemoryFacts {
+    /// What was read; the rest is left unknown.
+    pub read: Needs,
     pub mem_total: Option<u64>,
     pub mem_available: Option<u64>,
     pub cgroup: Option<CgroupMemory>,
@@ -59,7 +93,31 @@ impl MemoryFacts {
     /// Read the facts through the sysroot (`proc/meminfo`, `proc/self/{cgroup,mountinfo,limits,status}`,
     /// the cgroup files) and Slurm's variables.
     pub fn read(root: &Sysroot, slurm_env: &[(String, String)]) -> Self {
-        let mut f = MemoryFacts::default();
+        Self::read_for(root, slurm_env, Needs::ALL)
+    }
+
+    /// [`MemoryFacts::read`], leaving out the files `needs` does not ask for. Slurm's variables
+    /// are always read: a malformed one is worth a warning on any node.
+    pub fn read_for(root: &Sysroot, slurm_env: &[(String, String)], needs: Needs) -> Self {
+        let mut f = MemoryFacts {
+            read: needs,
+            ..MemoryFacts::default()
+        };
+        match slurm_allocation(slurm_env) {
+            Ok(a) => f.slurm = a,
+            Err(e) => f.slurm_error = Some(e),
+        }
+        if needs.budget {
+            f.read_budget(root);
+        }
+        if needs.limits {
+            f.read_limits(root);
+        }
+        f
+    }
+
+    fn read_budget(&mut self, root: &Sysroot) {
+        let f = self;
         if let Some(m) = root.procfs::<procfs::Meminfo>("/proc/meminfo") {
             f.mem_total = Some(m.mem_total);
             f.mem_available = m.mem_available;
@@ -74,10 +132,10 @@ impl MemoryFacts {
             }
         }
         f.cgroup = read_cgroup(root);
-        match slurm_allocation(slurm_env) {
-            Ok(a) => f.slurm = a,
-            Err(e) => f.slurm_error = Some(e),
-        }
+    }
+
+    fn read_limits(&mut self, root: &Sysroot) {
+        let f = self;
         if let Some(l) = root.procfs::<procfs::process::Limits>("/proc/self/limits") {
             f.memlock = Some(match l.max_locked_memory.soft_limit {
                 procfs::process::LimitValue::Unlimited => None,
@@ -87,7 +145,6 @@ impl MemoryFacts {
         if let Some(s) = root.procfs::<procfs::process::Status>("/proc/self/status") {
             f.cap_ipc_lock = s.capeff & (1 << 14) != 0;
         }
-        f
     }
 }
 
@@ -325,7 +382,7 @@ pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, repor
             ));
         }
     }
-    let no_budget = sizes.is_none() && hicache.iter().all(|l| matches!(l, L2::None { .. }));
+    let no_budget = !has_budget(plan, sizes);
     if let Some(e) = &facts.slurm_error {
         let fix = "check the job's --mem / --mem-per-cpu (Slurm sets these in MiB), or unset the variable if something else set it";
         report.push(if no_budget {
@@ -484,11 +541,14 @@ pub fn check_memlock(
 ) {
     const L: &str = "limits";
     let text = match facts.memlock {
+        None if !facts.read.limits => "not read".to_string(),
         None => "unknown".to_string(),
         Some(None) => "unlimited".to_string(),
         Some(Some(v)) => Bytes(v).to_string(),
     };
-    report.facts.memlock = Some(text.clone());
+    if facts.read.limits {
+        report.facts.memlock = Some(text.clone());
+    }
     if protocol != "rdma" {
         report.push(Check::skip(
             L,

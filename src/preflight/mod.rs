@@ -23,6 +23,19 @@ pub use report::{Budget, BudgetLine, Check, Report, Status};
 use crate::mooncake::size;
 use crate::plan::{Plan, ProcessKind};
 
+/// How much of the node the preflight reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every fact, also those no check of this plan can fail on: `mcsup preflight` prints them
+    /// and the fleet view (`--aggregate`) compares them across nodes.
+    Survey,
+    /// Only what can turn into a warning or a failure for this plan: `mcsup run` acts on nothing
+    /// else, and a node with no store, no HiCache and no RDMA then reads no `/proc` file and no
+    /// wheel metadata before its first process starts. The verdicts are those of
+    /// [`Scope::Survey`]; the skipped lines say what was not read.
+    Verdicts,
+}
+
 /// Inputs that are not in the plan.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -40,6 +53,8 @@ pub struct Options {
     /// mcsup's inherited variables the RDMA checks consult (`NCCL_IB_GID_INDEX`, `MC_*`,
     /// `MOONCAKE_DEVICE`) when the recipe does not set them.
     pub inherited_env: Vec<(String, String)>,
+    /// Every fact, or only those a verdict needs.
+    pub scope: Scope,
 }
 
 /// What the store on this node will hold, from its resolved environment.
@@ -112,7 +127,14 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
 
     // RDMA first: it decides how many NICs the memlock check multiplies by.
     report.node = plan.node.name.clone();
-    let installed = mooncake_version::detect(opts.path_var.as_deref());
+    let survey = opts.scope == Scope::Survey;
+    // The version decides only which GID rule RDMA's checks predict.
+    let read_version = survey || proto == "rdma";
+    let installed = if read_version {
+        mooncake_version::detect(opts.path_var.as_deref())
+    } else {
+        None
+    };
     let nics = if proto == "rdma" {
         let legacy = installed.as_ref().and_then(|i| {
             let rule =
@@ -147,8 +169,16 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
         0
     };
 
-    mooncake_version::check_installed(installed.as_ref(), &mut report);
-    let facts = memory::MemoryFacts::read(&root, &opts.slurm_env);
+    if read_version {
+        mooncake_version::check_installed(installed.as_ref(), &proto, &mut report);
+    } else {
+        mooncake_version::skip_unread(&proto, &mut report);
+    }
+    let needs = memory::Needs {
+        budget: survey || memory::has_budget(plan, sizes.as_ref()),
+        limits: survey || (proto == "rdma" && sizes.is_some()),
+    };
+    let facts = memory::MemoryFacts::read_for(&root, &opts.slurm_env, needs);
     memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 

@@ -100,19 +100,35 @@ pub fn gid_rule(version: &str) -> (&'static str, bool) {
     }
 }
 
-/// Report the version and the GID rule it implies; facts `mooncake.version`, `mooncake.gid_rule`.
-pub fn check(path_var: Option<&str>, report: &mut Report) {
-    check_installed(detect(path_var).as_ref(), report)
+/// The line for a run that did not look for the install (`preflight::Scope::Verdicts` on a node
+/// that does not use RDMA): no fact, no verdict.
+pub fn skip_unread(protocol: &str, report: &mut Report) {
+    report.push(Check::skip(
+        G,
+        "mooncake version",
+        format!("not read: MOONCAKE_PROTOCOL is {protocol}, and only the RDMA checks use it"),
+    ));
 }
 
-/// [`check`] for an install already found (or not) by [`detect`].
-pub fn check_installed(installed: Option<&Installed>, report: &mut Report) {
+/// Report the version found (or not) by [`detect`] and the GID rule it implies; facts
+/// `mooncake.version`, `mooncake.gid_rule`. An older rule is a warning only where a GID is chosen:
+/// over RDMA (`protocol`).
+pub fn check_installed(installed: Option<&Installed>, protocol: &str, report: &mut Report) {
     match installed {
         Some(i) => {
             let (rule, exact) = gid_rule(&i.version);
             report.facts.mooncake_version = Some(i.version.clone());
             report.facts.mooncake_gid_rule = Some(rule.into());
-            if exact {
+            if !exact && protocol != "rdma" {
+                report.push(Check::skip(
+                    G,
+                    "mooncake version",
+                    format!(
+                        "{} {}: its automatic GID choice is the {rule}, but MOONCAKE_PROTOCOL is {protocol}: no GID is chosen",
+                        i.package, i.version
+                    ),
+                ));
+            } else if exact {
                 report.push(Check::ok(
                     G,
                     "mooncake version",
@@ -179,8 +195,14 @@ mod tests {
         let i = detect(Some(&path)).unwrap();
         assert_eq!(i.version, "0.3.10");
         let mut r = Report::default();
-        check(Some(&path), &mut r);
+        check_installed(Some(&i), "rdma", &mut r);
         assert_eq!(r.facts.mooncake_version.as_deref(), Some("0.3.10"));
+        assert_eq!(r.checks[0].status, super::super::Status::Warn);
+        // Over TCP no GID is chosen: the older rule is said, not warned about.
+        let mut tcp = Report::default();
+        check_installed(Some(&i), "tcp", &mut tcp);
+        assert_eq!(tcp.checks[0].status, super::super::Status::Skip);
+        assert_eq!(tcp.facts, r.facts);
         assert!(r
             .facts
             .mooncake_gid_rule
@@ -188,7 +210,7 @@ mod tests {
             .unwrap()
             .contains("0.3.10-0.3.11"));
         let mut r = Report::default();
-        check(Some("/nonexistent"), &mut r);
+        check_installed(detect(Some("/nonexistent")).as_ref(), "rdma", &mut r);
         assert_eq!(
             r.facts.mooncake_gid_rule.as_deref(),
             Some("assumed 0.3.12+")
