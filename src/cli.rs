@@ -32,7 +32,11 @@ pub struct Cli {
     pub run: RunArgs,
 }
 
+/// Each subcommand's arguments are built only when it is the one given (`defer`): `run`, the
+/// command a job starts, does not pay for the others' (clap builds every argument of every
+/// subcommand on each parse otherwise).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Cmd {
     /// Run this node's plan: master (infra node), store, workers; supervise; tear down in order.
     Run(RunArgs),
@@ -70,7 +74,8 @@ pub enum Cmd {
     },
 }
 
-/// What identifies the recipe, the roles and the node.
+// What identifies the recipe, the roles and the node. (Not a doc comment: clap takes one as the
+// description of every subcommand that flattens these arguments, over the subcommand's own.)
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// Roles on this node: prefill, decode, agg/aggregated, or a comma list (co-located).
@@ -820,5 +825,25 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Each subcommand's help leads with its own description, also with its arguments deferred.
+    #[test]
+    fn each_subcommand_describes_itself() {
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name().to_string();
+            let about = sub
+                .get_about()
+                .expect("every subcommand has a description")
+                .to_string();
+            let help = match Cli::try_parse_from(["mcsup", name.as_str(), "--help"]) {
+                Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => e.to_string(),
+                other => panic!("`mcsup {name} --help`: {other:?}"),
+            };
+            assert!(
+                help.starts_with(&about),
+                "`mcsup {name} --help` begins:\n{help}"
+            );
+        }
     }
 }
