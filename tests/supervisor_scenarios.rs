@@ -1045,12 +1045,17 @@ fn a_child_starts_in_a_clean_state() {
     let cwd = env.path("work");
     std::fs::create_dir_all(&cwd).unwrap();
     w.cwd = Some(cwd.clone());
-    w.env.push(EnvVar {
-        name: "MCSUP_PLANNED".into(),
-        value: "yes".into(),
-        source: "test".into(),
-        overrode: vec![],
-    });
+    for (name, value) in [
+        ("MCSUP_PLANNED", "yes"),
+        ("MCSUP_OVERRIDDEN", "by the plan"),
+    ] {
+        w.env.push(EnvVar {
+            name: name.into(),
+            value: value.into(),
+            source: "test".into(),
+            overrode: vec![],
+        });
+    }
     let plan = env.plan(vec![w]);
     let plan_path = env.path("plan.json");
     std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
@@ -1064,6 +1069,8 @@ fn a_child_starts_in_a_clean_state() {
         .arg(MCSUP)
         .arg(&plan_path)
         .env("MCSUP_TEST_TAG", &env.tag)
+        .env("MCSUP_OVERRIDDEN", "inherited")
+        .env("MCSUP_INHERITED", "kept")
         .stdin(std::process::Stdio::null())
         .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
         .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
@@ -1136,6 +1143,13 @@ fn a_child_starts_in_a_clean_state() {
     let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
     assert!(vars.contains(&&b"MCSUP_PLANNED=yes"[..]));
     assert!(vars.contains(&&b"PYTHONUNBUFFERED=1"[..]));
+    // mcsup's own environment is inherited, under the plan's variables.
+    assert!(vars.contains(&&b"MCSUP_INHERITED=kept"[..]));
+    let overridden: Vec<&&[u8]> = vars
+        .iter()
+        .filter(|v| v.starts_with(b"MCSUP_OVERRIDDEN="))
+        .collect();
+    assert_eq!(overridden, [&&b"MCSUP_OVERRIDDEN=by the plan"[..]]);
 
     let mask =
         |field: &str| u64::from_str_radix(&proc_status_field(pid, field).unwrap(), 16).unwrap();

@@ -11,6 +11,7 @@
 //! It must not wait for children: the runtime's reaper owns every `wait()` (one owner, or the
 //! subreaper loop steals statuses). Nothing here keeps a `Child` handle alive.
 
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
@@ -71,16 +72,15 @@ pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
     let argv = effective_argv(spec);
     let prog = argv.first().ok_or_else(|| io::Error::other("empty argv"))?;
     // The child's environment: mcsup's, then the plan's.
-    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
-        std::env::vars_os().collect();
+    let mut overrides = Overrides::new();
     if spec.env_value("PYTHONUNBUFFERED").is_none() {
         // Python block-buffers a pipe; the ready line would arrive late or never.
-        env.insert("PYTHONUNBUFFERED".into(), "1".into());
+        overrides.insert("PYTHONUNBUFFERED".into(), "1".into());
     }
     for v in &spec.env {
-        env.insert((&v.name).into(), (&v.value).into());
+        overrides.insert((&v.name).into(), (&v.value).into());
     }
-    let exec = ExecImage::new(prog, &argv, &env, spec.cwd.as_deref())?;
+    let exec = ExecImage::new(prog, &argv, &overrides, spec.cwd.as_deref())?;
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
     let pid = exec.spawn(
         dev_null()?,
@@ -93,22 +93,77 @@ pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
     Ok(Spawned { pid, output: read })
 }
 
+/// Variables set over mcsup's own environment for one child, by name.
+type Overrides = std::collections::BTreeMap<OsString, OsString>;
+
+/// One `NAME=value` of a child's environment: mcsup's own (borrowed from [`inherited`]) or set
+/// for this child.
+type EnvEntry = std::borrow::Cow<'static, CStr>;
+
+/// mcsup's own environment, read once: sorted by name, one entry per name (the last, as
+/// `std::env::vars_os` into a map keeps), each with its `NAME=value` C string. mcsup never
+/// changes its environment, so one snapshot serves every child of the run. Building it for each
+/// spawn (reading `environ`, a sorted map, a C string per variable) was most of a spawn's time in
+/// user space, and grows with the hundred-odd variables Slurm sets.
+fn inherited() -> &'static [(OsString, CString)] {
+    static SNAPSHOT: std::sync::OnceLock<Vec<(OsString, CString)>> = std::sync::OnceLock::new();
+    SNAPSHOT.get_or_init(|| {
+        let vars: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+        vars.into_iter()
+            // A name or value from `environ` holds no NUL (each is a C string).
+            .filter_map(|(k, v)| Some((k.clone(), CString::new(env_line(&k, &v)).ok()?)))
+            .collect()
+    })
+}
+
+fn env_line(name: &OsStr, value: &OsStr) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut kv = Vec::with_capacity(name.len() + 1 + value.len());
+    kv.extend_from_slice(name.as_bytes());
+    kv.push(b'=');
+    kv.extend_from_slice(value.as_bytes());
+    kv
+}
+
+/// A child's environment: `inherited` (sorted by name) with `overrides` set over it, sorted by
+/// name. The inherited entries are borrowed, not copied.
+fn merge_env(
+    inherited: &'static [(OsString, CString)],
+    overrides: &Overrides,
+) -> Result<Vec<EnvEntry>, std::ffi::NulError> {
+    let mut out = Vec::with_capacity(inherited.len() + overrides.len());
+    let mut own = overrides.iter().peekable();
+    for (name, line) in inherited {
+        while let Some((k, v)) = own.next_if(|(k, _)| *k < name) {
+            out.push(EnvEntry::Owned(CString::new(env_line(k, v))?));
+        }
+        match own.next_if(|(k, _)| *k == name) {
+            Some((k, v)) => out.push(EnvEntry::Owned(CString::new(env_line(k, v))?)),
+            None => out.push(EnvEntry::Borrowed(line.as_c_str())),
+        }
+    }
+    for (k, v) in own {
+        out.push(EnvEntry::Owned(CString::new(env_line(k, v))?));
+    }
+    Ok(out)
+}
+
 /// Everything the child needs between clone and exec, prepared by the parent (the child must
 /// not allocate: it shares the parent's heap).
 struct ExecImage {
     /// Where to exec, in order: the program itself when it names a path, else each `PATH`
     /// directory of the child's environment joined with it (what `execvp` tries).
-    candidates: Vec<std::ffi::CString>,
-    argv: Vec<std::ffi::CString>,
-    envp: Vec<std::ffi::CString>,
-    cwd: Option<std::ffi::CString>,
+    candidates: Vec<CString>,
+    argv: Vec<CString>,
+    envp: Vec<EnvEntry>,
+    cwd: Option<CString>,
 }
 
 impl ExecImage {
     fn new(
         prog: &str,
         argv: &[String],
-        env: &std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+        overrides: &Overrides,
         cwd: Option<&std::path::Path>,
     ) -> io::Result<Self> {
         use std::ffi::CString;
@@ -123,13 +178,22 @@ impl ExecImage {
         if prog.is_empty() {
             return Err(io::Error::from_raw_os_error(libc::ENOENT));
         }
+        let inherited = inherited();
         let candidates = if prog.contains('/') {
             vec![c(prog.as_bytes(), "the program")?]
         } else {
-            // execvp's default search path when PATH is unset.
-            let path = env
-                .get(std::ffi::OsStr::new("PATH"))
-                .map_or_else(|| b"/bin:/usr/bin".to_vec(), |p| p.as_bytes().to_vec());
+            // The child's PATH; execvp's default search path when it has none.
+            let path_var = OsStr::new("PATH");
+            let path = overrides
+                .get(path_var)
+                .map(|p| p.as_bytes().to_vec())
+                .or_else(|| {
+                    let i = inherited
+                        .binary_search_by(|(k, _)| k.as_os_str().cmp(path_var))
+                        .ok()?;
+                    Some(inherited[i].1.as_bytes()[b"PATH=".len()..].to_vec())
+                })
+                .unwrap_or_else(|| b"/bin:/usr/bin".to_vec());
             path.split(|&b| b == b':')
                 .map(|dir| {
                     // An empty entry is the current directory, as for execvp.
@@ -148,15 +212,7 @@ impl ExecImage {
             .iter()
             .map(|a| c(a.as_bytes(), "an argument"))
             .collect::<io::Result<_>>()?;
-        let envp = env
-            .iter()
-            .map(|(k, v)| {
-                let mut kv = k.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                c(&kv, "an environment variable")
-            })
-            .collect::<io::Result<_>>()?;
+        let envp = merge_env(inherited, overrides).map_err(|_| nul("an environment variable"))?;
         let cwd = cwd
             .map(|d| c(d.as_os_str().as_bytes(), "the working directory"))
             .transpose()?;
@@ -205,12 +261,12 @@ impl ExecImage {
         drain: libc::c_int,
         stop: libc::c_int,
     ) -> io::Result<Pid> {
-        let ptrs = |v: &[std::ffi::CString]| {
+        fn ptrs<S: std::ops::Deref<Target = CStr>>(v: &[S]) -> Vec<*const libc::c_char> {
             v.iter()
                 .map(|s| s.as_ptr())
                 .chain(std::iter::once(std::ptr::null()))
-                .collect::<Vec<*const libc::c_char>>()
-        };
+                .collect()
+        }
         let candidates = ptrs(&self.candidates);
         let argv = ptrs(&self.argv);
         let envp = ptrs(&self.envp);
@@ -471,8 +527,7 @@ pub fn spawn_probe(argv: &[String], drain: Signal) -> io::Result<Pid> {
     let prog = argv
         .first()
         .ok_or_else(|| io::Error::other("empty probe argv"))?;
-    let env = std::env::vars_os().collect();
-    let exec = ExecImage::new(prog, argv, &env, None)?;
+    let exec = ExecImage::new(prog, argv, &Overrides::new(), None)?;
     let null = dev_null()?;
     // Signal 0 is no signal: nothing beyond the reset list goes back to SIG_DFL.
     exec.spawn(null, null, drain as libc::c_int, 0)
@@ -697,6 +752,51 @@ pub fn list_children() -> Vec<Pid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_childs_environment_is_mcsups_with_the_plans_set_over_it() {
+        let snapshot: &'static [(OsString, CString)] = Box::leak(
+            [("HOME", "/root"), ("PATH", "/bin"), ("SLURM_JOB_ID", "7")]
+                .iter()
+                .map(|(k, v)| (OsString::from(k), CString::new(format!("{k}={v}")).unwrap()))
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let mut own = Overrides::new();
+        for (k, v) in [
+            ("A", "first"),
+            ("MC_X", "between"),
+            ("PATH", "/opt/bin"),
+            ("Z", "last"),
+        ] {
+            own.insert(k.into(), v.into());
+        }
+        let env = merge_env(snapshot, &own).unwrap();
+        let lines: Vec<&str> = env.iter().map(|e| e.to_str().unwrap()).collect();
+        assert_eq!(
+            lines,
+            [
+                "A=first",
+                "HOME=/root",
+                "MC_X=between",
+                "PATH=/opt/bin",
+                "SLURM_JOB_ID=7",
+                "Z=last"
+            ]
+        );
+        // mcsup's own variables are borrowed from the snapshot, the plan's are the child's own.
+        assert!(matches!(env[1], EnvEntry::Borrowed(_)));
+        assert!(matches!(env[3], EnvEntry::Owned(_)));
+        assert_eq!(merge_env(snapshot, &Overrides::new()).unwrap().len(), 3);
+        own.insert("BAD".into(), "a\0b".into());
+        assert!(merge_env(snapshot, &own).is_err());
+        // The process's own snapshot: sorted, one entry per name, `NAME=value`.
+        let live = inherited();
+        assert!(live.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(live
+            .iter()
+            .all(|(k, line)| line.to_bytes().starts_with(&env_line(k, OsStr::new("")))));
+    }
 
     fn bit(sig: libc::c_int) -> u64 {
         1u64 << (sig - 1)
