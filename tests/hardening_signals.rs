@@ -148,6 +148,52 @@ fn realtime_signals_are_ignored_and_reported() {
     env.assert_no_leftovers();
 }
 
+/// A real-time signal that comes before the loop listens (here while mcsup waits to read its
+/// plan from a FIFO) is held from the start of `main`, then reported once the loop reads it: it
+/// neither kills mcsup (the default action) nor starts a teardown.
+#[test]
+fn a_realtime_signal_before_the_loop_listens_is_held_then_reported() {
+    let env = TestEnv::new();
+    let fifo = env.path("plan.fifo");
+    nix::unistd::mkfifo(
+        &fifo,
+        nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+    )
+    .unwrap();
+    let child = Command::new(MCSUP)
+        .arg("run")
+        .arg("--plan-file")
+        .arg(&fifo)
+        .env("MCSUP_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+    let rt = libc::SIGRTMIN() + 5;
+    // mcsup is in `main`, past the block, once its mask shows the signal (it then waits for a
+    // writer on the FIFO).
+    let pid = m.pid();
+    wait_for("mcsup to block the real-time signals", T, || {
+        let blocked = u64::from_str_radix(&proc_status_field(pid, "SigBlk")?, 16).ok()?;
+        (blocked & (1u64 << (rt - 1)) != 0).then_some(())
+    });
+    send(&m, rt);
+    std::fs::write(&fifo, serde_json::to_string(&pair(&env)).unwrap()).unwrap();
+    let ev = m.wait_event("mcsup", "signal-ignored", T);
+    let detail = ev.raw["detail"].as_str().unwrap_or("").to_string();
+    assert!(detail.contains("SIGRTMIN+5"), "detail `{detail}`");
+    m.wait_event("worker", "ready", T);
+    assert!(
+        !m.events().iter().any(|e| e.event == "shutdown-requested"),
+        "a held real-time signal starts no teardown"
+    );
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}
+
 /// `sh -c 'ulimit -f 64; exec mcsup run --plan-file P'`: writes past 32 KiB (dash counts
 /// 512-byte blocks) fail; with the default SIGXFSZ action the first one would kill mcsup.
 fn start_under_file_limit(env: &TestEnv, plan: &Plan, blocks: u32) -> Mcsup {
