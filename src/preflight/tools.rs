@@ -59,6 +59,10 @@ pub fn check_ports(plan: &Plan, report: &mut Report) {
 /// then fails to start with "address in use". Warned, with the two fixes. Nothing is said when the
 /// range cannot be read.
 pub fn check_ephemeral_ports(plan: &Plan, root: &super::system::Sysroot, report: &mut Report) {
+    let ports = listening_ports(plan);
+    if ports.is_empty() {
+        return; // Nothing to place: no sysctl to read.
+    }
     let Some((lo, hi)) = root
         .read("/proc/sys/net/ipv4/ip_local_port_range")
         .and_then(|t| parse_port_range(&t))
@@ -68,7 +72,7 @@ pub fn check_ephemeral_ports(plan: &Plan, root: &super::system::Sysroot, report:
     let reserved = root
         .read("/proc/sys/net/ipv4/ip_local_reserved_ports")
         .unwrap_or_default();
-    for (name, port) in listening_ports(plan) {
+    for (name, port) in ports {
         if port < lo || port > hi || port_listed(&reserved, port) {
             continue;
         }
