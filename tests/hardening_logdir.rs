@@ -128,8 +128,9 @@ fn second_mcsup_on_the_same_log_dir_and_node_exits_3_naming_the_holder() {
     let mut a = launch(&env, &plan, "a", None);
     a.wait_event("w", "ready", T);
     let log = env.log_dir().join("n1.w.log");
-    // The status file follows the events file by one loop turn.
-    let w_pid = wait_for("w's pid in the status file", T, || a.pid_of("w"));
+    let w_pid = wait_for("w's pid in the events file", T, || a.pid_of("w"));
+    // The status file follows the events file within 25 ms (STATUS_DELAY).
+    wait_for("the first mcsup's status file", T, || a.status());
 
     let mut b = launch(&env, &plan, "b", None);
     let code = exit_code_within(&mut b, ms(5000));

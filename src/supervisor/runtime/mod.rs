@@ -178,7 +178,9 @@ pub async fn run_with_signals(
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
     rt.feed(Event::Start);
-    rt.write_status(None);
+    // Coalesced like every later change: the first processes are starting now, and rendering the
+    // status and metrics competes with them for the CPU (the file follows within STATUS_DELAY).
+    rt.write_status_soon();
     let mut timer = DeadlineTimer::new().map_err(|e| SupervisorError::Io {
         path: PathBuf::from("timerfd"),
         source: e,
