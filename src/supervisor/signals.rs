@@ -135,13 +135,19 @@ pub fn release_early_signals() {
     let _ = early_set().thread_unblock();
 }
 
+/// Where [`register_group`] starts looking for a free slot: after the last one it took, so a
+/// start of n processes is not a scan of every taken slot for each (O(n²)).
+static NEXT_SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Record a live process group for the backstop.
 pub fn register_group(pgid: Pid) {
-    for slot in &GROUPS {
-        if slot
+    let start = NEXT_SLOT.load(Ordering::Relaxed) % SLOTS;
+    for i in (start..SLOTS).chain(0..start) {
+        if GROUPS[i]
             .compare_exchange(0, pgid, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
+            NEXT_SLOT.store(i + 1, Ordering::Relaxed);
             return;
         }
     }
@@ -385,6 +391,44 @@ mod tests {
         }
         for s in STOP_SIGNALS {
             assert!(!FAULTS.contains(&(s as i32)), "{s} is a fault signal");
+        }
+    }
+
+    #[test]
+    fn groups_are_registered_once_each_and_slots_are_reused() {
+        // Group ids no real process has (above pid_max); no other test of this crate registers
+        // groups, so the table is this test's.
+        let count = |id: Pid| {
+            GROUPS
+                .iter()
+                .filter(|s| s.load(Ordering::Acquire) == id)
+                .count()
+        };
+        let ids = |from: Pid, n: usize| (0..n as Pid).map(move |i| from + i);
+        for id in ids(2_000_000_000, 40) {
+            register_group(id);
+        }
+        assert!(ids(2_000_000_000, 40).all(|id| count(id) == 1));
+        for id in ids(2_000_000_000, 40) {
+            unregister_group(id);
+        }
+        assert!(GROUPS.iter().all(|s| s.load(Ordering::Acquire) == 0));
+        // Fill the whole table: every slot is found, from wherever the cursor starts.
+        for id in ids(2_000_001_000, SLOTS) {
+            register_group(id);
+        }
+        assert!(ids(2_000_001_000, SLOTS).all(|id| count(id) == 1));
+        // The one free slot is just behind the cursor: the search wraps around to it.
+        let cursor = NEXT_SLOT.load(Ordering::Relaxed) % SLOTS;
+        let behind = (cursor + SLOTS - 1) % SLOTS;
+        unregister_group(GROUPS[behind].load(Ordering::Acquire));
+        register_group(2_000_999_999);
+        assert_eq!(GROUPS[behind].load(Ordering::Acquire), 2_000_999_999);
+        // A full table takes no more (the loop's own escalation covers such a group).
+        register_group(2_001_000_000);
+        assert_eq!(count(2_001_000_000), 0);
+        for s in &GROUPS {
+            s.store(0, Ordering::Release);
         }
     }
 
