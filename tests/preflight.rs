@@ -70,15 +70,9 @@ impl Outcome {
     }
 }
 
-/// Run the real `mcsup preflight --sysroot root` on `recipe` for `role` (prefill on gpu-01, the
-/// infra node; other roles on gpu-02), with extra arguments and environment.
-fn run_preflight(
-    root: &Path,
-    recipe: &str,
-    role: &str,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> std::process::Output {
+/// `mcsup SUB` on `recipe` (written to a temporary file, returned with the command) for `role`:
+/// prefill on gpu-01, the infra node; other roles on gpu-02.
+fn on_node(sub: &str, recipe: &str, role: &str) -> (Command, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let rp = dir.path().join("job.yaml");
     std::fs::write(&rp, recipe).unwrap();
@@ -89,7 +83,7 @@ fn run_preflight(
     };
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcsup"));
     cmd.args([
-        "preflight",
+        sub,
         "--role",
         role,
         "--node",
@@ -104,12 +98,25 @@ fn run_preflight(
         "10.0.0.2",
         "--recipe",
     ])
-    .arg(&rp)
-    .arg("--sysroot")
-    .arg(root)
-    .args(extra)
-    .env_remove("NCCL_IB_GID_INDEX")
-    .env_remove("MC_GID_INDEX");
+    .arg(&rp);
+    (cmd, dir)
+}
+
+/// Run the real `mcsup preflight --sysroot root` on `recipe` for `role`, with extra arguments and
+/// environment.
+fn run_preflight(
+    root: &Path,
+    recipe: &str,
+    role: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let (mut cmd, _dir) = on_node("preflight", recipe, role);
+    cmd.arg("--sysroot")
+        .arg(root)
+        .args(extra)
+        .env_remove("NCCL_IB_GID_INDEX")
+        .env_remove("MC_GID_INDEX");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -898,24 +905,10 @@ fn listening_ports_in_the_ephemeral_range_are_warned_unless_reserved() {
     assert!(ranged(&o).is_empty(), "{:?}", ranged(&o));
 }
 
-/// A plan as `mcsup plan --json` prints it for `recipe` and `role` (on the nodes `preflight`
-/// uses).
+/// A plan as `mcsup plan --json` prints it for `recipe` and `role`.
 fn plan_of(recipe: &str, role: &str) -> mcsup::plan::Plan {
-    let dir = tempfile::tempdir().unwrap();
-    let rp = dir.path().join("job.yaml");
-    std::fs::write(&rp, recipe).unwrap();
-    let node = if role == "prefill" {
-        "gpu-01"
-    } else {
-        "gpu-02"
-    };
-    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
-        .args(["plan", "--json", "--role", role, "--node", node])
-        .args(["--nodelist", "gpu-[01-02]", "--master-addr", "10.0.0.1"])
-        .args(["--node-ip", "10.0.0.2", "--recipe"])
-        .arg(&rp)
-        .output()
-        .unwrap();
+    let (mut cmd, _dir) = on_node("plan", recipe, role);
+    let out = cmd.arg("--json").output().unwrap();
     assert!(
         out.status.success(),
         "{}",
