@@ -117,13 +117,12 @@ impl MemoryFacts {
     }
 
     fn read_budget(&mut self, root: &Sysroot) {
-        let f = self;
         if let Some(m) = root.procfs::<procfs::Meminfo>("/proc/meminfo") {
-            f.mem_total = Some(m.mem_total);
-            f.mem_available = m.mem_available;
+            self.mem_total = Some(m.mem_total);
+            self.mem_available = m.mem_available;
             if let (Some(size), Some(free)) = (m.hugepagesize, m.hugepages_free) {
                 if m.hugepages_total.unwrap_or(0) > 0 {
-                    f.hugepages = Some(Hugepages {
+                    self.hugepages = Some(Hugepages {
                         page_size: size,
                         free,
                         reserved: m.hugepages_rsvd.unwrap_or(0),
@@ -131,19 +130,18 @@ impl MemoryFacts {
                 }
             }
         }
-        f.cgroup = read_cgroup(root);
+        self.cgroup = read_cgroup(root);
     }
 
     fn read_limits(&mut self, root: &Sysroot) {
-        let f = self;
         if let Some(l) = root.procfs::<procfs::process::Limits>("/proc/self/limits") {
-            f.memlock = Some(match l.max_locked_memory.soft_limit {
+            self.memlock = Some(match l.max_locked_memory.soft_limit {
                 procfs::process::LimitValue::Unlimited => None,
                 procfs::process::LimitValue::Value(v) => Some(v),
             });
         }
         if let Some(s) = root.procfs::<procfs::process::Status>("/proc/self/status") {
-            f.cap_ipc_lock = s.capeff & (1 << 14) != 0;
+            self.cap_ipc_lock = s.capeff & (1 << 14) != 0;
         }
     }
 }
