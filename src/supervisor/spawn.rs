@@ -111,7 +111,10 @@ fn inherited() -> &'static [(OsString, CString)] {
         let vars: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
         vars.into_iter()
             // A name or value from `environ` holds no NUL (each is a C string).
-            .filter_map(|(k, v)| Some((k.clone(), CString::new(env_line(&k, &v)).ok()?)))
+            .filter_map(|(k, v)| {
+                let line = CString::new(env_line(&k, &v)).ok()?;
+                Some((k, line))
+            })
             .collect()
     })
 }
