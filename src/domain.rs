@@ -261,3 +261,41 @@ mod diagnostic_tests {
         assert_eq!(whole.to_string(), "job.yaml: the recipe is empty");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The error of planning (here, below both the planner and the engines, which both raise it)
+// ---------------------------------------------------------------------------------------------
+
+/// A recipe that is syntactically fine but cannot be planned for this node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct PlanError {
+    /// Dotted key path in the recipe (or a CLI flag such as `--role`).
+    pub key_path: String,
+    pub message: String,
+    pub fix: String,
+}
+
+impl PlanError {
+    /// As a [`Diagnostic`], to be placed in the recipe's file by the caller.
+    pub fn diagnostic(&self) -> Diagnostic {
+        Diagnostic::new(&self.key_path, &self.message, &self.fix)
+    }
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.diagnostic().fmt(f)
+    }
+}
+
+pub(crate) fn plan_err(
+    key_path: impl Into<String>,
+    message: impl Into<String>,
+    fix: impl Into<String>,
+) -> PlanError {
+    PlanError {
+        key_path: key_path.into(),
+        message: message.into(),
+        fix: fix.into(),
+    }
+}

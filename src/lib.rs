@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod domain;
+pub mod engine;
 pub mod exit;
 pub mod migrate;
 pub mod mooncake;

@@ -79,6 +79,7 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
     let flags_key = match engine_type.as_str() {
         "vllm" => "vllm_config",
         "trtllm" => "trtllm_config",
+        "mocker" => "mocker_config",
         _ => "sglang_config",
     };
 

@@ -232,8 +232,8 @@ fn every_node_runs_srtctls_worker_processes() {
         assert!(n > 0, "{stem}: nothing compared");
         total += n;
     }
-    // srtctl starts 46 worker processes over the 8 recipes.
-    assert_eq!(total, 46);
+    // srtctl starts 51 worker processes over the 11 recipes (5 of them mocker workers).
+    assert_eq!(total, 51);
 }
 
 #[test]
@@ -335,7 +335,7 @@ fn the_2_0_form_of_each_recipe_runs_the_same_workers() {
             let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
             let p2 = plan::plan(&v2, &v1_plan.roles, &ctx)
                 .unwrap_or_else(|e| panic!("{stem} {node}: {e}"));
-            let workers = |p: &plan::Plan| -> Vec<(Vec<String>, plan::launch::EnvPairs)> {
+            let workers = |p: &plan::Plan| -> Vec<(Vec<String>, mcsup::engine::EnvPairs)> {
                 p.processes
                     .iter()
                     .filter(|x| x.kind == ProcessKind::Worker)
@@ -354,5 +354,5 @@ fn the_2_0_form_of_each_recipe_runs_the_same_workers() {
             compared += workers(&p2).len();
         });
     }
-    assert_eq!(compared, 46);
+    assert_eq!(compared, 51);
 }

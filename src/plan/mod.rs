@@ -5,14 +5,14 @@
 //!
 //! The steps, one file each: [`model`] folds every recipe spelling into one service model;
 //! [`kinds`] holds the service kinds' defaults; [`services`] and [`workers`] resolve this node's
-//! processes (with [`placeholders`] and [`policy`]); [`memory`] sizes HiCache and headroom;
-//! [`lints`] words the warnings; [`resolve`]
-//! orders it all into phases and gates. [`spec`] is the output.
+//! processes (with [`placeholders`] and [`policy`]; each engine's worker launch comes from
+//! [`crate::engine`], srtctl's layout from [`crate::engine::layout`]); [`memory`] sizes HiCache
+//! and headroom; [`lints`] words the warnings; [`resolve`] orders it all into phases and gates.
+//! [`spec`] is the output.
 
 mod env;
 mod error;
 pub mod kinds;
-pub mod launch;
 pub mod lints;
 pub mod memory;
 pub mod model;
@@ -21,9 +21,9 @@ pub mod policy;
 mod resolve;
 pub mod services;
 pub mod spec;
-pub mod topology;
 pub mod workers;
 
+pub(crate) use crate::engine::layout as topology;
 pub use env::EnvBuilder;
 pub use error::PlanError;
 pub use resolve::*;

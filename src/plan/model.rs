@@ -174,11 +174,28 @@ impl JobModel {
     }
 }
 
+/// A top-level key the recipe parser does not know, as the plan lists it: `None` for a section
+/// the planner reads whole, the key with what is read of it for a section read in part, the key
+/// itself for one mcsup does not interpret.
+fn partly_read(key: &str) -> Option<String> {
+    let read = match key {
+        // srtctl's layout: worker counts, GPUs per node and worker, spread_workers.
+        "resources" => return None,
+        "model" => "model.path",
+        "health_check" => "max_attempts and interval_seconds",
+        "benchmark" => "client_dedicated_node and colocate_with_frontend",
+        "infra" => "etcd_nats_dedicated_node",
+        _ => return Some(key.to_string()),
+    };
+    Some(format!("{key} (mcsup reads only {read})"))
+}
+
 fn backend_type(name: &str) -> Option<BackendType> {
     match name.to_ascii_lowercase().as_str() {
         "sglang" => Some(BackendType::Sglang),
         "vllm" => Some(BackendType::Vllm),
         "trtllm" => Some(BackendType::Trtllm),
+        "mocker" => Some(BackendType::Mocker),
         _ => None,
     }
 }
@@ -219,7 +236,11 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         environment: recipe.environment.clone(),
         mooncake: None,
         services: Vec::new(),
-        ignored: recipe.ignored.clone(),
+        ignored: recipe
+            .ignored
+            .iter()
+            .filter_map(|k| partly_read(k))
+            .collect(),
         warnings: Vec::new(),
         master_ports: [rpc, meta, metrics],
     };
@@ -280,7 +301,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
                 recipe
                     .backend
                     .as_ref()
-                    .map(|b| format!("{:?}", b.r#type).to_ascii_lowercase())
+                    .map(|b| b.r#type.as_str().to_string())
             })
             .unwrap_or_else(|| "sglang".into());
         let takes_flags = backend_type(&engine_name).is_some_and(|b| b != BackendType::Trtllm);
@@ -316,13 +337,11 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
                         critical: rc.critical,
                     },
                 );
+                // nodes, workers and gpus size srtctl's layout; kv_events is srtctl's
+                // kv-events config: all four are read where the layout is planned.
                 for (key, set) in [
-                    ("nodes", rc.nodes.is_some()),
-                    ("workers", rc.workers.is_some()),
-                    ("gpus", rc.gpus.is_some()),
                     ("extra_args", rc.extra_args.is_some()),
                     ("engine", rc.engine.is_some()),
-                    ("kv_events", rc.kv_events.is_some()),
                     ("sidecar", rc.sidecar.is_some()),
                     ("container", rc.container.is_some()),
                     ("mooncake_store_config", rc.mooncake_store_config.is_some()),
@@ -338,6 +357,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
     } else {
         let flags_section = match backend.r#type {
             BackendType::Vllm => ("vllm_config", backend.vllm_config.as_ref()),
+            BackendType::Mocker => ("mocker_config", backend.mocker_config.as_ref()),
             _ => ("sglang_config", backend.sglang_config.as_ref()),
         };
         for role in Role::ALL {
@@ -362,18 +382,29 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         Some(e) => {
             let name = e.r#type.clone().unwrap_or_else(|| "sglang".into());
             model.engine = backend_type(&name).unwrap_or(BackendType::Trtllm);
+            let read = crate::engine::recipe_keys(&name);
             model.engine_name = name;
-            model.ignored.extend(e.ignored.iter().cloned());
+            model.ignored.extend(
+                e.ignored
+                    .iter()
+                    .filter(|k| !k.strip_prefix("engine.").is_some_and(|k| read.contains(&k)))
+                    .cloned(),
+            );
         }
         None => {
             model.engine = backend.r#type;
-            model.engine_name = match backend.r#type {
-                BackendType::Sglang => "sglang",
-                BackendType::Vllm => "vllm",
-                BackendType::Trtllm => "trtllm",
-            }
-            .into();
-            model.ignored.extend(backend.ignored.iter().cloned());
+            model.engine_name = backend.r#type.as_str().into();
+            let read = crate::engine::recipe_keys(&model.engine_name);
+            model.ignored.extend(
+                backend
+                    .ignored
+                    .iter()
+                    .filter(|k| {
+                        !k.strip_prefix("backend.")
+                            .is_some_and(|k| read.contains(&k))
+                    })
+                    .cloned(),
+            );
         }
     }
 

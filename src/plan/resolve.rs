@@ -22,6 +22,7 @@ use super::policy::*;
 use super::services::{self, NodeScope, WorkerSlot};
 use super::spec::*;
 use super::workers;
+use crate::engine::EngineSettings;
 use crate::mooncake;
 use crate::node::NodeContext;
 use crate::recipe::*;
@@ -593,13 +594,20 @@ fn topo_plan(
     {
         return Ok(None);
     }
-    if !matches!(model.engine, BackendType::Sglang | BackendType::Vllm) {
+    let frontend = recipe
+        .raw_get(&["frontend", "type"])
+        .and_then(|v| v.as_str())
+        .unwrap_or("dynamo");
+    let role_flags = |r: Role| model.roles.get(&r).and_then(|m| m.flags.clone());
+    let Some(engine) =
+        EngineSettings::from_recipe(&model.engine_name, recipe, &role_flags, frontend)?
+    else {
         warnings.push(format!(
             "{}: mcsup derives no {} workers; list them under mcsup.workers",
             inputs.source, model.engine_name
         ));
         return Ok(None);
-    }
+    };
     let mut inputs = inputs;
     let flag = |path: &[&str]| {
         recipe
@@ -620,73 +628,9 @@ fn topo_plan(
     let start = usize::from(front).min(n);
     let end = n.saturating_sub(usize::from(back)).max(start);
     let worker_nodes = start..end;
-    let frontend = recipe
-        .raw_get(&["frontend", "type"])
-        .and_then(|v| v.as_str())
-        .unwrap_or("dynamo");
-    // How vLLM runs each mode (srtctl's VLLMProtocol settings; v1 backend.*, 2.0 engine.*).
-    let engine_key = if recipe.engine.is_some() {
-        "engine"
-    } else {
-        "backend"
-    };
-    let eng = |k: &str| recipe.raw_get(&[engine_key, k]);
-    let vllm = (model.engine == BackendType::Vllm).then(|| {
-        let flag_num = |f: Option<&FlagMap>, names: [&str; 2]| -> Option<u32> {
-            f?.0.iter()
-                .find(|(k, _)| names.contains(&k.as_str()))
-                .and_then(|(_, v)| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
-                .and_then(|n| u32::try_from(n).ok())
-        };
-        Role::ALL
-            .into_iter()
-            .map(|r| {
-                let f = model.roles.get(&r).and_then(|m| m.flags.as_ref());
-                let tp = flag_num(f, ["tensor-parallel-size", "tensor_parallel_size"])
-                    .unwrap_or(1)
-                    .max(1);
-                let pp = flag_num(f, ["pipeline-parallel-size", "pipeline_parallel_size"])
-                    .unwrap_or(1)
-                    .max(1);
-                let dp = f.is_some_and(|f| {
-                    f.0.iter()
-                        .any(|(k, v)| k.replace('_', "-") == "data-parallel-size" && !v.is_null())
-                });
-                let connector = match eng("connector") {
-                    None if recipe
-                        .raw_get(&[engine_key])
-                        .and_then(|b| b.get("connector"))
-                        .is_some() =>
-                    {
-                        None
-                    }
-                    None => Some("nixl".to_string()),
-                    Some(v) => Some(super::launch::python_str(v)),
-                };
-                (
-                    r,
-                    super::launch::VllmMode {
-                        connector,
-                        per_node: eng("dp_launch_mode").and_then(|v| v.as_str()) != Some("per_gpu"),
-                        set_cvd: eng("set_cuda_visible_devices")
-                            .and_then(|v| v.as_bool())
-                            .unwrap_or(false),
-                        direct: frontend == "vllm",
-                        replica: tp * pp,
-                        dp,
-                    },
-                )
-            })
-            .collect::<std::collections::BTreeMap<_, _>>()
-    });
-    if let Some(v) = &vllm {
+    if let EngineSettings::Vllm(_) = &engine {
         // VLLMProtocol.should_colocate_prefill_decode
-        let allow = eng("allow_prefill_decode_colocation")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false);
-        let across = eng("allow_prefill_decode_colocation_across_nodes")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false);
+        let (allow, across) = crate::engine::vllm::colocation(recipe);
         let total: u32 = Role::ALL
             .iter()
             .map(|r| inputs.size(*r).workers * inputs.size(*r).gpus_per_worker)
@@ -695,12 +639,13 @@ fn topo_plan(
             && inputs.prefill.workers > 0
             && inputs.decode.workers > 0
             && (total <= inputs.gpus_per_node || across);
-        let _ = v;
     }
     let endpoints = super::topology::allocate(&inputs, worker_nodes.len())?;
-    let all = match &vllm {
-        None => super::topology::processes(&endpoints),
-        Some(v) => {
+    let all = match &engine {
+        EngineSettings::Sglang | EngineSettings::Mocker(_) => {
+            super::topology::processes(&endpoints)
+        }
+        EngineSettings::Vllm(v) => {
             let per_node = v.values().all(|m| m.per_node);
             let direct = frontend == "vllm";
             let dp_of = |r: Role| super::topology::VllmDp {
@@ -809,7 +754,7 @@ fn topo_plan(
     if dynamo_workers && !here.is_empty() {
         warnings.push(format!(
             "workers run {} (frontend.type {frontend}): srtctl installs Dynamo into the container before them (dynamo.version/hash/wheel); mcsup runs them inside this step's container, which must already have it",
-            if model.engine == BackendType::Vllm { "dynamo.vllm" } else { "dynamo.sglang" }
+            engine.dynamo_module()
         ));
     }
     if let Some(script) = recipe.raw_get(&["setup_script"]).and_then(|v| v.as_str()) {
@@ -854,7 +799,7 @@ fn topo_plan(
     let ready_timeout =
         Duration::try_from_secs_f64(attempts * interval).unwrap_or(Duration::from_secs(1800));
     Ok(Some(workers::TopoPlan {
-        launch: super::launch::LaunchContext {
+        launch: crate::engine::LaunchContext {
             dynamo: !matches!(frontend, "sglang" | "sglang-router"),
             model_arg,
             served_model_name: served,
@@ -874,12 +819,12 @@ fn topo_plan(
         here,
         kv_events,
         ready_timeout,
-        vllm,
+        engine,
     }))
 }
 
 fn workers_str(v: &serde_yaml::Value) -> String {
-    super::launch::python_str(v)
+    crate::engine::python_str(v)
 }
 
 /// Checks on one store instance as planned for this node.

@@ -13,16 +13,14 @@ use std::time::Duration;
 
 use super::env::EnvBuilder;
 use super::error::{err, PlanError};
-use super::launch::{
-    kv_events_for, sglang_argv, sglang_env, vllm_argv, vllm_process_env, LaunchContext, VllmMode,
-};
 use super::lints;
 use super::model::*;
 use super::policy::*;
 use super::services::{set_local_defaults, NodeScope};
 use super::spec::*;
-use super::topology::{ports as ports_base, TopoProcess};
 use crate::domain::Role;
+use crate::engine::layout::TopoProcess;
+use crate::engine::{mode_name, EngineSettings, LaunchContext};
 use crate::mooncake;
 use crate::recipe::*;
 
@@ -39,18 +37,18 @@ pub const DERIVED_READY_TIMEOUT: Duration = Duration::from_secs(1800);
 /// 7 s and 1.6 GB to plan and `count: 4294967295` aborted.
 pub const MAX_WORKERS_PER_NODE: u32 = 1024;
 
-/// srtctl's worker processes on this node (see [`super::topology`] and [`super::launch`]).
+/// srtctl's worker processes on this node (see [`crate::engine::layout`] and [`crate::engine`]).
 #[derive(Debug, Clone)]
 pub struct TopoPlan {
     pub launch: LaunchContext,
+    /// The engine that runs them, with its settings.
+    pub engine: EngineSettings,
     /// The processes the topology puts on this node.
     pub here: Vec<TopoProcess>,
     /// Per mode (`prefill`/`decode`/`aggregated`, or `true`): srtctl's kv-events config.
     pub kv_events: Option<serde_yaml::Value>,
     /// `health_check.max_attempts` x `interval_seconds` (srtctl's default 180 x 10 s).
     pub ready_timeout: Duration,
-    /// vLLM: how each mode runs (`None`: SGLang).
-    pub vllm: Option<std::collections::BTreeMap<Role, VllmMode>>,
 }
 
 /// What a topology worker adds to the common worker path.
@@ -68,62 +66,10 @@ fn topo_entry(
     p: &TopoProcess,
     rm: &RoleModel,
 ) -> (String, WorkerConfig, bool, Option<TopoExtra>) {
-    let mode = if p.mode == Role::Aggregated {
-        "agg"
-    } else {
-        p.mode.as_str()
-    };
-    let rank_in_endpoint = p
-        .endpoint_nodes
-        .iter()
-        .position(|n| *n == p.node)
-        .unwrap_or(0);
-    let vllm = t.vllm.as_ref().and_then(|m| m.get(&p.mode));
-    let kv = kv_events_for(t.kv_events.as_ref(), p.mode, vllm.is_some());
-    let (base, mut after) = sglang_env(&t.launch, p);
-    let (engine, argv, probe_port, name) = match vllm {
-        None => {
-            // The leader answers /health: dynamo.sglang on its system port,
-            // sglang.launch_server on --port; followers run no server ("started").
-            let port = if t.launch.dynamo {
-                p.sys_port
-            } else {
-                p.http_port
-            };
-            let argv = sglang_argv(&t.launch, p, rm.flags.as_ref(), kv);
-            (
-                "sglang",
-                argv,
-                p.is_leader().then_some(port),
-                format!("sglang-{mode}-{}", p.index),
-            )
-        }
-        Some(v) => {
-            // srtctl: CUDA_VISIBLE_DEVICES only when asked (else --device-ids), then the
-            // per-process ports.
-            after.retain(|(k, _)| k != "CUDA_VISIBLE_DEVICES" || v.set_cvd);
-            after.extend(vllm_process_env(&t.launch, p));
-            let argv = vllm_argv(&t.launch, v, p, rm.flags.as_ref(), kv);
-            // Every process that runs a front (not --headless) registers and answers: a
-            // per-node DP process on its own node, otherwise the endpoint's first node.
-            let fronted = if v.dp && v.per_node && v.replica <= p.gpus.len() as u32 {
-                true
-            } else if v.dp && !v.per_node {
-                p.node_rank == 0
-            } else {
-                rank_in_endpoint == 0
-            };
-            let port = if v.direct { 8000 } else { p.sys_port };
-            let name = if v.dp && !v.per_node {
-                format!("vllm-{mode}-{}-dp{}", p.index, p.node_rank)
-            } else {
-                format!("vllm-{mode}-{}", p.index)
-            };
-            ("vllm", argv, fronted.then_some(port), name)
-        }
-    };
-    let _ = engine;
-    let readiness = probe_port.map(|port| {
+    let w = t
+        .engine
+        .launch(&t.launch, p, rm.flags.as_ref(), t.kv_events.as_ref());
+    let readiness = w.health_port.map(|port| {
         readiness(
             vec![ProbeSpec::Http {
                 host: "127.0.0.1".into(),
@@ -135,16 +81,17 @@ fn topo_entry(
             t.ready_timeout,
         )
     });
+    let mode = mode_name(p.mode);
     (
         format!(
             "{} ({mode}[{}], node rank {})",
             rm.flags_key, p.index, p.node_rank
         ),
-        one_process_worker(name, argv, rm.critical.unwrap_or(true)),
+        one_process_worker(w.name, w.argv, rm.critical.unwrap_or(true)),
         true,
         Some(TopoExtra {
-            base,
-            after,
+            base: w.env_before,
+            after: w.env_after,
             readiness,
             placement: WorkerPlacement {
                 endpoint: format!("{mode}[{}]", p.index),
@@ -155,29 +102,7 @@ fn topo_entry(
                     .collect(),
                 rank: p.node_rank,
                 gpus: p.gpus.clone(),
-                ports: {
-                    let mut ports = vec![("dyn_system".to_string(), p.sys_port)];
-                    if p.http_port != 0 {
-                        ports.push(("http".into(), p.http_port));
-                    }
-                    if vllm.is_none() {
-                        ports.push((
-                            "nccl".into(),
-                            ports_base::NCCL + (p.sys_port - ports_base::DYN_SYSTEM),
-                        ));
-                    }
-                    if let Some(b) = p.bootstrap_port {
-                        ports.push(("bootstrap".into(), b));
-                    }
-                    ports.push(("kv_events".into(), p.kv_events_port));
-                    if vllm.is_some() {
-                        ports.push(("nixl".into(), p.nixl_port));
-                    }
-                    if let Some(r) = p.dp_rpc_port {
-                        ports.push(("dp_rpc".into(), r));
-                    }
-                    ports
-                },
+                ports: w.ports,
             },
         }),
     )
@@ -510,7 +435,7 @@ fn server_port(engine: BackendType, flags: Option<&FlagMap>) -> u16 {
 /// Flags → argv the way srt-slurm maps them: keys become `--kebab-case`, `true` a bare flag,
 /// `false`/null are dropped, lists repeat their items after one flag.
 pub fn flags_to_args(flags: &FlagMap) -> Vec<String> {
-    super::launch::render_flags(flags.0.iter().map(|(k, v)| (k, v)), scalar_to_string)
+    crate::engine::render_flags(flags.0.iter().map(|(k, v)| (k, v)), scalar_to_string)
 }
 
 fn scalar_to_string(v: &serde_yaml::Value) -> String {
@@ -543,7 +468,8 @@ fn derived_worker(model: &JobModel, rm: &RoleModel, role: Role) -> Option<Worker
                 "vllm.entrypoints.openai.api_server".into(),
             ],
         ),
-        BackendType::Trtllm => return None,
+        // Launched only from srtctl's layout (`resources:` or `roles.<role>.nodes`).
+        BackendType::Trtllm | BackendType::Mocker => return None,
     };
     argv.extend(flags_to_args(flags));
     Some(one_process_worker(name, argv, true))

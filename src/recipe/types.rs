@@ -117,6 +117,20 @@ pub enum BackendType {
     Sglang,
     Vllm,
     Trtllm,
+    /// Dynamo's simulated engine (`dynamo.mocker`).
+    Mocker,
+}
+
+impl BackendType {
+    /// The name as recipes spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sglang => "sglang",
+            Self::Vllm => "vllm",
+            Self::Trtllm => "trtllm",
+            Self::Mocker => "mocker",
+        }
+    }
 }
 
 /// srt-slurm's `backend:` section. Keys mcsup does not interpret are listed as ignored.
@@ -128,6 +142,8 @@ pub struct Backend {
     pub aggregated_environment: EnvMap,
     pub sglang_config: Option<RoleFlags>,
     pub vllm_config: Option<RoleFlags>,
+    /// The mocker's per-mode flags (`MockerServerConfig`).
+    pub mocker_config: Option<RoleFlags>,
     /// `null` or absent: Mooncake is not managed.
     pub mooncake_kv_store: Option<MooncakeKvStore>,
     pub ignored: Vec<String>,
@@ -141,6 +157,7 @@ pub const BACKEND_KEYS: &[&str] = &[
     "aggregated_environment",
     "sglang_config",
     "vllm_config",
+    "mocker_config",
     "mooncake_kv_store",
 ];
 
@@ -170,6 +187,7 @@ impl<'de> Deserialize<'de> for Backend {
                             }
                             "sglang_config" => b.sglang_config = map.next_value()?,
                             "vllm_config" => b.vllm_config = map.next_value()?,
+                            "mocker_config" => b.mocker_config = map.next_value()?,
                             _ => b.mooncake_kv_store = map.next_value()?,
                         }
                         Ok(())

@@ -11,8 +11,8 @@
 
 use std::collections::HashMap;
 
-use super::error::{err, PlanError};
 use crate::domain::Role;
+use crate::domain::{plan_err as err, PlanError};
 use crate::recipe::Recipe;
 
 /// srtctl's base ports (`srtctl/ports.py`).

@@ -1,0 +1,260 @@
+//! The engines: how each inference engine's worker is launched, exactly as srtctl launches it.
+//! One module per engine behind one seam ([`EngineSettings`]); the planner knows no engine's
+//! flags. Pure: settings come from the recipe, the layout from [`layout`].
+//!
+//! | engine (`backend.type` / `engine.type`) | module | worker | ready when |
+//! |---|---|---|---|
+//! | `sglang` | [`sglang`] | `dynamo.sglang` (or `sglang.launch_server` behind an SGLang router) | the leader answers `GET /health` (system port, or `--port`) |
+//! | `vllm` | [`vllm`] | `dynamo.vllm` (or `vllm serve` behind srtctl's vLLM frontend), DP launch modes | each process that runs a front answers `GET /health` |
+//! | `mocker` | [`mocker`] | `dynamo.mocker`, Dynamo's simulated engine (no weights) | it answers `GET /health` on its `DYN_SYSTEM_PORT` |
+//! | `trtllm` | none yet | srtctl launches it as one MPI `srun` per endpoint | refused: list workers under `mcsup.workers` |
+//!
+//! Adding an engine: a module with its settings (read from the recipe, errors naming the key)
+//! and its `launch`, a variant of [`EngineSettings`], and its fixtures in
+//! `tests/fixtures/srt-slurm-v1` with srtctl's own output.
+//!
+//! What every engine shares is srtctl's `start_worker` environment ([`worker_env`]) and the
+//! flag rendering of [`flags`].
+
+pub mod flags;
+pub mod layout;
+pub mod mocker;
+pub mod sglang;
+pub mod vllm;
+
+use std::collections::BTreeMap;
+
+use crate::domain::{PlanError, Role};
+use crate::recipe::{FlagMap, Recipe};
+use layout::{ports, TopoProcess};
+
+pub use flags::{config_to_cli_args, python_float, python_str, render_flags};
+
+/// Which engine runs the derived workers, with its settings from the recipe.
+#[derive(Debug, Clone)]
+pub enum EngineSettings {
+    Sglang,
+    /// How each mode runs.
+    Vllm(BTreeMap<Role, vllm::VllmMode>),
+    Mocker(mocker::MockerSettings),
+}
+
+/// One worker process as its engine launches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerLaunch {
+    /// The process name (`sglang-prefill-0`, `vllm-agg-1-dp2`, `mocker-decode-0`).
+    pub name: String,
+    pub argv: Vec<String>,
+    /// Set before the role env (srtctl's base env and `DYN_LOG`).
+    pub env_before: EnvPairs,
+    /// Set after `environment:` (the partial-node `CUDA_VISIBLE_DEVICES`, per-process ports).
+    pub env_after: EnvPairs,
+    /// The local port whose `GET /health` answering 200 makes the worker ready; `None` for a
+    /// process that serves nothing (a follower rank): it is ready once started.
+    pub health_port: Option<u16>,
+    /// The ports the process listens on, named, for the plan and the preflight.
+    pub ports: Vec<(String, u16)>,
+}
+
+impl EngineSettings {
+    /// The engine's settings, read from the recipe (`backend.*` in v1, `engine.*` in 2.0).
+    /// `engine` is the engine's name as written; `None` when mcsup derives no worker for it.
+    pub fn from_recipe(
+        engine: &str,
+        recipe: &Recipe,
+        flags: &dyn Fn(Role) -> Option<FlagMap>,
+        frontend: &str,
+    ) -> Result<Option<Self>, PlanError> {
+        Ok(match engine {
+            "sglang" => Some(Self::Sglang),
+            "vllm" => Some(Self::Vllm(vllm::modes(recipe, flags, frontend))),
+            "mocker" => Some(Self::Mocker(mocker::MockerSettings::from_recipe(recipe)?)),
+            _ => None,
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Sglang => "sglang",
+            Self::Vllm(_) => "vllm",
+            Self::Mocker(_) => "mocker",
+        }
+    }
+
+    /// The Dynamo module the workers run when Dynamo's frontend fronts them.
+    pub fn dynamo_module(&self) -> &'static str {
+        match self {
+            Self::Sglang => "dynamo.sglang",
+            Self::Vllm(_) => "dynamo.vllm",
+            Self::Mocker(_) => "dynamo.mocker",
+        }
+    }
+
+    /// The worker process `p` as srtctl launches it. `flags` are the mode's engine flags
+    /// (`backend.<engine>_config.<mode>`, `roles.<role>.args`); `kv_events` srtctl's
+    /// kv-events setting (`backend.kv_events_config`).
+    pub fn launch(
+        &self,
+        c: &LaunchContext,
+        p: &TopoProcess,
+        flags: Option<&FlagMap>,
+        kv_events: Option<&serde_yaml::Value>,
+    ) -> WorkerLaunch {
+        match self {
+            Self::Sglang => sglang::launch(c, p, flags, kv_events_for(kv_events, p.mode, false)),
+            Self::Vllm(modes) => {
+                let v = modes.get(&p.mode).cloned().unwrap_or_default();
+                vllm::launch(c, &v, p, flags, kv_events_for(kv_events, p.mode, true))
+            }
+            Self::Mocker(m) => mocker::launch(m, c, p, flags),
+        }
+    }
+}
+
+/// The engine section's keys (`backend.*`, `engine.*`) that `engine`'s launch reads, beyond
+/// those the recipe parser knows; the plan does not list them as ignored.
+pub fn recipe_keys(engine: &str) -> &'static [&'static str] {
+    match engine {
+        "sglang" => sglang::RECIPE_KEYS,
+        "vllm" => vllm::RECIPE_KEYS,
+        "mocker" => mocker::RECIPE_KEYS,
+        _ => &[],
+    }
+}
+
+/// The mode as srtctl spells it in names (`agg` for the aggregated role).
+pub(crate) fn mode_name(mode: Role) -> &'static str {
+    if mode == Role::Aggregated {
+        "agg"
+    } else {
+        mode.as_str()
+    }
+}
+
+/// What srtctl reads besides the role's flags.
+#[derive(Debug, Clone)]
+pub struct LaunchContext {
+    /// `sglang.launch_server` (an SGLang router frontend) or `dynamo.sglang` (the default).
+    pub dynamo: bool,
+    /// `--model-path`: the HF id of an `hf:` model, else `/model` (srtctl's mount point).
+    pub model_arg: String,
+    pub served_model_name: String,
+    /// `dynamo.request_plane` (default `tcp`).
+    pub request_plane: String,
+    pub event_plane: Option<String>,
+    /// Where `--dump-config-to` writes (srtctl's host log directory).
+    pub log_dir: String,
+    /// Every worker node's name and address, by worker-node index.
+    pub node_names: Vec<String>,
+    pub node_ips: Vec<String>,
+    /// The head node's address (`HEAD_NODE_IP`) and the infra node's name (etcd/NATS host).
+    pub head_ip: String,
+    pub infra_node: String,
+    pub gpus_per_node: u32,
+}
+
+/// srtctl's kv-events config for a mode, when enabled (`backend.kv_events_config` in v1,
+/// `roles.<role>.kv_events` in 2.0): `true`, or a mapping merged over the defaults.
+pub fn kv_events_for(
+    cfg: Option<&serde_yaml::Value>,
+    mode: Role,
+    vllm: bool,
+) -> Option<Vec<(String, serde_json::Value)>> {
+    let defaults = || {
+        let mut d = vec![
+            ("publisher".to_string(), serde_json::Value::from("zmq")),
+            ("topic".to_string(), serde_json::Value::from("kv-events")),
+        ];
+        if vllm {
+            d.push((
+                "enable_kv_cache_events".into(),
+                serde_json::Value::Bool(true),
+            ));
+        }
+        d
+    };
+    let cfg = cfg?;
+    match cfg {
+        serde_yaml::Value::Bool(true) => {
+            matches!(mode, Role::Prefill | Role::Decode).then(defaults)
+        }
+        serde_yaml::Value::Mapping(m) => {
+            let key = if mode == Role::Aggregated {
+                "aggregated"
+            } else {
+                mode.as_str()
+            };
+            match m.get(key)? {
+                serde_yaml::Value::Bool(true) => Some(defaults()),
+                serde_yaml::Value::Mapping(inner) => {
+                    let mut out = defaults();
+                    for (k, v) in inner {
+                        let k = k.as_str()?.to_string();
+                        let v = serde_json::to_value(v).ok()?;
+                        match out.iter_mut().find(|(x, _)| *x == k) {
+                            Some(slot) => slot.1 = v,
+                            None => out.push((k, v)),
+                        }
+                    }
+                    Some(out)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Environment variables in the order a launcher sets them.
+pub type EnvPairs = Vec<(String, String)>;
+
+/// The environment srtctl's `start_worker` sets on every engine's worker, in its
+/// order: base, `DYN_LOG`, then (after the role env and `environment:`) the partial-node
+/// `CUDA_VISIBLE_DEVICES`. Returned as (before role env, after `environment:`).
+pub fn worker_env(c: &LaunchContext, p: &TopoProcess) -> (EnvPairs, EnvPairs) {
+    let mut base = vec![
+        ("HEAD_NODE_IP".to_string(), c.head_ip.clone()),
+        (
+            "ETCD_ENDPOINTS".into(),
+            format!("http://{}:{}", c.infra_node, ports::ETCD),
+        ),
+        (
+            "NATS_SERVER".into(),
+            format!("nats://{}:{}", c.infra_node, ports::NATS),
+        ),
+        ("DYN_SYSTEM_PORT".into(), p.sys_port.to_string()),
+        ("DYN_REQUEST_PLANE".into(), c.request_plane.clone()),
+        ("DYN_SKIP_SGLANG_LOG_FORMATTING".into(), "1".into()),
+    ];
+    if let Some(e) = &c.event_plane {
+        base.push(("DYN_EVENT_PLANE".into(), e.clone()));
+    }
+    base.push((
+        "DYN_LOG".into(),
+        "info,dynamo_runtime::pipeline::network::ingress::push_handler=warn".into(),
+    ));
+    let mut after = Vec::new();
+    if (p.gpus.len() as u32) < c.gpus_per_node {
+        after.push(("CUDA_VISIBLE_DEVICES".into(), p.cuda_visible_devices()));
+    }
+    (base, after)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flags::python_json_dumps;
+
+    #[test]
+    fn kv_events_configs() {
+        let t: serde_yaml::Value = serde_yaml::from_str("true").unwrap();
+        assert!(kv_events_for(Some(&t), Role::Prefill, false).is_some());
+        assert!(kv_events_for(Some(&t), Role::Aggregated, false).is_none());
+        let m: serde_yaml::Value = serde_yaml::from_str("{aggregated: {topic: x}}").unwrap();
+        let kv = kv_events_for(Some(&m), Role::Aggregated, false).unwrap();
+        assert_eq!(
+            python_json_dumps(&kv),
+            r#"{"publisher": "zmq", "topic": "x"}"#
+        );
+    }
+}
