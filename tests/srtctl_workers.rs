@@ -121,9 +121,12 @@ fn role(mode: &str) -> Role {
 }
 
 /// Variables mcsup adds that srtctl does not, on purpose.
-const MCSUP_ONLY: [&str; 1] = [
+const MCSUP_ONLY: [&str; 2] = [
     // Mooncake clients advertise the first non-loopback interface without it (0.3.13).
     "MC_TCP_BIND_ADDRESS",
+    // Dynamo's /health stays 503 on a mocker without it (src/engine/mocker.rs); srtctl never
+    // asks a worker, only the frontend.
+    "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS",
 ];
 
 fn check(stem: &str) -> usize {

@@ -8,7 +8,8 @@
 //! Settings are read from `backend.*` (v1) or `engine.*` (2.0) with srtctl's defaults and
 //! types (marshmallow: a float is printed as Python prints it, `100` → `100.0`). The mocker
 //! serves Dynamo's system status server on its `DYN_SYSTEM_PORT`: it is ready when `GET
-//! /health` there answers 200. Pure.
+//! /health` there answers 200, which needs [`HEALTH_FROM_ENDPOINTS`] (mcsup's default, not
+//! srtctl's: srtctl judges workers through the frontend). Pure.
 
 use super::flags::{config_to_cli_args, python_float};
 use super::layout::TopoProcess;
@@ -211,6 +212,14 @@ impl MockerSettings {
     }
 }
 
+/// Dynamo's system status server answers `/health` 503 `notready` for as long as the process
+/// lives unless told which endpoints make it ready. Measured with ai-dynamo 1.6.1's mocker and
+/// srtctl's argv: `{"status":"notready",…,"endpoints":{"generate":"ready"}}` still after 40 s
+/// and 60 s without it, 200 `ready` within 2 s with it (twice each). That release logs "is
+/// deprecated and no longer used" for it all the same; the measurement is what counts here,
+/// and a newer release that drops it shows as a worker that never gets ready.
+pub const HEALTH_FROM_ENDPOINTS: &str = "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS";
+
 /// The mocker argv for `p` (srtctl's `build_worker_command`).
 pub fn mocker_argv(
     m: &MockerSettings,
@@ -295,6 +304,11 @@ pub fn launch(
         argv: mocker_argv(m, c, p, flags),
         env_before,
         env_after,
+        env_defaults: vec![(
+            HEALTH_FROM_ENDPOINTS.to_string(),
+            "[\"generate\"]".to_string(),
+            "mcsup: /health follows the generate endpoint",
+        )],
         health_port: p.is_leader().then_some(p.sys_port),
         ports,
     }

@@ -49,6 +49,9 @@ pub struct WorkerLaunch {
     pub env_before: EnvPairs,
     /// Set after `environment:` (the partial-node `CUDA_VISIBLE_DEVICES`, per-process ports).
     pub env_after: EnvPairs,
+    /// mcsup's own defaults, not srtctl's, with the reason shown as their source in the plan;
+    /// set after `env_before` and before the role env, which may override them.
+    pub env_defaults: Vec<(String, String, &'static str)>,
     /// The local port whose `GET /health` answering 200 makes the worker ready; `None` for a
     /// process that serves nothing (a follower rank): it is ready once started.
     pub health_port: Option<u16>,

@@ -121,6 +121,7 @@ pub fn launch(
         argv: sglang_argv(c, p, flags, kv_events),
         env_before,
         env_after,
+        env_defaults: Vec::new(),
         health_port: p.is_leader().then_some(port),
         ports: named,
     }

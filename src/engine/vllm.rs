@@ -414,6 +414,7 @@ pub fn launch(
         argv: vllm_argv(c, v, p, flags, kv_events),
         env_before,
         env_after,
+        env_defaults: Vec::new(),
         health_port: fronted.then_some(port),
         ports: named,
     }

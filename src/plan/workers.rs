@@ -55,6 +55,8 @@ pub struct TopoPlan {
 struct TopoExtra {
     /// Set before the role env (srtctl's base env and DYN_LOG).
     base: Vec<(String, String)>,
+    /// mcsup's own defaults, set after `base` and before the role env (which may override).
+    defaults: Vec<(String, String, &'static str)>,
     /// Set after `environment:` (the partial-node CUDA_VISIBLE_DEVICES).
     after: Vec<(String, String)>,
     readiness: Option<ReadinessSpec>,
@@ -91,6 +93,7 @@ fn topo_entry(
         true,
         Some(TopoExtra {
             base: w.env_before,
+            defaults: w.env_defaults,
             after: w.env_after,
             readiness,
             placement: WorkerPlacement {
@@ -235,6 +238,9 @@ pub fn plan_workers(
                             continue;
                         }
                         env.set(k, v.clone(), "srtctl");
+                    }
+                    for (k, v, why) in &x.defaults {
+                        env.set(k, v.clone(), why);
                     }
                 }
                 if model.mooncake.is_some() {
