@@ -75,6 +75,16 @@ if ! command -v cargo >/dev/null 2>&1; then
   die "cargo not found on PATH (nor in ~/.cargo/bin). Install a Rust toolchain with rustup first."
 fi
 log "cargo: $(cargo --version)"
+# The lint steps of scripts/test.sh need rustfmt and clippy (rustup's default profile has them;
+# the minimal one does not).
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    log "rust: adding the rustfmt and clippy components"
+    rustup component add rustfmt clippy
+  else
+    warn "rust: cargo fmt or cargo clippy is missing and there is no rustup to add them: the lint steps will fail"
+  fi
+fi
 
 # --------------------------------------------------------------------------------------------
 # 1. Debian packages

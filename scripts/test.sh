@@ -39,6 +39,11 @@ fi
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "format, lints and docs (warnings are errors)"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
 step "build (default features: sysfs + ibverbs)"
 cargo build --workspace --all-targets --locked
 

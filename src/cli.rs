@@ -2,6 +2,9 @@
 //!
 //! Two-stage resolution: clap parses what the user typed; [`node_inputs`] and [`load_plan`]
 //! resolve it against the environment and the recipe. Printing happens here, never in the library.
+// The doc comments below are clap's help text, printed as written: `<job>` there is a
+// placeholder for the reader, not an HTML tag.
+#![allow(rustdoc::invalid_html_tags)]
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! devices, ports and GID tables from a sysroot (the live `/` or a fixture tree); `verbs`
 //! (feature `ibverbs`, on by default) asks libibverbs the same questions plus what only it
 //! knows (active MTU, whether the device opens); [`gid`] decodes GIDs; [`uverbs`] checks that a
-//! device node opens; [`fixture`] writes fake sysroots for tests and benchmarks.
+//! device node opens; `fixture` writes fake sysroots for tests and benchmarks.
 //! Must not: know about Mooncake (which GID index a program picks is that program's policy, and
 //! lives with the caller), recipes, roles, environment variables or how to word a report:
 //! callers pass values in and render the values that come out. "No RDMA on this machine" is

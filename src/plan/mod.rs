@@ -7,7 +7,7 @@
 //! [`kinds`] holds the service kinds' defaults; [`services`] and [`workers`] resolve this node's
 //! processes (with [`placeholders`] and [`policy`]; each engine's worker launch comes from
 //! [`crate::engine`], srtctl's layout from [`crate::engine::layout`]); [`memory`] sizes HiCache
-//! and headroom; [`lints`] words the warnings; [`resolve`] orders it all into phases and gates.
+//! and headroom; [`lints`] words the warnings; `resolve` orders it all into phases and gates.
 //! [`spec`] is the output.
 
 mod env;

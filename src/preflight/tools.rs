@@ -3,7 +3,7 @@
 //! `--nof_eviction_high_watermark_ratio` on masters before v0.3.11).
 //!
 //! The helpers it runs (`--help`, `python -c`) are bounded in time and output and cannot
-//! outlive the check or mcsup: see [`run_bounded`]. It reports; it never decides.
+//! outlive the check or mcsup: see `run_bounded`. It reports; it never decides.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -30,7 +30,7 @@ fn with_fix(msg: impl fmt::Display, fix: impl fmt::Display) -> String {
     format!("{msg}{FIX_MARKER}{fix}")
 }
 
-/// [`with_fix`] for the key `sub` inside the current value.
+/// `with_fix` for the key `sub` inside the current value.
 pub fn at_key(sub: impl fmt::Display, msg: impl fmt::Display, fix: impl fmt::Display) -> String {
     format!("{AT_MARKER}{sub}{AT_END}{msg}{FIX_MARKER}{fix}")
 }

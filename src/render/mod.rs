@@ -1,6 +1,6 @@
 //! What mcsup shows people: the plan ([`plan_human`], [`plan_json`]: both from the same value), the
-//! status files ([`status`]: one node, the whole job, Prometheus text) and the job's timeline
-//! picture ([`timeline`]). Nothing here does I/O.
+//! status files (`status`: one node, the whole job, Prometheus text) and the job's timeline
+//! picture (`timeline`). Nothing here does I/O.
 //!
 //! Secrets ([`crate::secrets`]): values of secret variables and flags, and credential-shaped
 //! words, are replaced by `<redacted>` everywhere (env, argv, files, warnings) unless the caller

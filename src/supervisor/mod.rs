@@ -17,7 +17,7 @@
 //! - `signals`: what mcsup does with every signal (the table), signal streams and the
 //!   async-signal-safe SIGKILL backstop.
 //! - `status`: the events file (`<node>.events.jsonl`), the status file (`<node>.status.json`)
-//!   and [`print_status`].
+//!   and `print_status`.
 //!
 //! This module only holds the public surface; it must not grow logic of its own.
 

@@ -243,7 +243,7 @@ pub fn signal_name(signo: i32) -> String {
     }
 }
 
-/// Where the supervisor hears signals from: the process's own ([`SignalEvents`]) or, to drive a
+/// Where the supervisor hears signals from: the process's own (`SignalEvents`) or, to drive a
 /// run in-process, a channel of [`SignalEvent`]s (a closed channel never yields).
 pub trait SignalSource {
     /// The next signal event.

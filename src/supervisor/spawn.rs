@@ -587,7 +587,7 @@ fn close_inherited_fds() {
     }
 }
 
-/// The scheduler slice mcsup's supervising thread asks for (see [`prefer_short_slice`]): the
+/// The scheduler slice mcsup's supervising thread asks for (see `prefer_short_slice`): the
 /// shortest the kernel accepts for a normal task.
 pub const SHORT_SLICE: std::time::Duration = std::time::Duration::from_micros(100);
 

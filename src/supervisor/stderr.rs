@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::logs::QueueBudget;
 use super::LogFormat;
 
-/// Install a tracing subscriber on stderr (through [`StderrQueue`]) unless the caller already has
+/// Install a tracing subscriber on stderr (through `StderrQueue`) unless the caller already has
 /// one.
 pub fn init_tracing(format: LogFormat) {
     use tracing_subscriber::EnvFilter;

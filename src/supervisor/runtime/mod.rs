@@ -118,7 +118,7 @@ pub async fn run(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorE
     run_with_signals(plan, opts, sigs).await
 }
 
-/// [`run`] with the signals coming from `sigs` instead of the process's own (mini-redis style:
+/// `run` with the signals coming from `sigs` instead of the process's own (mini-redis style:
 /// the shutdown source is a parameter), so a test can drive a whole run in-process, e.g. with a
 /// channel ([`signals::SignalSource`] is implemented for one).
 pub async fn run_with_signals(
