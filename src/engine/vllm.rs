@@ -68,6 +68,18 @@ fn kv_transfer_config(connector: &str) -> String {
     }
 }
 
+/// A worker over several nodes: the leader's address, the node count and this node's rank.
+fn rendezvous(leader_ip: String, p: &TopoProcess, rank: usize) -> [String; 6] {
+    [
+        "--master-addr".into(),
+        leader_ip,
+        "--nnodes".into(),
+        p.endpoint_nodes.len().to_string(),
+        "--node-rank".into(),
+        rank.to_string(),
+    ]
+}
+
 /// The vLLM worker argv for `p` (srtctl's `VLLMProtocol.build_worker_command`).
 pub fn vllm_argv(
     c: &LaunchContext,
@@ -113,14 +125,7 @@ pub fn vllm_argv(
             ]);
         }
         if multi {
-            argv.extend([
-                "--master-addr".into(),
-                leader_ip,
-                "--nnodes".into(),
-                p.endpoint_nodes.len().to_string(),
-                "--node-rank".into(),
-                rank_in_endpoint.to_string(),
-            ]);
+            argv.extend(rendezvous(leader_ip, p, rank_in_endpoint));
             if rank_in_endpoint > 0 {
                 argv.push("--headless".into());
                 skip.push("api-server-count");
@@ -179,13 +184,8 @@ pub fn vllm_argv(
         ]);
         let local = p.gpus.len() as u32;
         if v.replica > local {
+            argv.extend(rendezvous(leader_ip.clone(), p, rank_in_endpoint));
             argv.extend([
-                "--master-addr".into(),
-                leader_ip.clone(),
-                "--nnodes".into(),
-                p.endpoint_nodes.len().to_string(),
-                "--node-rank".into(),
-                rank_in_endpoint.to_string(),
                 "--data-parallel-address".into(),
                 leader_ip,
                 "--data-parallel-rpc-port".into(),
@@ -223,14 +223,7 @@ pub fn vllm_argv(
             rpc,
         ]);
     } else if multi {
-        argv.extend([
-            "--master-addr".into(),
-            leader_ip,
-            "--nnodes".into(),
-            p.endpoint_nodes.len().to_string(),
-            "--node-rank".into(),
-            rank_in_endpoint.to_string(),
-        ]);
+        argv.extend(rendezvous(leader_ip, p, rank_in_endpoint));
         if rank_in_endpoint > 0 {
             argv.push("--headless".into());
         }
