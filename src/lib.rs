@@ -17,4 +17,5 @@ pub mod preflight;
 pub mod recipe;
 pub mod render;
 pub mod secrets;
+pub mod slurm;
 pub mod supervisor;

@@ -465,7 +465,7 @@ pub fn plan_with(
         exit_when_workers_done: mc.shutdown.exit_when_workers_done.unwrap_or(true),
     };
     {
-        use crate::preflight::slurm::{DEFAULT_KILL_WAIT, KILL_MARGIN};
+        use crate::slurm::{DEFAULT_KILL_WAIT, KILL_MARGIN};
         if shutdown.deadline + KILL_MARGIN > DEFAULT_KILL_WAIT {
             warnings.push(format!(
                 "mcsup.shutdown.deadline_seconds {} (+{} s to kill and reap) is past Slurm's default KillWait of {} s: unless this cluster's KillWait is longer (the preflight reads it), Slurm SIGKILLs the step in the middle of the teardown; keep the deadline at {} s or less",

@@ -15,10 +15,7 @@ use std::time::Duration;
 use super::report::{Check, Report};
 use crate::plan::{Plan, TeardownTier};
 
-/// Slurm's default `KillWait` (slurm.conf(5)).
-pub const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(30);
-/// What mcsup needs after its deadline: SIGKILL the groups left, reap them, write the status.
-pub const KILL_MARGIN: Duration = Duration::from_secs(2);
+pub use crate::slurm::{DEFAULT_KILL_WAIT, KILL_MARGIN};
 
 /// What the preflight knows about `KillWait`.
 #[derive(Debug, Clone, PartialEq, Eq)]
