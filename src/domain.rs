@@ -31,6 +31,15 @@ impl Role {
             Role::Aggregated => "aggregated",
         }
     }
+
+    /// The name srtctl gives the mode and srt-slurm 2.0 the role (`roles.agg`, `agg_0`,
+    /// `sglang-agg-0`): `agg` for the aggregated role.
+    pub fn short(self) -> &'static str {
+        match self {
+            Role::Aggregated => "agg",
+            r => r.as_str(),
+        }
+    }
 }
 
 impl fmt::Display for Role {

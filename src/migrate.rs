@@ -35,13 +35,6 @@ fn key(s: &str) -> Value {
     Value::String(s.to_string())
 }
 
-fn v2_role(role: Role) -> &'static str {
-    match role {
-        Role::Aggregated => "agg",
-        r => r.as_str(),
-    }
-}
-
 /// What the migration noted (printed as comments above the YAML).
 pub struct Migrated {
     pub yaml: String,
@@ -87,7 +80,7 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
     let mut roles = Mapping::new();
     let mut resources = top.get("resources").and_then(Value::as_mapping).cloned();
     for role in Role::ALL {
-        let (mode, name) = (role.as_str(), v2_role(role));
+        let (mode, name) = (role.as_str(), role.short());
         let mut r = Mapping::new();
         if let Some(res) = resources.as_mut() {
             for (from, to) in [
@@ -127,7 +120,7 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
     // reads it) or per mode.
     if let Some(kv) = backend.get("kv_events_config").filter(|v| !v.is_null()) {
         for role in Role::ALL {
-            let name = v2_role(role);
+            let name = role.short();
             let value = match kv {
                 Value::Bool(true) if role != Role::Aggregated => Some(Value::Bool(true)),
                 Value::Mapping(m) => m.get(role.as_str()).or_else(|| m.get(name)).cloned(),
@@ -310,7 +303,7 @@ fn store_services(sa: &Mapping, roles: &Mapping, notes: &mut Vec<String>) -> Vec
     for role in Role::ALL {
         let p = placements
             .get(role.as_str())
-            .or_else(|| placements.get(v2_role(role)))
+            .or_else(|| placements.get(role.short()))
             .and_then(Value::as_mapping);
         if let Some(p) = p {
             if p.get("enabled").and_then(Value::as_bool) != Some(false) {
@@ -336,7 +329,7 @@ fn store_services(sa: &Mapping, roles: &Mapping, notes: &mut Vec<String>) -> Vec
     let covers_all_roles = roles
         .keys()
         .filter_map(Value::as_str)
-        .all(|r| placed.iter().any(|(p, _)| v2_role(*p) == r));
+        .all(|r| placed.iter().any(|(p, _)| p.short() == r));
     let groups: Vec<(String, String, Mapping)> = if placed.len() > 1
         && identical
         && covers_all_roles
@@ -348,8 +341,8 @@ fn store_services(sa: &Mapping, roles: &Mapping, notes: &mut Vec<String>) -> Vec
             .iter()
             .map(|(r, p)| {
                 (
-                    format!("store-{}", v2_role(*r)),
-                    v2_role(*r).to_string(),
+                    format!("store-{}", r.short()),
+                    r.short().to_string(),
                     p.clone(),
                 )
             })

@@ -99,6 +99,14 @@ impl TopoProcess {
         self.node_rank == 0
     }
 
+    /// This process's node's position among the endpoint's nodes (0 on the first).
+    pub fn rank_in_endpoint(&self) -> usize {
+        self.endpoint_nodes
+            .iter()
+            .position(|n| *n == self.node)
+            .unwrap_or(0)
+    }
+
     /// `0,1` — srtctl's `cuda_visible_devices`.
     pub fn cuda_visible_devices(&self) -> String {
         self.gpus
@@ -152,11 +160,7 @@ pub fn inputs(recipe: &Recipe) -> Result<Option<TopologyInputs>, PlanError> {
         (
             "roles",
             Box::new(|role: Role| {
-                let name = if role == Role::Aggregated {
-                    "agg"
-                } else {
-                    role.as_str()
-                };
+                let name = role.short();
                 let k = |f: &str| recipe.raw_get(&["roles", name, f]);
                 Ok((
                     num(k("nodes"), &format!("roles.{name}.nodes"))?,
@@ -169,11 +173,7 @@ pub fn inputs(recipe: &Recipe) -> Result<Option<TopologyInputs>, PlanError> {
         (
             "resources",
             Box::new(|role: Role| {
-                let name = if role == Role::Aggregated {
-                    "agg"
-                } else {
-                    role.as_str()
-                };
+                let name = role.short();
                 Ok((
                     num(
                         res(&format!("{name}_nodes")),
@@ -429,12 +429,7 @@ pub fn vllm_processes(
                 } else {
                     dp_size
                 };
-                let key = (if e.mode == Role::Aggregated {
-                    "agg"
-                } else {
-                    e.mode.as_str()
-                })
-                .to_string();
+                let key = e.mode.short().to_string();
                 if dp_size * replica != total {
                     return Err(err(
                         key,

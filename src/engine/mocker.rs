@@ -13,7 +13,7 @@
 
 use super::flags::{config_to_cli_args, python_float};
 use super::layout::TopoProcess;
-use super::{mode_name, worker_env, LaunchContext, WorkerLaunch};
+use super::{worker_env, LaunchContext, WorkerLaunch};
 use crate::domain::{plan_err, PlanError, Role};
 use crate::recipe::{FlagMap, Recipe};
 
@@ -175,11 +175,7 @@ impl MockerSettings {
     pub fn from_recipe(recipe: &Recipe) -> Result<Self, PlanError> {
         let r = Reader {
             recipe,
-            section: if recipe.engine.is_some() {
-                "engine"
-            } else {
-                "backend"
-            },
+            section: super::section(recipe),
         };
         let d = Self::default();
         Ok(Self {
@@ -300,7 +296,7 @@ pub fn launch(
         ports.push(("bootstrap".into(), b));
     }
     WorkerLaunch {
-        name: format!("mocker-{}-{}", mode_name(p.mode), p.index),
+        name: format!("mocker-{}-{}", p.mode.short(), p.index),
         argv: mocker_argv(m, c, p, flags),
         env_before,
         env_after,

@@ -62,10 +62,10 @@ pub struct WorkerLaunch {
 impl EngineSettings {
     /// The engine's settings, read from the recipe (`backend.*` in v1, `engine.*` in 2.0).
     /// `engine` is the engine's name as written; `None` when mcsup derives no worker for it.
-    pub fn from_recipe(
+    pub fn from_recipe<'a>(
         engine: &str,
         recipe: &Recipe,
-        flags: &dyn Fn(Role) -> Option<FlagMap>,
+        flags: &dyn Fn(Role) -> Option<&'a FlagMap>,
         frontend: &str,
     ) -> Result<Option<Self>, PlanError> {
         Ok(match engine {
@@ -74,14 +74,6 @@ impl EngineSettings {
             "mocker" => Some(Self::Mocker(mocker::MockerSettings::from_recipe(recipe)?)),
             _ => None,
         })
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Sglang => "sglang",
-            Self::Vllm(_) => "vllm",
-            Self::Mocker(_) => "mocker",
-        }
     }
 
     /// The Dynamo module the workers run when Dynamo's frontend fronts them.
@@ -106,11 +98,22 @@ impl EngineSettings {
         match self {
             Self::Sglang => sglang::launch(c, p, flags, kv_events_for(kv_events, p.mode, false)),
             Self::Vllm(modes) => {
-                let v = modes.get(&p.mode).cloned().unwrap_or_default();
-                vllm::launch(c, &v, p, flags, kv_events_for(kv_events, p.mode, true))
+                // Every mode is in the map (`vllm::modes` covers Role::ALL).
+                let fallback = vllm::VllmMode::default();
+                let v = modes.get(&p.mode).unwrap_or(&fallback);
+                vllm::launch(c, v, p, flags, kv_events_for(kv_events, p.mode, true))
             }
             Self::Mocker(m) => mocker::launch(m, c, p, flags),
         }
+    }
+}
+
+/// Where an engine's settings live: `engine.*` in a 2.0 recipe, `backend.*` in v1.
+pub(crate) fn section(recipe: &Recipe) -> &'static str {
+    if recipe.engine.is_some() {
+        "engine"
+    } else {
+        "backend"
     }
 }
 
@@ -122,15 +125,6 @@ pub fn recipe_keys(engine: &str) -> &'static [&'static str] {
         "vllm" => vllm::RECIPE_KEYS,
         "mocker" => mocker::RECIPE_KEYS,
         _ => &[],
-    }
-}
-
-/// The mode as srtctl spells it in names (`agg` for the aggregated role).
-pub(crate) fn mode_name(mode: Role) -> &'static str {
-    if mode == Role::Aggregated {
-        "agg"
-    } else {
-        mode.as_str()
     }
 }
 

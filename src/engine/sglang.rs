@@ -9,7 +9,7 @@
 
 use super::flags::{config_to_cli_args, kv_events_args};
 use super::layout::{ports, TopoProcess};
-use super::{mode_name, worker_env, LaunchContext, WorkerLaunch};
+use super::{worker_env, LaunchContext, WorkerLaunch};
 use crate::domain::Role;
 use crate::recipe::FlagMap;
 
@@ -117,7 +117,7 @@ pub fn launch(
         named.push(("dp_rpc".into(), r));
     }
     WorkerLaunch {
-        name: format!("sglang-{}-{}", mode_name(p.mode), p.index),
+        name: format!("sglang-{}-{}", p.mode.short(), p.index),
         argv: sglang_argv(c, p, flags, kv_events),
         env_before,
         env_after,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::flags::{config_to_cli_args, kv_events_args, python_json_dumps, python_str};
 use super::layout::{ports, TopoProcess};
-use super::{mode_name, worker_env, EnvPairs, LaunchContext, WorkerLaunch};
+use super::{worker_env, EnvPairs, LaunchContext, WorkerLaunch};
 use crate::domain::Role;
 use crate::recipe::FlagMap;
 use crate::recipe::Recipe;
@@ -90,11 +90,7 @@ pub fn vllm_argv(
 ) -> Vec<String> {
     let multi = p.endpoint_nodes.len() > 1;
     let leader_ip = c.node_ips[p.endpoint_nodes[0]].clone();
-    let rank_in_endpoint = p
-        .endpoint_nodes
-        .iter()
-        .position(|n| *n == p.node)
-        .unwrap_or(0);
+    let rank_in_endpoint = p.rank_in_endpoint();
     let device_ids = || {
         [
             "--device-ids".to_string(),
@@ -278,16 +274,12 @@ pub const RECIPE_KEYS: &[&str] = &[
 ];
 
 /// How each mode runs (srtctl's `VLLMProtocol` settings; v1 `backend.*`, 2.0 `engine.*`).
-pub fn modes(
+pub fn modes<'a>(
     recipe: &Recipe,
-    flags: &dyn Fn(Role) -> Option<FlagMap>,
+    flags: &dyn Fn(Role) -> Option<&'a FlagMap>,
     frontend: &str,
 ) -> BTreeMap<Role, VllmMode> {
-    let engine_key = if recipe.engine.is_some() {
-        "engine"
-    } else {
-        "backend"
-    };
+    let engine_key = super::section(recipe);
     let eng = |k: &str| recipe.raw_get(&[engine_key, k]);
     let flag_num = |f: Option<&FlagMap>, names: [&str; 2]| -> Option<u32> {
         f?.0.iter()
@@ -299,7 +291,6 @@ pub fn modes(
         .into_iter()
         .map(|r| {
             let f = flags(r);
-            let f = f.as_ref();
             let tp = flag_num(f, ["tensor-parallel-size", "tensor_parallel_size"])
                 .unwrap_or(1)
                 .max(1);
@@ -340,11 +331,7 @@ pub fn modes(
 
 /// `VLLMProtocol.should_colocate_prefill_decode`'s two switches: (allowed, across nodes).
 pub fn colocation(recipe: &Recipe) -> (bool, bool) {
-    let engine_key = if recipe.engine.is_some() {
-        "engine"
-    } else {
-        "backend"
-    };
+    let engine_key = super::section(recipe);
     let b = |k: &str| {
         recipe
             .raw_get(&[engine_key, k])
@@ -371,11 +358,7 @@ pub fn launch(
     let (env_before, mut env_after) = worker_env(c, p);
     env_after.retain(|(k, _)| k != "CUDA_VISIBLE_DEVICES" || v.set_cvd);
     env_after.extend(vllm_process_env(c, p));
-    let rank_in_endpoint = p
-        .endpoint_nodes
-        .iter()
-        .position(|n| *n == p.node)
-        .unwrap_or(0);
+    let rank_in_endpoint = p.rank_in_endpoint();
     let fronted = if v.dp && v.per_node && v.replica <= p.gpus.len() as u32 {
         true
     } else if v.dp && !v.per_node {
@@ -384,7 +367,7 @@ pub fn launch(
         rank_in_endpoint == 0
     };
     let port = if v.direct { 8000 } else { p.sys_port };
-    let mode = mode_name(p.mode);
+    let mode = p.mode.short();
     let name = if v.dp && !v.per_node {
         format!("vllm-{mode}-{}-dp{}", p.index, p.node_rank)
     } else {

@@ -307,7 +307,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         let takes_flags = backend_type(&engine_name).is_some_and(|b| b != BackendType::Trtllm);
         for role in Role::ALL {
             if let Some(rc) = roles.for_role(role) {
-                let name = v2_role_name(role);
+                let name = role.short();
                 // A declared role runs a worker even without args (srtctl derives one per role).
                 let flags = match (&rc.args, takes_flags) {
                     (Some(v), true) => {
@@ -378,35 +378,27 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             );
         }
     }
-    match &recipe.engine {
+    let (section_ignored, prefix) = match &recipe.engine {
         Some(e) => {
             let name = e.r#type.clone().unwrap_or_else(|| "sglang".into());
             model.engine = backend_type(&name).unwrap_or(BackendType::Trtllm);
-            let read = crate::engine::recipe_keys(&name);
             model.engine_name = name;
-            model.ignored.extend(
-                e.ignored
-                    .iter()
-                    .filter(|k| !k.strip_prefix("engine.").is_some_and(|k| read.contains(&k)))
-                    .cloned(),
-            );
+            (&e.ignored, "engine.")
         }
         None => {
             model.engine = backend.r#type;
             model.engine_name = backend.r#type.as_str().into();
-            let read = crate::engine::recipe_keys(&model.engine_name);
-            model.ignored.extend(
-                backend
-                    .ignored
-                    .iter()
-                    .filter(|k| {
-                        !k.strip_prefix("backend.")
-                            .is_some_and(|k| read.contains(&k))
-                    })
-                    .cloned(),
-            );
+            (&backend.ignored, "backend.")
         }
-    }
+    };
+    // The engine's own keys are read by its launch (src/engine/), not ignored.
+    let read = crate::engine::recipe_keys(&model.engine_name);
+    model.ignored.extend(
+        section_ignored
+            .iter()
+            .filter(|k| !k.strip_prefix(prefix).is_some_and(|k| read.contains(&k)))
+            .cloned(),
+    );
 
     // ---- the Mooncake block (v1 backend / 2.0 engine) ----
     let (mk, mk_key) = match (
@@ -727,13 +719,6 @@ fn master_base_argv(mc: &McsupSection, [rpc, meta, metrics]: [u16; 3]) -> Vec<St
         format!("--metrics_port={metrics}"),
     ]);
     argv
-}
-
-fn v2_role_name(role: Role) -> &'static str {
-    match role {
-        Role::Aggregated => "agg",
-        r => r.as_str(),
-    }
 }
 
 /// One declared `services:` entry, with srtctl's per-entry rules.

@@ -101,23 +101,13 @@ pub fn plan_with(
                 let names: Vec<&str> = Role::ALL
                     .into_iter()
                     .filter(|r| declared.for_role(*r).is_some())
-                    .map(|r| {
-                        if r == Role::Aggregated {
-                            "agg"
-                        } else {
-                            r.as_str()
-                        }
-                    })
+                    .map(Role::short)
                     .collect();
                 return Err(err(
                     "roles",
                     format!(
                         "the recipe declares no `{}` role (roles: {})",
-                        if role == Role::Aggregated {
-                            "agg"
-                        } else {
-                            role.as_str()
-                        },
+                        role.short(),
                         names.join(", ")
                     ),
                     format!("run this node with --role {}", names.join(" or --role ")),
@@ -495,10 +485,7 @@ pub fn plan_with(
         return Err(err(
             match (&recipe.services, &recipe.roles, roles.first()) {
                 (Some(_), _, _) => "services".to_string(),
-                (None, Some(_), Some(r)) => format!(
-                    "roles.{}",
-                    if *r == Role::Aggregated { "agg" } else { r.as_str() }
-                ),
+                (None, Some(_), Some(r)) => format!("roles.{}", r.short()),
                 _ if recipe.backend.is_some() => "backend".to_string(),
                 _ => String::new(),
             },
@@ -598,7 +585,7 @@ fn topo_plan(
         .raw_get(&["frontend", "type"])
         .and_then(|v| v.as_str())
         .unwrap_or("dynamo");
-    let role_flags = |r: Role| model.roles.get(&r).and_then(|m| m.flags.clone());
+    let role_flags = |r: Role| model.roles.get(&r).and_then(|m| m.flags.as_ref());
     let Some(engine) =
         EngineSettings::from_recipe(&model.engine_name, recipe, &role_flags, frontend)?
     else {
@@ -677,28 +664,21 @@ fn topo_plan(
         .into_iter()
         .filter(|p| Some(p.node) == here_idx)
         .collect();
-    let v2 = |r: Role| {
-        if r == Role::Aggregated {
-            "agg"
-        } else {
-            r.as_str()
-        }
-    };
     let placed: Vec<Role> = Role::ALL
         .into_iter()
         .filter(|r| here.iter().any(|p| p.mode == *r))
         .collect();
-    let list = |rs: &[Role]| rs.iter().map(|r| v2(*r)).collect::<Vec<_>>().join(",");
+    let list = |rs: &[Role]| rs.iter().map(|r| r.short()).collect::<Vec<_>>().join(",");
     for r in &placed {
         if derived(*r) && !roles.contains(r) {
             return Err(err(
                 "--role",
                 format!(
                     "srtctl's layout puts {} workers on {} ({}), but --role does not name {}",
-                    v2(*r),
+                    r.short(),
                     ctx.name,
                     list(&placed),
-                    v2(*r)
+                    r.short()
                 ),
                 format!("run this node with --role {}", list(&placed)),
             ));
@@ -710,7 +690,7 @@ fn topo_plan(
                 "--role",
                 format!(
                     "srtctl's layout puts no {} worker on {} ({})",
-                    v2(*r),
+                    r.short(),
                     ctx.name,
                     if placed.is_empty() {
                         "it runs no worker there".to_string()
@@ -780,7 +760,7 @@ fn topo_plan(
     let kv_events = if recipe.roles.is_some() {
         let mut m = serde_yaml::Mapping::new();
         for r in Role::ALL {
-            if let Some(v) = recipe.raw_get(&["roles", v2(r), "kv_events"]) {
+            if let Some(v) = recipe.raw_get(&["roles", r.short(), "kv_events"]) {
                 m.insert(serde_yaml::Value::from(r.as_str()), v.clone());
             }
         }

@@ -20,7 +20,7 @@ use super::services::{set_local_defaults, NodeScope};
 use super::spec::*;
 use crate::domain::Role;
 use crate::engine::layout::TopoProcess;
-use crate::engine::{mode_name, EngineSettings, LaunchContext};
+use crate::engine::{EngineSettings, LaunchContext};
 use crate::mooncake;
 use crate::recipe::*;
 
@@ -83,7 +83,7 @@ fn topo_entry(
             t.ready_timeout,
         )
     });
-    let mode = mode_name(p.mode);
+    let mode = p.mode.short();
     (
         format!(
             "{} ({mode}[{}], node rank {})",
@@ -151,14 +151,7 @@ pub fn plan_workers(
                 Some(w) => vec![(rm.flags_key.clone(), w, true, None)],
                 None => {
                     let hint = if model.spelling == Spelling::V2 {
-                        format!(
-                            "roles.{}.args",
-                            if role == Role::Aggregated {
-                                "agg"
-                            } else {
-                                role.as_str()
-                            }
-                        )
+                        format!("roles.{}.args", role.short())
                     } else {
                         format!("backend.sglang_config.{role}")
                     };
