@@ -235,8 +235,8 @@ fn every_node_runs_srtctls_worker_processes() {
         assert!(n > 0, "{stem}: nothing compared");
         total += n;
     }
-    // srtctl starts 51 worker processes over the 11 recipes (5 of them mocker workers).
-    assert_eq!(total, 51);
+    // srtctl starts 59 worker processes over the 12 recipes (5 of them mocker workers).
+    assert_eq!(total, 59);
 }
 
 #[test]
@@ -357,5 +357,201 @@ fn the_2_0_form_of_each_recipe_runs_the_same_workers() {
             compared += workers(&p2).len();
         });
     }
-    assert_eq!(compared, 51);
+    assert_eq!(compared, 59);
+}
+
+/// One process of srtctl's frontend stage, as captured.
+#[derive(Debug, Default)]
+struct FrontendExpected {
+    node: String,
+    /// mcsup's (and srtctl's `ManagedProcess`) name: `nginx`, `frontend_<i>`, `sglang_router_<i>`.
+    name: String,
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+}
+
+/// `<recipe>.frontend.txt`: the layout line, the health expectation, the processes and the
+/// nginx configuration srtctl wrote.
+struct FrontendCapture {
+    health_path: String,
+    prefill: u32,
+    decode: u32,
+    processes: Vec<FrontendExpected>,
+    nginx_conf: Option<String>,
+}
+
+fn parse_frontend(text: &str) -> FrontendCapture {
+    let mut cap = FrontendCapture {
+        health_path: String::new(),
+        prefill: 0,
+        decode: 0,
+        processes: Vec::new(),
+        nginx_conf: None,
+    };
+    let mut conf: Option<String> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("HEALTH ") {
+            for w in rest.split_whitespace() {
+                let (k, v) = w.split_once('=').unwrap();
+                match k {
+                    "path" => cap.health_path = v.into(),
+                    "prefill" => cap.prefill = v.parse().unwrap(),
+                    "decode" => cap.decode = v.parse().unwrap(),
+                    _ => {}
+                }
+            }
+        } else if line.starts_with("## FILE ") {
+            conf = Some(String::new());
+        } else if let Some(rest) = line.strip_prefix("## ") {
+            let mut w = rest.split_whitespace();
+            let node = w.next().unwrap().to_string();
+            let log = w.next().unwrap();
+            let tail = log
+                .strip_prefix(&format!("{node}_"))
+                .unwrap()
+                .trim_end_matches(".out");
+            let name = match tail.strip_prefix("router_") {
+                Some(i) => format!("sglang_router_{i}"),
+                None => tail.to_string(),
+            };
+            cap.processes.push(FrontendExpected {
+                node,
+                name,
+                ..Default::default()
+            });
+        } else if let Some(argv) = line.strip_prefix("ARGV: ") {
+            cap.processes.last_mut().unwrap().argv = shell_split(argv);
+        } else if let Some(kv) = line.strip_prefix("ENV ") {
+            let (k, v) = kv.split_once('=').unwrap();
+            cap.processes
+                .last_mut()
+                .unwrap()
+                .env
+                .insert(k.into(), v.into());
+        } else if let (Some(c), Some(l)) = (conf.as_mut(), line.strip_prefix("|")) {
+            c.push_str(l.strip_prefix(' ').unwrap_or(l));
+            c.push('\n');
+        }
+    }
+    cap.nginx_conf = conf;
+    cap
+}
+
+/// An nginx configuration's directives, without comments, blank lines or layout: two
+/// configurations with the same directives in the same order are the same configuration.
+fn directives(conf: &str) -> Vec<String> {
+    conf.lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .flat_map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .collect()
+}
+
+/// The frontend stage exactly as srtctl starts it, on every node: for each upstream recipe (and
+/// one derived to cover the SGLang router behind nginx with every nginx option), the processes
+/// of `<recipe>.frontend.txt` (srtctl's `start_frontend` captured, see the file's header) are
+/// the frontend processes mcsup plans, on the same nodes, with the same argv and environment;
+/// the nginx configuration has srtctl's directives; the servable gate waits for the worker
+/// counts srtctl's health check waits for, on the same endpoint.
+#[test]
+fn every_node_runs_srtctls_frontend_stage() {
+    let mut stems: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            let name = p.file_name()?.to_str()?;
+            name.strip_suffix(".frontend.txt").map(String::from)
+        })
+        .collect();
+    stems.sort();
+    assert_eq!(stems.len(), 12, "{stems:?}");
+    let (mut processes, mut confs, mut gates) = (0, 0, 0);
+    for stem in &stems {
+        let cap = parse_frontend(
+            &std::fs::read_to_string(dir().join(format!("{stem}.frontend.txt"))).unwrap(),
+        );
+        let mut got: Vec<(String, plan::ProcessSpec)> = Vec::new();
+        let mut files: Vec<(String, plan::FileSpec)> = Vec::new();
+        check_with(stem, &mut |node, _, p| {
+            got.extend(
+                p.processes
+                    .iter()
+                    .filter(|x| x.kind == ProcessKind::Frontend)
+                    .map(|x| (node.to_string(), x.clone())),
+            );
+            files.extend(p.files.iter().map(|f| (node.to_string(), f.clone())));
+        });
+        assert_eq!(
+            got.len(),
+            cap.processes.len(),
+            "{stem}: frontend processes {:?}",
+            got.iter().map(|(n, p)| (n, &p.name)).collect::<Vec<_>>()
+        );
+        for want in &cap.processes {
+            let (_, g) = got
+                .iter()
+                .find(|(n, p)| *n == want.node && p.name == want.name)
+                .unwrap_or_else(|| panic!("{stem}: no {} on {}", want.name, want.node));
+            if want.name == "nginx" {
+                // srtctl: `bash -c '[ulimit -n 1048576 && ]nginx -c /logs/nginx.conf -g …'` in
+                // its nginx container; mcsup: nginx itself, the ulimit as its preamble.
+                let inner = &want.argv[2];
+                assert_eq!(
+                    g.preamble.is_some(),
+                    inner.starts_with("ulimit -n 1048576 && "),
+                    "{stem}: nginx ulimit"
+                );
+                assert_eq!(g.argv[..2], ["nginx", "-c"], "{stem}: nginx argv");
+                assert!(
+                    g.argv.iter().any(|a| a.starts_with("daemon off;")),
+                    "{stem}"
+                );
+                let (_, file) = files
+                    .iter()
+                    .find(|(n, f)| *n == want.node && f.path.ends_with("nginx.conf"))
+                    .unwrap_or_else(|| panic!("{stem}: no nginx.conf on {}", want.node));
+                assert_eq!(g.argv[2], file.path.display().to_string());
+                assert_eq!(
+                    directives(&file.contents),
+                    directives(cap.nginx_conf.as_deref().expect("srtctl wrote nginx.conf")),
+                    "{stem}: nginx.conf directives"
+                );
+                confs += 1;
+            } else {
+                assert_eq!(g.argv, want.argv, "{stem} {}: argv", want.name);
+                let env: BTreeMap<String, String> = g
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect();
+                assert_eq!(env, want.env, "{stem} {}: env", want.name);
+            }
+            processes += 1;
+        }
+        // The servable gate: on the public endpoint, srtctl's path and counts.
+        let servable: Vec<_> = got
+            .iter()
+            .filter_map(|(_, p)| {
+                p.readiness.as_ref()?.probes.iter().find_map(|x| match x {
+                    plan::ProbeSpec::Servable(s) => Some(s.clone()),
+                    _ => None,
+                })
+            })
+            .collect();
+        assert_eq!(servable.len(), 1, "{stem}: one public endpoint");
+        let s = &servable[0];
+        assert_eq!(
+            (
+                s.frontend.health_path(),
+                s.expected.prefill,
+                s.expected.decode,
+                s.port
+            ),
+            (cap.health_path.as_str(), cap.prefill, cap.decode, 8000),
+            "{stem}: servable gate"
+        );
+        gates += 1;
+    }
+    // 33 frontend processes: 25 Dynamo frontends, 2 SGLang routers, 6 nginx.
+    assert_eq!((processes, confs, gates), (33, 6, 12));
 }

@@ -17,8 +17,10 @@
 //! flag rendering of [`flags`].
 
 pub mod flags;
+pub mod frontend;
 pub mod layout;
 pub mod mocker;
+pub mod reader;
 pub mod sglang;
 pub mod vllm;
 

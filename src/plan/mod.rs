@@ -4,14 +4,15 @@
 //! names, addresses, the working directory) arrives in a [`crate::node::NodeContext`] value.
 //!
 //! The steps, one file each: [`model`] folds every recipe spelling into one service model;
-//! [`kinds`] holds the service kinds' defaults; [`services`] and [`workers`] resolve this node's
-//! processes (with [`placeholders`] and [`policy`]; each engine's worker launch comes from
+//! [`kinds`] holds the service kinds' defaults; [`services`], [`workers`] and [`frontends`] resolve this
+//! node's processes (with [`placeholders`] and [`policy`]; each engine's worker launch comes from
 //! [`crate::engine`], srtctl's layout from [`crate::engine::layout`]); [`memory`] sizes HiCache
 //! and headroom; [`lints`] words the warnings; `resolve` orders it all into phases and gates.
 //! [`spec`] is the output.
 
 mod env;
 mod error;
+pub mod frontends;
 pub mod kinds;
 pub mod lints;
 pub mod memory;

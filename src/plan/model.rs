@@ -245,10 +245,13 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         master_ports: [rpc, meta, metrics],
     };
 
-    if recipe.frontend.is_some() {
-        model
-            .ignored
-            .push("frontend (mcsup reads only frontend.type)".into());
+    if let Some(serde_yaml::Value::Mapping(m)) = &recipe.frontend {
+        // mcsup runs nginx from PATH, not from a container of its own.
+        for k in m.keys().filter_map(|k| k.as_str()) {
+            if !crate::engine::frontend::RECIPE_KEYS.contains(&k) || k == "nginx_container" {
+                model.ignored.push(format!("frontend.{k}"));
+            }
+        }
     }
     if recipe.dynamo.is_some() {
         model
@@ -558,8 +561,13 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
 
     // ---- implied discovery services (2.0: a dynamo frontend needs etcd, a NATS plane NATS) ----
     let configs_dir = mc.configs_dir.clone().unwrap_or_else(|| "/configs".into());
-    if is_v2 {
-        for (name, reason) in implied_discovery(recipe) {
+    let implied = if is_v2 {
+        implied_discovery(recipe)
+    } else {
+        implied_discovery_v1(recipe, &mc, &model)?
+    };
+    {
+        for (name, reason) in implied {
             let cfg: ServiceConfig =
                 serde_yaml::from_str(&format!("{{name: {name}, type: {name}}}"))
                     .map_err(|e| err("services", e.to_string(), "report this as a bug"))?;
@@ -1069,6 +1077,30 @@ fn implied_discovery(recipe: &Recipe) -> Vec<(&'static str, String)> {
         out.push(("nats", planes.join(", ")));
     }
     out
+}
+
+/// srtctl v1 (`do_sweep.py: start_head_infrastructure`) runs NATS and etcd on the infra node
+/// for every frontend but `trtllm_serve` and `vllm`. mcsup runs them for a v1 recipe whose
+/// workers it derives from srtctl's layout (the Dynamo workers and frontend need them); a recipe
+/// that lists its own workers (`mcsup.workers`) gets none, as before.
+fn implied_discovery_v1(
+    recipe: &Recipe,
+    mc: &McsupSection,
+    model: &JobModel,
+) -> Result<Vec<(&'static str, String)>, PlanError> {
+    let frontend = recipe
+        .raw_get(&["frontend", "type"])
+        .and_then(|v| v.as_str())
+        .unwrap_or("dynamo");
+    if matches!(frontend, "trtllm_serve" | "vllm")
+        || mc.workers != WorkersConfig::default()
+        || model.engine == BackendType::Trtllm
+        || crate::engine::layout::inputs(recipe)?.is_none()
+    {
+        return Ok(Vec::new());
+    }
+    let why = format!("srtctl v1 runs it on the infra node (frontend.type {frontend})");
+    Ok(vec![("etcd", why.clone()), ("nats", why)])
 }
 
 /// srtctl: a disaggregated SGLang recipe with a Mooncake master must use Mooncake as the

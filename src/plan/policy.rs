@@ -28,6 +28,12 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(10),
         },
+        // Dynamo's frontend drains its HTTP server for DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS
+        // (5 s by default); nginx and the SGLang router stop at once on SIGTERM.
+        ProcessKind::Frontend => StopSpec {
+            signal: SignalName::SIGTERM,
+            grace: Duration::from_secs(5),
+        },
     };
     let restart = RestartSpec {
         policy: match kind {

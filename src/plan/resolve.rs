@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::{err, PlanError};
+use super::frontends;
 use super::kinds;
 use super::lints;
 use super::model::*;
@@ -168,17 +169,20 @@ pub fn plan_with(
     let mut taken = BTreeSet::new();
     // Services' errors come first (a store conflict explains more than a worker's name clash),
     // but `per: worker` services need the workers: plan both, report in that order.
-    let workers_planned = match topo_plan(recipe, &model, &mc, roles, ctx, &log_dir, &mut warnings)
-    {
-        Ok(topo) => workers::plan_workers(
-            &scope,
-            topo.as_ref(),
-            &mut taken,
-            &vllm_config_path,
-            &mut warnings,
-        ),
-        Err(e) => Err(e),
-    };
+    let (workers_planned, topo) =
+        match topo_plan(recipe, &model, &mc, roles, ctx, &log_dir, &mut warnings) {
+            Ok(topo) => (
+                workers::plan_workers(
+                    &scope,
+                    topo.as_ref(),
+                    &mut taken,
+                    &vllm_config_path,
+                    &mut warnings,
+                ),
+                topo,
+            ),
+            Err(e) => (Err(e), None),
+        };
     let no_workers = Vec::new();
     let slots: Vec<WorkerSlot> = workers_planned
         .as_ref()
@@ -258,6 +262,21 @@ pub fn plan_with(
     }
 
     let worker_procs = workers_planned?;
+    let fe = match &topo {
+        Some(t) => frontends::plan_frontends(t, ctx, &model.environment.0, &|r| {
+            model.roles.get(&r).and_then(|m| m.flags.clone())
+        })?,
+        None => frontends::FrontendPlan::default(),
+    };
+    for p in &fe.processes {
+        if !taken.insert(p.name.clone()) {
+            return Err(err(
+                "frontend",
+                format!("process name `{}` is used twice on this node", p.name),
+                "rename the worker or service that uses it",
+            ));
+        }
+    }
 
     // ---- files ----
     let mut files = Vec::new();
@@ -293,8 +312,10 @@ pub fn plan_with(
         });
     }
 
+    files.extend(fe.files.iter().cloned());
+
     // ---- gates on what runs elsewhere, and the start order ----
-    let mut gates: Vec<GateSpec> = Vec::new();
+    let mut gates: Vec<GateSpec> = fe.gates.clone();
     let local = |kind: ServiceType| {
         service_procs.iter().any(|p| {
             p.service
@@ -338,8 +359,9 @@ pub fn plan_with(
     {
         warnings.push("backend.mooncake_kv_store is not set: no Mooncake master or store is managed; only workers run".into());
     }
-    let later_phases =
-        !worker_procs.is_empty() || service_procs.iter().any(|p| p.phase != Phase::Infra);
+    let later_phases = !worker_procs.is_empty()
+        || !fe.processes.is_empty()
+        || service_procs.iter().any(|p| p.phase != Phase::Infra);
     let mut infra_deps: Vec<String> = service_procs
         .iter()
         .filter(|p| p.phase == Phase::Infra)
@@ -387,16 +409,20 @@ pub fn plan_with(
         .map(|p| p.name.clone())
         .collect();
     let worker_names: Vec<String> = worker_procs.iter().map(|p| p.name.clone()).collect();
+    let frontend_names: Vec<String> = fe.processes.iter().map(|p| p.name.clone()).collect();
     let mut processes: Vec<ProcessSpec> = Vec::new();
     for phase in [
         Phase::Infra,
         Phase::BeforeWorkers,
         Phase::WithWorkers,
         Phase::Workers,
+        Phase::Frontend,
         Phase::AfterFrontend,
     ] {
         let members: Vec<ProcessSpec> = if phase == Phase::Workers {
             worker_procs.clone()
+        } else if phase == Phase::Frontend {
+            fe.processes.clone()
         } else {
             let mut m: Vec<ProcessSpec> = service_procs
                 .iter()
@@ -427,9 +453,19 @@ pub fn plan_with(
                     );
                     deps.extend(before.iter().cloned());
                 }
+                Phase::Frontend => {
+                    // The frontend's own waits (workers here and elsewhere, or nginx's
+                    // frontends) are already set; the workers here first, then those.
+                    let own: Vec<String> = p.depends_on.iter().map(|d| d.target.clone()).collect();
+                    deps.extend(infra_deps.iter().cloned());
+                    deps.extend(worker_names.iter().cloned());
+                    deps.extend(own);
+                }
                 Phase::AfterFrontend => {
                     deps.extend(infra_deps.iter().cloned());
-                    if worker_names.is_empty() {
+                    if !frontend_names.is_empty() {
+                        deps.extend(frontend_names.iter().cloned());
+                    } else if worker_names.is_empty() {
                         deps.extend(before.iter().cloned());
                     } else {
                         deps.extend(worker_names.iter().cloned());
@@ -548,6 +584,7 @@ pub fn plan_with(
         gates,
         processes,
         services: rows,
+        endpoint: fe.summary.clone(),
         recipe_schema: model.spelling.as_str().into(),
         files,
         shutdown,
@@ -628,6 +665,7 @@ fn topo_plan(
             && (total <= inputs.gpus_per_node || across);
     }
     let endpoints = super::topology::allocate(&inputs, worker_nodes.len())?;
+    let mut dp_sizes = Vec::new();
     let all = match &engine {
         EngineSettings::Sglang | EngineSettings::Mocker(_) => {
             super::topology::processes(&endpoints)
@@ -635,20 +673,22 @@ fn topo_plan(
         EngineSettings::Vllm(v) => {
             let per_node = v.values().all(|m| m.per_node);
             let direct = frontend == "vllm";
+            let dp_size = |r: Role| {
+                model
+                    .roles
+                    .get(&r)
+                    .and_then(|m| m.flags.as_ref())
+                    .and_then(|f| {
+                        f.0.iter()
+                            .find(|(k, _)| k.replace('_', "-") == "data-parallel-size")
+                    })
+                    .and_then(|(_, v)| v.as_u64())
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0)
+            };
+            dp_sizes = Role::ALL.iter().map(|r| (*r, dp_size(*r))).collect();
             let dp_of = |r: Role| super::topology::VllmDp {
-                dp_size: v.get(&r).filter(|m| m.dp).map(|_| {
-                    model
-                        .roles
-                        .get(&r)
-                        .and_then(|m| m.flags.as_ref())
-                        .and_then(|f| {
-                            f.0.iter()
-                                .find(|(k, _)| k.replace('_', "-") == "data-parallel-size")
-                        })
-                        .and_then(|(_, v)| v.as_u64())
-                        .and_then(|n| u32::try_from(n).ok())
-                        .unwrap_or(0)
-                }),
+                dp_size: v.get(&r).filter(|m| m.dp).map(|_| dp_size(r)),
                 replica: v.get(&r).map_or(1, |m| m.replica),
             };
             super::topology::vllm_processes(&endpoints, &dp_of, per_node, direct)?
@@ -661,8 +701,9 @@ fn topo_plan(
         .filter(|i| worker_nodes.contains(i))
         .map(|i| i - start);
     let here: Vec<_> = all
-        .into_iter()
+        .iter()
         .filter(|p| Some(p.node) == here_idx)
+        .cloned()
         .collect();
     let placed: Vec<Role> = Role::ALL
         .into_iter()
@@ -797,6 +838,14 @@ fn topo_plan(
             gpus_per_node: inputs.gpus_per_node,
         },
         here,
+        all,
+        head: if flag(&["frontend", "dedicated_node"]) {
+            ctx.nodelist.first().cloned().unwrap_or_default()
+        } else {
+            ctx.nodelist.get(start).cloned().unwrap_or_default()
+        },
+        frontend: crate::engine::frontend::FrontendSettings::from_recipe(recipe)?,
+        dp_sizes,
         kv_events,
         ready_timeout,
         engine,

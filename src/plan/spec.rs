@@ -21,6 +21,8 @@ pub enum ProcessKind {
     /// Any other `services:` kind (etcd, nats, exporters, generic, ...).
     Service,
     Worker,
+    /// The job's endpoint: a Dynamo frontend, an SGLang router, nginx in front of several.
+    Frontend,
 }
 
 impl ProcessKind {
@@ -30,6 +32,7 @@ impl ProcessKind {
             ProcessKind::Store => "store",
             ProcessKind::Service => "service",
             ProcessKind::Worker => "worker",
+            ProcessKind::Frontend => "frontend",
         }
     }
 }
@@ -52,7 +55,9 @@ pub enum Phase {
     WithWorkers,
     /// The inference workers.
     Workers,
-    /// After the workers are ready (srtctl: after the frontend).
+    /// The frontends (and nginx), once the workers they front are ready.
+    Frontend,
+    /// After the frontends (srtctl's `after_frontend`).
     AfterFrontend,
 }
 
@@ -61,6 +66,7 @@ impl Phase {
     pub fn default_for(kind: ProcessKind) -> Phase {
         match kind {
             ProcessKind::Worker => Phase::Workers,
+            ProcessKind::Frontend => Phase::Frontend,
             _ => Phase::BeforeWorkers,
         }
     }
@@ -71,6 +77,7 @@ impl Phase {
             Phase::BeforeWorkers => "before_workers",
             Phase::WithWorkers => "with_workers",
             Phase::Workers => "workers",
+            Phase::Frontend => "frontend",
             Phase::AfterFrontend => "after_frontend",
         }
     }
@@ -110,6 +117,9 @@ pub struct Plan {
     /// Every effective service of the job (implied ones included) and its fate on this node.
     #[serde(default)]
     pub services: Vec<ServiceRow>,
+    /// The job's endpoint and what makes it servable, when mcsup runs its frontends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
     /// The recipe's spelling: `v1`, `v1+standalone` (the seed's), `2.0`.
     #[serde(default)]
     pub recipe_schema: String,
@@ -183,16 +193,18 @@ pub struct ProcessSpec {
 }
 
 impl ProcessSpec {
-    /// Teardown order, lowest first: after-frontend services, workers (and with-workers
-    /// services), other before-workers services such as the stores, the Mooncake master (stores
-    /// unmount from a live master), infra services (etcd, NATS).
+    /// Teardown order, lowest first: after-frontend services, the frontends (no new request
+    /// reaches a stopping worker), workers (and with-workers services), other before-workers
+    /// services such as the stores, the Mooncake master (stores unmount from a live master),
+    /// infra services (etcd, NATS).
     pub fn teardown_tier(&self) -> u8 {
         match self.phase {
             Phase::AfterFrontend => 0,
-            Phase::Workers | Phase::WithWorkers => 1,
-            Phase::BeforeWorkers if self.kind == ProcessKind::Master => 3,
-            Phase::BeforeWorkers => 2,
-            Phase::Infra => 4,
+            Phase::Frontend => 1,
+            Phase::Workers | Phase::WithWorkers => 2,
+            Phase::BeforeWorkers if self.kind == ProcessKind::Master => 4,
+            Phase::BeforeWorkers => 3,
+            Phase::Infra => 5,
         }
     }
 
@@ -378,6 +390,23 @@ pub enum ProbeSpec {
     LogLine { pattern: String },
     /// The path exists.
     File { path: PathBuf },
+    /// The job is servable through this frontend: its health answer lists every expected
+    /// worker, then a one-token completion succeeds (readiness only).
+    Servable(ServableProbe),
+}
+
+/// What makes a job servable, checked on the node of its public endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServableProbe {
+    /// Where the frontend answers on this node.
+    pub host: String,
+    pub port: u16,
+    pub frontend: crate::engine::frontend::FrontendType,
+    pub expected: crate::engine::frontend::Expected,
+    /// The model name a completion asks for (the served model name).
+    pub model: String,
+    /// The endpoint as clients reach it (`http://<node address>:<port>`).
+    pub url: String,
 }
 
 impl fmt::Display for ProbeSpec {
@@ -400,6 +429,16 @@ impl fmt::Display for ProbeSpec {
             ProbeSpec::Exec { argv } => write!(f, "exec {}", argv.join(" ")),
             ProbeSpec::LogLine { pattern } => write!(f, "log line /{pattern}/"),
             ProbeSpec::File { path } => write!(f, "file {}", path.display()),
+            ProbeSpec::Servable(s) => write!(
+                f,
+                "servable: GET http://{}:{}{} lists {} prefill + {} decode, then a 1-token completion of {}",
+                s.host,
+                s.port,
+                s.frontend.health_path(),
+                s.expected.prefill,
+                s.expected.decode,
+                s.model
+            ),
         }
     }
 }

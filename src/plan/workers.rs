@@ -45,6 +45,14 @@ pub struct TopoPlan {
     pub engine: EngineSettings,
     /// The processes the topology puts on this node.
     pub here: Vec<TopoProcess>,
+    /// Every worker process of the job, on every node (the frontends front them all).
+    pub all: Vec<TopoProcess>,
+    /// The head node: the frontend's (or nginx's) node.
+    pub head: String,
+    /// `frontend:`, when mcsup runs the job's frontend (not for `trtllm_serve`).
+    pub frontend: Option<crate::engine::frontend::FrontendSettings>,
+    /// vLLM data parallelism per mode: `data-parallel-size` (0 when the mode sets none).
+    pub dp_sizes: Vec<(Role, u32)>,
     /// Per mode (`prefill`/`decode`/`aggregated`, or `true`): srtctl's kv-events config.
     pub kv_events: Option<serde_yaml::Value>,
     /// `health_check.max_attempts` x `interval_seconds` (srtctl's default 180 x 10 s).

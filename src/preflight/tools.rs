@@ -390,6 +390,7 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, report: &mut Repor
                 ProcessKind::Store => "install Mooncake's Python package in the interpreter on PATH, or set standalone.command",
                 ProcessKind::Service => "install the service's program on this node (srtctl's /configs binaries: set mcsup.configs_dir), or set the service's command",
                 ProcessKind::Worker => "fix the worker's command, or put its program on PATH",
+                ProcessKind::Frontend => "install the frontend in the interpreter on PATH (Dynamo: ai-dynamo; SGLang router: sglang-router; nginx: the nginx package)",
             };
             report.push(Check::fail(
                 "tools",

@@ -153,6 +153,9 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
     if !p.recipe_schema.is_empty() {
         let _ = writeln!(o, "recipe: srt-slurm {} spelling", p.recipe_schema);
     }
+    if let Some(e) = &p.endpoint {
+        let _ = writeln!(o, "endpoint: {e}");
+    }
     if !p.services.is_empty() {
         let _ = writeln!(
             o,

@@ -523,6 +523,7 @@ pub(crate) mod status_tests {
             reason: None,
             exit_code: None,
             console_dropped_lines: 0,
+            servable: None,
             units: vec![
                 StatusProcess {
                     name: "master".into(),

@@ -14,6 +14,7 @@
 //! - `stderr`: mcsup's own log (tracing) on stderr, through a bounded queue and a writer thread.
 //! - `remount`: after a master restart, verify this node's stores registered again (and what is
 //!   remembered of the masters' restarts and key counts to do so).
+//! - `servable`: the job's servable moment and the workers its frontend sees afterwards.
 //! - `signals`: what mcsup does with every signal (the table), signal streams and the
 //!   async-signal-safe SIGKILL backstop.
 //! - `status`: the events file (`<node>.events.jsonl`), the status file (`<node>.status.json`)
@@ -27,6 +28,7 @@ mod logs;
 mod probes;
 mod remount;
 mod runtime;
+mod servable;
 mod signals;
 mod spawn;
 mod status;
@@ -40,6 +42,7 @@ use crate::plan::Plan;
 
 pub use machine::ExitStatus;
 pub use runtime::run_with_signals;
+pub use servable::{ServableState, ServableStatus};
 pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
 pub use spawn::SHORT_SLICE;
 pub use status::{

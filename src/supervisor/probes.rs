@@ -8,6 +8,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::engine::frontend::{self, FrontendType, Seen};
+use crate::plan::ServableProbe;
+
 /// One TCP connect attempt.
 pub async fn tcp(host: String, port: u16, timeout: Duration) -> Result<(), String> {
     match tokio::time::timeout(
@@ -137,6 +140,101 @@ pub async fn http_body(
     match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => Err(format!("http task failed: {e}")),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+/// What the frontend's health answer lists (one GET, status 200, body at most 1 MiB).
+pub fn frontend_seen_blocking(
+    host: &str,
+    port: u16,
+    frontend: FrontendType,
+    timeout: Duration,
+) -> Result<Seen, String> {
+    let url = format!("http://{host}:{port}{}", frontend.health_path());
+    let agent = ureq::AgentBuilder::new()
+        .timeout(timeout)
+        .redirects(0)
+        .build();
+    let resp = agent
+        .get(&url)
+        .call()
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    let mut body = String::new();
+    use std::io::Read;
+    resp.into_reader()
+        .take(1 << 20)
+        .read_to_string(&mut body)
+        .map_err(|e| format!("GET {url}: {e}"))?;
+    frontend::parse_health(frontend, &body).map_err(|e| format!("GET {url}: {e}"))
+}
+
+/// One servable attempt: the frontend lists every expected worker, then a one-token completion
+/// through it answers with a choice. Blocking (ureq): run it on the blocking pool.
+pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, String> {
+    let seen = frontend_seen_blocking(&p.host, p.port, p.frontend, timeout)?;
+    if !seen.covers(&p.expected) {
+        return Err(format!(
+            "the frontend sees {} prefill + {} decode of {} + {}",
+            seen.prefill, seen.decode, p.expected.prefill, p.expected.decode
+        ));
+    }
+    let url = format!("http://{}:{}/v1/completions", p.host, p.port);
+    let agent = ureq::AgentBuilder::new()
+        .timeout(timeout)
+        .redirects(0)
+        .build();
+    let resp = agent
+        .post(&url)
+        .send_json(serde_json::json!({
+            "model": p.model,
+            "prompt": "ping",
+            "max_tokens": 1,
+            "stream": false,
+        }))
+        .map_err(|e| match e {
+            ureq::Error::Status(code, r) => {
+                let mut body = String::new();
+                use std::io::Read;
+                let _ = r.into_reader().take(300).read_to_string(&mut body);
+                format!("POST {url}: status {code}: {}", body.trim())
+            }
+            e => format!("POST {url}: {e}"),
+        })?;
+    let v: serde_json::Value = resp
+        .into_json()
+        .map_err(|e| format!("POST {url}: not JSON ({e})"))?;
+    match v.get("choices").and_then(|c| c.as_array()) {
+        Some(c) if !c.is_empty() => Ok(seen),
+        _ => Err(format!("POST {url}: no choice in the answer")),
+    }
+}
+
+/// [`servable_blocking`] on the blocking pool, with an outer timeout.
+pub async fn servable(p: ServableProbe, timeout: Duration) -> Result<Seen, String> {
+    let job = tokio::task::spawn_blocking(move || servable_blocking(&p, timeout));
+    match tokio::time::timeout(timeout * 2 + Duration::from_millis(100), job).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(format!("servable probe task failed: {e}")),
+        Err(_) => Err(format!(
+            "servable probe: no answer within {} ms",
+            (timeout * 2).as_millis()
+        )),
+    }
+}
+
+/// [`frontend_seen_blocking`] on the blocking pool, with an outer timeout.
+pub async fn frontend_seen(
+    host: String,
+    port: u16,
+    frontend: FrontendType,
+    timeout: Duration,
+) -> Result<Seen, String> {
+    let job =
+        tokio::task::spawn_blocking(move || frontend_seen_blocking(&host, port, frontend, timeout));
+    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(format!("health task failed: {e}")),
         Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
     }
 }

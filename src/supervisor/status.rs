@@ -154,6 +154,9 @@ pub struct StatusFile {
     pub console_dropped_lines: u64,
     /// Gates first, then processes, in plan order.
     pub units: Vec<StatusProcess>,
+    /// The job's endpoint, on the node that runs it, once it has been servable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servable: Option<super::servable::ServableStatus>,
 }
 
 /// One unit of a machine snapshot, as written to the status file.

@@ -231,6 +231,7 @@ impl TestEnv {
             gates: vec![],
             processes,
             services: vec![],
+            endpoint: None,
             recipe_schema: String::new(),
             memory: Default::default(),
             redacted: false,

@@ -189,6 +189,13 @@ pub enum RecordKind {
     Remounted,
     /// A restarted master still misses this node's stores after the bound.
     RemountLate,
+    /// The job is servable through this frontend (written by the runtime: see
+    /// `supervisor::servable`).
+    Servable,
+    /// The frontend lists fewer workers than expected, or does not answer.
+    WorkersLost,
+    /// It lists every expected worker again.
+    WorkersBack,
     Finished,
 }
 
@@ -216,6 +223,9 @@ impl RecordKind {
             RecordKind::OrphanKilled => "orphan-killed",
             RecordKind::Remounted => "remounted",
             RecordKind::RemountLate => "remount-late",
+            RecordKind::Servable => "servable",
+            RecordKind::WorkersLost => "workers-lost",
+            RecordKind::WorkersBack => "workers-back",
             RecordKind::Finished => "finished",
         }
     }

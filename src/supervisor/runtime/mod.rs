@@ -27,10 +27,12 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use tokio::task::JoinHandle;
 
+use crate::engine::frontend::Seen;
 use crate::plan::{Plan, ProbeSpec, ProcessKind};
 
 use super::logs::{self, Console, PumpConfig};
 use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
+use super::servable::{self, ServableState, ServableStatus};
 use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter, StatusFile};
 use super::timer::DeadlineTimer;
@@ -72,6 +74,13 @@ enum Msg {
         ok: bool,
         detail: String,
     },
+    /// The servable probe's own result (the readiness attempt), with what the frontend listed.
+    Servable {
+        attempt: u64,
+        result: Result<Seen, String>,
+    },
+    /// A later read of the frontend's health answer.
+    Seen(Result<Seen, String>),
 }
 
 struct Runtime {
@@ -104,6 +113,11 @@ struct Runtime {
     masters: remount::MasterWatch,
     /// When the machine entered its teardown (for `mcsup_teardown_seconds`).
     teardown_started: Option<Instant>,
+    /// The job's endpoint once servable, and the task that keeps reading what it sees.
+    servable: Option<ServableStatus>,
+    servable_watch: Option<JoinHandle<()>>,
+    /// What the last servable attempt saw (for the `servable` record).
+    last_seen: Option<Seen>,
 }
 
 /// Run a plan to completion (see [`super::run_blocking`]).
@@ -180,6 +194,9 @@ pub async fn run_with_signals(
         file_size_reported: false,
         masters: remount::MasterWatch::default(),
         teardown_started: None,
+        servable: None,
+        servable_watch: None,
+        last_seen: None,
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
@@ -211,6 +228,10 @@ pub async fn run_with_signals(
         if matches!(rt.machine.phase(), Phase::Stopping | Phase::Done) {
             // The wake-up that started the teardown: the metrics' teardown duration starts here.
             rt.teardown_started.get_or_insert_with(Instant::now);
+            // The endpoint is going away on purpose: no more reads, no loss to report.
+            if let Some(w) = rt.servable_watch.take() {
+                w.abort();
+            }
         }
         // Not per event, nor per wake-up: a teardown of 16 children is dozens of events.
         rt.write_status_soon();
@@ -283,6 +304,7 @@ impl Runtime {
                 if r.kind == RecordKind::Ready {
                     self.after_ready(&r.unit);
                 }
+                let servable = r.kind == RecordKind::Ready;
                 if r.kind == RecordKind::Finished {
                     r.detail = Some(with_losses(r.detail.take().unwrap_or_default()));
                 }
@@ -307,6 +329,9 @@ impl Runtime {
                     _ => {
                         tracing::info!(process = %r.unit, pid = r.pid, exit_code = code, detail = r.detail.as_deref(), "{}", r.kind.as_str())
                     }
+                }
+                if servable {
+                    self.on_servable(&r.unit);
                 }
             }
         }
@@ -423,9 +448,141 @@ impl Runtime {
                     });
                 }
             },
+            ProbeSpec::Servable(p) => {
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let result = probes::servable(p, timeout).await;
+                    let _ = tx.send(Msg::Servable { attempt, result });
+                });
+            }
             ProbeSpec::LogLine { .. } => {} // matched by the log reader, never polled
         }
         None
+    }
+
+    /// A process whose readiness is a servable probe became ready: the job is servable. Say so
+    /// once per readiness, and watch what the frontend sees from now on.
+    fn on_servable(&mut self, unit: &str) {
+        let Some(probe) = self
+            .plan
+            .processes
+            .iter()
+            .find(|p| p.name == unit)
+            .and_then(|p| p.readiness.as_ref())
+            .and_then(|r| {
+                r.probes.iter().find_map(|p| match p {
+                    ProbeSpec::Servable(s) => Some(s.clone()),
+                    _ => None,
+                })
+            })
+        else {
+            return;
+        };
+        let now = Instant::now();
+        let seen = self.last_seen.unwrap_or(Seen {
+            prefill: probe.expected.prefill,
+            decode: probe.expected.decode,
+        });
+        let ts = self.clock.wall_ms(now);
+        let first = self.servable.as_ref().map_or(ts, |s| s.servable_ts_ms);
+        let detail = format!(
+            "{}: {}, a 1-token completion answered; {:.1} s after mcsup started",
+            probe.url,
+            servable::describe(&probe.expected, &seen),
+            self.clock.since_start_ms(now) / 1000.0
+        );
+        self.servable = Some(ServableStatus {
+            url: probe.url.clone(),
+            frontend: unit.to_string(),
+            state: ServableState::Servable,
+            servable_ts_ms: first,
+            since_ts_ms: ts,
+            expected: probe.expected,
+            seen,
+            error: None,
+        });
+        self.note(unit, RecordKind::Servable, detail);
+        if let Some(w) = self.servable_watch.take() {
+            w.abort();
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = self.tx.clone();
+        self.servable_watch = Some(tokio::spawn(async move {
+            let reader = tokio::spawn(servable::watch(probe, tx));
+            while let Some(read) = rx.recv().await {
+                if out.send(Msg::Seen(read)).is_err() {
+                    break;
+                }
+            }
+            reader.abort();
+        }));
+    }
+
+    /// A later health read: a change of state or count is an event and a new status.
+    fn on_seen(&mut self, read: Result<Seen, String>) {
+        if self.servable_watch.is_none() {
+            return;
+        }
+        let Some(cur) = self.servable.clone() else {
+            return;
+        };
+        let state = servable::judge(&cur.expected, &read);
+        let seen = read.as_ref().copied().unwrap_or(Seen {
+            prefill: 0,
+            decode: 0,
+        });
+        if state == cur.state && seen == cur.seen {
+            return;
+        }
+        let now = Instant::now();
+        let kind = if state == ServableState::Servable {
+            RecordKind::WorkersBack
+        } else {
+            RecordKind::WorkersLost
+        };
+        let detail = match &read {
+            Ok(_) => format!("{}: {}", cur.url, servable::describe(&cur.expected, &seen)),
+            Err(e) => format!("{}: the frontend does not answer: {e}", cur.url),
+        };
+        self.servable = Some(ServableStatus {
+            state,
+            seen,
+            since_ts_ms: self.clock.wall_ms(now),
+            error: read.err(),
+            ..cur
+        });
+        self.note(
+            &self
+                .servable
+                .as_ref()
+                .map(|s| s.frontend.clone())
+                .unwrap_or_default(),
+            kind,
+            detail,
+        );
+        // Not a machine change: write the status now.
+        self.status_version = None;
+        self.write_status(None);
+    }
+
+    /// Write a record the runtime (not the machine) decides, and log it.
+    fn note(&mut self, unit: &str, kind: RecordKind, detail: String) {
+        let r = Record {
+            unit: unit.to_string(),
+            kind,
+            pid: None,
+            status: None,
+            detail: Some(detail),
+        };
+        self.events.write(&r, Instant::now(), &self.clock);
+        match kind {
+            RecordKind::WorkersLost => {
+                tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "{}", kind.as_str())
+            }
+            _ => {
+                tracing::info!(process = %r.unit, detail = r.detail.as_deref(), "{}", kind.as_str())
+            }
+        }
     }
 
     /// A master that becomes ready for the second time or later was restarted: verify, in the
@@ -520,6 +677,17 @@ impl Runtime {
                     tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "remount-late");
                 }
             }
+            Msg::Servable { attempt, result } => {
+                if let Ok(seen) = &result {
+                    self.last_seen = Some(*seen);
+                }
+                self.feed(Event::ProbeDone {
+                    attempt,
+                    ok: result.is_ok(),
+                    detail: result.err().unwrap_or_default(),
+                });
+            }
+            Msg::Seen(read) => self.on_seen(read),
             Msg::ExecTimeout { attempt, pid } => {
                 if self.exec_probes.get(&pid) == Some(&attempt) {
                     self.exec_probes.remove(&pid);
@@ -630,6 +798,7 @@ impl Runtime {
                 .iter()
                 .map(|u| status::unit_to_status(u, &self.clock))
                 .collect(),
+            servable: self.servable.clone(),
         };
         if let Err(e) = status::write_status(&self.status_path, &status) {
             tracing::warn!(error = %e, "cannot write the status file");

@@ -101,6 +101,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         gates: vec![],
         processes,
         services: vec![],
+        endpoint: None,
         recipe_schema: String::new(),
         memory: Default::default(),
         redacted: false,

@@ -1,0 +1,712 @@
+//! The job's endpoint: srtctl's frontend stage (`cli/mixins/frontend_stage.py`,
+//! `frontends/{dynamo,sglang,vllm}.py`, `templates/nginx.conf.j2`, srt-slurm main @ c88ef731).
+//!
+//! | `frontend.type` | processes | what says the job is servable |
+//! |---|---|---|
+//! | `dynamo` (default) | `python3 -m dynamo.frontend --http-port=P` + `frontend.args` | `GET /health`: `instances` with endpoint `generate`, per component |
+//! | `sglang` (2.0: `sglang-router`) | `python -m sglang_router.launch_router` with the workers' URLs | `GET /workers`: `stats` |
+//! | `vllm` | none: the one aggregated `vllm serve` worker owns the public port | `GET /v1/models` lists a model |
+//!
+//! Placement ([`layout`]): one frontend on the head node (port 8000), or, when the job has two
+//! or more worker nodes and `enable_multiple_frontends` (srtctl's default), nginx on the head node
+//! (port 8000) in front of up to `num_additional_frontends + 1` frontends (port 8180) on the other
+//! worker nodes. The expected worker counts are srtctl's `_get_health_expectations`
+//! (`cli/mixins/benchmark_stage.py`). Pure.
+
+use serde::{Deserialize, Serialize};
+
+use super::flags::python_str;
+use super::reader::Reader;
+use crate::domain::{plan_err, PlanError, Role};
+use crate::recipe::Recipe;
+
+/// srtctl's `FRONTEND_PUBLIC_PORT` and `FRONTEND_INTERNAL_PORT` (`ports.py`).
+pub const PUBLIC_PORT: u16 = 8000;
+pub const INTERNAL_PORT: u16 = 8180;
+
+/// The frontend keys mcsup reads (`frontend.*`, v1 and 2.0).
+pub const RECIPE_KEYS: &[&str] = &[
+    "type",
+    "enable_multiple_frontends",
+    "num_additional_frontends",
+    "nginx_container",
+    "nginx_raise_ulimit",
+    "nginx_session_affinity",
+    "nginx_session_affinity_header",
+    "nginx_keepalive_timeout",
+    "args",
+    "env",
+    "orchestrator_placement",
+    "dedicated_node",
+];
+
+/// Which frontend fronts the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FrontendType {
+    Dynamo,
+    SglangRouter,
+    /// `vllm serve` is its own frontend.
+    Vllm,
+}
+
+impl FrontendType {
+    /// The path whose answer says which workers the frontend sees.
+    pub fn health_path(self) -> &'static str {
+        match self {
+            FrontendType::Dynamo => "/health",
+            FrontendType::SglangRouter => "/workers",
+            FrontendType::Vllm => "/v1/models",
+        }
+    }
+}
+
+/// `frontend:` with srtctl's defaults (`core/schema.py: FrontendConfig`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontendSettings {
+    pub kind: FrontendType,
+    pub enable_multiple: bool,
+    pub num_additional: u32,
+    pub nginx_raise_ulimit: bool,
+    pub nginx_session_affinity: bool,
+    pub nginx_session_affinity_header: String,
+    pub nginx_keepalive_timeout: String,
+    /// `frontend.args`, in order.
+    pub args: Vec<(String, serde_yaml::Value)>,
+    /// `frontend.env`, in order.
+    pub env: Vec<(String, String)>,
+}
+
+/// Why a recipe's frontend is not run by mcsup.
+pub const TRTLLM_SERVE: &str = "trtllm_serve";
+
+impl FrontendSettings {
+    /// Read `frontend:`. `Ok(None)` for `trtllm_serve`, which mcsup does not run yet.
+    pub fn from_recipe(recipe: &Recipe) -> Result<Option<Self>, PlanError> {
+        let r = Reader {
+            recipe,
+            section: "frontend",
+        };
+        let kind = match r.string("type")?.as_deref().unwrap_or("dynamo") {
+            "dynamo" => FrontendType::Dynamo,
+            "sglang" | "sglang-router" => FrontendType::SglangRouter,
+            "vllm" => FrontendType::Vllm,
+            TRTLLM_SERVE => return Ok(None),
+            other => {
+                return Err(plan_err(
+                    "frontend.type",
+                    format!("unknown frontend type `{other}`"),
+                    "use dynamo, sglang (sglang-router in 2.0), vllm or trtllm_serve",
+                ))
+            }
+        };
+        let placement = r.string("orchestrator_placement")?;
+        if placement.as_deref().is_some_and(|p| p != "head") {
+            return Err(plan_err(
+                "frontend.orchestrator_placement",
+                format!(
+                    "`{}`: mcsup places the frontend on the head node only",
+                    placement.unwrap_or_default()
+                ),
+                "remove the key (it only moves trtllm_serve's orchestrator)",
+            ));
+        }
+        let num_additional = match r.int("num_additional_frontends")? {
+            None => 9,
+            Some(n) => u32::try_from(n).map_err(|_| {
+                plan_err(
+                    "frontend.num_additional_frontends",
+                    format!("{n} is not a count"),
+                    "write num_additional_frontends: 9 (or fewer)",
+                )
+            })?,
+        };
+        let args = match recipe.raw_get(&["frontend", "args"]) {
+            None => Vec::new(),
+            Some(serde_yaml::Value::Mapping(m)) => {
+                m.iter().map(|(k, v)| (python_str(k), v.clone())).collect()
+            }
+            Some(_) => {
+                return Err(plan_err(
+                    "frontend.args",
+                    "is not a mapping",
+                    "write args: {router-mode: kv}",
+                ))
+            }
+        };
+        let env = match recipe.raw_get(&["frontend", "env"]) {
+            None => Vec::new(),
+            Some(serde_yaml::Value::Mapping(m)) => m
+                .iter()
+                .map(|(k, v)| (python_str(k), python_str(v)))
+                .collect(),
+            Some(_) => {
+                return Err(plan_err(
+                    "frontend.env",
+                    "is not a mapping",
+                    "write env: {DYN_LOG: info}",
+                ))
+            }
+        };
+        Ok(Some(Self {
+            kind,
+            enable_multiple: r.boolean("enable_multiple_frontends")?.unwrap_or(true),
+            num_additional,
+            nginx_raise_ulimit: r.boolean("nginx_raise_ulimit")?.unwrap_or(false),
+            nginx_session_affinity: r.boolean("nginx_session_affinity")?.unwrap_or(false),
+            nginx_session_affinity_header: r
+                .string("nginx_session_affinity_header")?
+                .unwrap_or_else(|| "X-Dynamo-Session-ID".into()),
+            nginx_keepalive_timeout: r
+                .string("nginx_keepalive_timeout")?
+                .unwrap_or_else(|| "600s".into()),
+            args,
+            env,
+        }))
+    }
+
+    /// `frontend.args` as srtctl's `get_frontend_args_list`: `true` → `--key`, `false`/null →
+    /// nothing, else `--key str(value)`.
+    pub fn args_list(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, v) in &self.args {
+            match v {
+                serde_yaml::Value::Bool(true) => out.push(format!("--{k}")),
+                serde_yaml::Value::Bool(false) | serde_yaml::Value::Null => {}
+                v => {
+                    out.push(format!("--{k}"));
+                    out.push(python_str(v));
+                }
+            }
+        }
+        out
+    }
+
+    /// The port the frontend really listens on: srtctl's, unless `frontend.args` sets it again
+    /// (the last `--http-port` / `--port` wins in both argument parsers).
+    fn listen_port(&self, default: u16) -> Result<u16, PlanError> {
+        let key = match self.kind {
+            FrontendType::Dynamo => "http-port",
+            FrontendType::SglangRouter => "port",
+            FrontendType::Vllm => return Ok(default),
+        };
+        match self.args.iter().rev().find(|(k, _)| k == key) {
+            None => Ok(default),
+            Some((_, v)) => python_str(v).parse().map_err(|_| {
+                plan_err(
+                    format!("frontend.args.{key}"),
+                    format!("`{}` is not a port", python_str(v)),
+                    format!("write {key}: 8000"),
+                )
+            }),
+        }
+    }
+}
+
+/// Where nginx and the frontends run (srtctl's `FrontendTopology`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrontendLayout {
+    pub nginx: Option<String>,
+    pub frontends: Vec<String>,
+    pub frontend_port: u16,
+    pub public_port: u16,
+}
+
+/// srtctl's `_compute_frontend_topology`: `worker_nodes` are the job's worker nodes in order,
+/// `head` the head node (the first worker node, or a dedicated frontend node).
+pub fn layout(s: &FrontendSettings, worker_nodes: &[String], head: &str) -> FrontendLayout {
+    if worker_nodes.len() <= 1 || !s.enable_multiple {
+        return FrontendLayout {
+            nginx: None,
+            frontends: vec![head.to_string()],
+            frontend_port: PUBLIC_PORT,
+            public_port: PUBLIC_PORT,
+        };
+    }
+    let others: Vec<String> = worker_nodes
+        .iter()
+        .filter(|n| n.as_str() != head)
+        .cloned()
+        .collect();
+    let n = (s.num_additional as usize + 1).min(others.len());
+    FrontendLayout {
+        nginx: Some(head.to_string()),
+        frontends: others[..n].to_vec(),
+        frontend_port: INTERNAL_PORT,
+        public_port: PUBLIC_PORT,
+    }
+}
+
+/// A worker leader the SGLang router is given (srtctl: `is_leader` processes, in order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    pub mode: Role,
+    pub ip: String,
+    pub http_port: u16,
+    pub bootstrap_port: Option<u16>,
+    /// `grpc-mode` in the mode's SGLang flags: the router speaks gRPC to it.
+    pub grpc: bool,
+}
+
+/// What the frontends need from the job.
+#[derive(Debug, Clone)]
+pub struct FrontendJob<'a> {
+    /// The infra node's name (etcd and NATS: srtctl uses the name, not the address).
+    pub infra_node: &'a str,
+    pub request_plane: &'a str,
+    pub event_plane: Option<&'a str>,
+    /// The recipe's `environment:` as written: srtctl does not expand `{node}` for frontends.
+    pub environment: Vec<(String, String)>,
+    /// Every node's name and address (`get_hostname_ip`).
+    pub ips: &'a [(String, String)],
+    /// The worker leaders, in srtctl's process order.
+    pub leaders: Vec<Leader>,
+    /// The job has prefill/decode workers (not aggregated ones).
+    pub disaggregated: bool,
+    /// Where the nginx configuration goes.
+    pub log_dir: &'a str,
+}
+
+/// What a frontend process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FrontendRole {
+    Nginx,
+    Frontend,
+}
+
+/// One process of the frontend stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontendProcess {
+    pub node: String,
+    /// srtctl's name: `nginx`, `frontend_<i>`, `sglang_router_<i>`.
+    pub name: String,
+    pub role: FrontendRole,
+    pub argv: Vec<String>,
+    /// Shell run before it (nginx's `ulimit -n`), if any.
+    pub preamble: Option<String>,
+    /// In srtctl's order, each with its layer (`srtctl`, `environment`, `frontend.env`).
+    pub env: Vec<(String, String, &'static str)>,
+    /// The port it listens on.
+    pub port: u16,
+    /// It is the job's public endpoint (nginx, or the only frontend).
+    pub public: bool,
+}
+
+/// The whole frontend stage of the job, on every node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontendStage {
+    pub layout: FrontendLayout,
+    pub processes: Vec<FrontendProcess>,
+    /// `nginx.conf` when nginx runs: its path and text.
+    pub nginx_conf: Option<(String, String)>,
+}
+
+/// srtctl's frontend processes for the job (none for `vllm`: the worker serves).
+pub fn stage(
+    s: &FrontendSettings,
+    layout: FrontendLayout,
+    job: &FrontendJob<'_>,
+) -> Result<FrontendStage, PlanError> {
+    let port = s.listen_port(layout.frontend_port)?;
+    let mut processes = Vec::new();
+    let mut nginx_conf = None;
+    if s.kind == FrontendType::Vllm {
+        if layout.nginx.is_some() {
+            return Err(plan_err(
+                "frontend.enable_multiple_frontends",
+                "frontend.type vllm binds vllm serve directly to the public port, and cannot sit behind nginx",
+                "set frontend.enable_multiple_frontends: false",
+            ));
+        }
+        return Ok(FrontendStage {
+            layout,
+            processes,
+            nginx_conf,
+        });
+    }
+    if let Some(node) = &layout.nginx {
+        let conf = format!("{}/nginx.conf", job.log_dir.trim_end_matches('/'));
+        let hosts: Vec<String> = layout
+            .frontends
+            .iter()
+            .map(|n| {
+                job.ips
+                    .iter()
+                    .find(|(name, _)| name == n)
+                    .map_or_else(|| n.clone(), |(_, ip)| ip.clone())
+            })
+            .collect();
+        nginx_conf = Some((
+            conf.clone(),
+            nginx_config(s, &hosts, port, layout.public_port),
+        ));
+        processes.push(FrontendProcess {
+            node: node.clone(),
+            name: "nginx".into(),
+            role: FrontendRole::Nginx,
+            argv: vec![
+                "nginx".into(),
+                "-c".into(),
+                conf,
+                // Not srtctl's (it runs nginx as root in its own container): the error log to
+                // stderr (mcsup's log of the process) and the pid file in the log directory, so
+                // nginx needs no root and writes nothing outside the job's files.
+                "-e".into(),
+                "stderr".into(),
+                "-g".into(),
+                format!(
+                    "daemon off; pid {}/{node}.nginx.pid;",
+                    job.log_dir.trim_end_matches('/')
+                ),
+            ],
+            preamble: s
+                .nginx_raise_ulimit
+                .then(|| "ulimit -n 1048576".to_string()),
+            env: Vec::new(),
+            port: layout.public_port,
+            public: true,
+        });
+    }
+    let public = layout.nginx.is_none();
+    for (idx, node) in layout.frontends.iter().enumerate() {
+        let (name, argv, mut env) = match s.kind {
+            FrontendType::Dynamo => {
+                let mut argv: Vec<String> = ["python3", "-m", "dynamo.frontend"]
+                    .map(String::from)
+                    .to_vec();
+                argv.push(format!("--http-port={}", layout.frontend_port));
+                argv.extend(s.args_list());
+                let mut env = vec![
+                    (
+                        "ETCD_ENDPOINTS".to_string(),
+                        format!("http://{}:{}", job.infra_node, super::layout::ports::ETCD),
+                        "srtctl",
+                    ),
+                    (
+                        "NATS_SERVER".to_string(),
+                        format!("nats://{}:{}", job.infra_node, super::layout::ports::NATS),
+                        "srtctl",
+                    ),
+                    (
+                        "DYN_REQUEST_PLANE".to_string(),
+                        job.request_plane.to_string(),
+                        "srtctl",
+                    ),
+                    (
+                        "DYN_SKIP_SGLANG_LOG_FORMATTING".to_string(),
+                        "1".into(),
+                        "srtctl",
+                    ),
+                ];
+                if let Some(e) = job.event_plane {
+                    env.push(("DYN_EVENT_PLANE".into(), e.to_string(), "srtctl"));
+                }
+                env.extend(
+                    job.environment
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone(), "environment")),
+                );
+                (format!("frontend_{idx}"), argv, env)
+            }
+            FrontendType::SglangRouter => {
+                let mut argv: Vec<String> = ["python", "-m", "sglang_router.launch_router"]
+                    .map(String::from)
+                    .to_vec();
+                let scheme = |l: &Leader| if l.grpc { "grpc://" } else { "http://" };
+                if job.disaggregated {
+                    argv.push("--pd-disaggregation".into());
+                    for l in job.leaders.iter().filter(|l| l.mode == Role::Prefill) {
+                        argv.push("--prefill".into());
+                        argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
+                        if let Some(b) = l.bootstrap_port {
+                            argv.push(b.to_string());
+                        }
+                    }
+                    for l in job.leaders.iter().filter(|l| l.mode == Role::Decode) {
+                        argv.push("--decode".into());
+                        argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
+                    }
+                } else {
+                    argv.push("--worker-urls".into());
+                    for l in job.leaders.iter().filter(|l| l.mode == Role::Aggregated) {
+                        argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
+                    }
+                }
+                argv.extend(
+                    [
+                        "--host".to_string(),
+                        "0.0.0.0".into(),
+                        "--port".into(),
+                        layout.frontend_port.to_string(),
+                    ]
+                    .into_iter()
+                    .chain(s.args_list()),
+                );
+                (format!("sglang_router_{idx}"), argv, Vec::new())
+            }
+            FrontendType::Vllm => unreachable!("returned above"),
+        };
+        env.extend(
+            s.env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone(), "frontend.env")),
+        );
+        processes.push(FrontendProcess {
+            node: node.clone(),
+            name,
+            role: FrontendRole::Frontend,
+            argv,
+            preamble: None,
+            env,
+            port,
+            public,
+        });
+    }
+    Ok(FrontendStage {
+        layout,
+        processes,
+        nginx_conf,
+    })
+}
+
+/// The nginx configuration srtctl's `nginx.conf.j2` renders, directive for directive (the
+/// comments are mcsup's): round-robin (or, with session affinity, a consistent hash of the
+/// session header) over the frontends, unbuffered, keepalive to the upstreams.
+pub fn nginx_config(
+    s: &FrontendSettings,
+    hosts: &[String],
+    backend_port: u16,
+    listen_port: u16,
+) -> String {
+    let mut c = String::from("# nginx in front of the job's frontends, as srtctl configures it.\n");
+    c.push_str("worker_processes auto;\n");
+    if s.nginx_raise_ulimit {
+        c.push_str("worker_rlimit_nofile 1048576;\n");
+    }
+    c.push_str("\nhttp {\n");
+    c.push_str("    # Large request bodies pass (the Dynamo frontend's own limit).\n");
+    c.push_str("    client_max_body_size 45m;\n    access_log off;\n");
+    if s.nginx_session_affinity {
+        let key = format!(
+            "$http_{}",
+            s.nginx_session_affinity_header
+                .to_lowercase()
+                .replace('-', "_")
+        );
+        c.push_str("    # One session, one frontend; requests without the header spread out.\n");
+        c.push_str(&format!(
+            "    map {key} $frontend_hash_key {{\n        default {key};\n        \"\" $request_id;\n    }}\n"
+        ));
+    }
+    let keepalive = &s.nginx_keepalive_timeout;
+    c.push_str(&format!("    keepalive_timeout {keepalive};\n\n"));
+    c.push_str("    upstream backend_servers {\n");
+    if s.nginx_session_affinity {
+        c.push_str("        hash $frontend_hash_key consistent;\n");
+    }
+    for h in hosts {
+        c.push_str(&format!("        server {h}:{backend_port};\n"));
+    }
+    c.push_str(&format!(
+        "        keepalive 512;\n        keepalive_timeout {keepalive};\n    }}\n\n"
+    ));
+    c.push_str(&format!(
+        "    server {{\n        listen {listen_port};\n        location / {{\n            proxy_pass http://backend_servers;\n            proxy_buffering off;\n            proxy_read_timeout 24h;\n            proxy_send_timeout 24h;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n        }}\n    }}\n}}\n\n"
+    ));
+    c.push_str(
+        "events {\n    worker_connections 65535;\n    multi_accept on;\n    use epoll;\n}\n",
+    );
+    c
+}
+
+/// How many prefill and decode entries the frontend must list before the job is servable:
+/// srtctl's `_get_health_expectations` (aggregated workers count as decode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expected {
+    pub prefill: u32,
+    pub decode: u32,
+}
+
+/// What the frontend's health answer says: the entries it sees, per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub prefill: u32,
+    pub decode: u32,
+}
+
+impl Seen {
+    /// Every expected worker is seen (more is fine, as in srtctl).
+    pub fn covers(&self, e: &Expected) -> bool {
+        self.prefill >= e.prefill && self.decode >= e.decode
+    }
+}
+
+/// Count what a frontend's health answer lists (srtctl's `check_dynamo_health` and
+/// `check_sglang_router_health`). `Err` when the answer is not what that frontend sends.
+pub fn parse_health(kind: FrontendType, body: &str) -> Result<Seen, String> {
+    let v: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("not JSON ({e})"))?;
+    match kind {
+        FrontendType::Dynamo => {
+            let list = v
+                .get("instances")
+                .and_then(|i| i.as_array())
+                .ok_or("no `instances` list")?;
+            let mut seen = Seen {
+                prefill: 0,
+                decode: 0,
+            };
+            for i in list {
+                if i.get("endpoint").and_then(|e| e.as_str()) != Some("generate") {
+                    continue;
+                }
+                match i.get("component").and_then(|c| c.as_str()) {
+                    Some("prefill") => seen.prefill += 1,
+                    Some("decode" | "tensorrt_llm" | "backend") => seen.decode += 1,
+                    _ => {}
+                }
+            }
+            Ok(seen)
+        }
+        FrontendType::SglangRouter => {
+            let stats = v.get("stats").ok_or("no `stats`")?;
+            let n = |k: &str| stats.get(k).and_then(|x| x.as_u64()).unwrap_or(0) as u32;
+            Ok(Seen {
+                prefill: n("prefill_count"),
+                decode: n("decode_count") + n("regular_count"),
+            })
+        }
+        FrontendType::Vllm => {
+            let models = v
+                .get("data")
+                .and_then(|d| d.as_array())
+                .ok_or("no `data` list")?;
+            Ok(Seen {
+                prefill: 0,
+                decode: u32::from(!models.is_empty()),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recipe(yaml: &str) -> Recipe {
+        crate::recipe::parse_str(std::path::Path::new("r.yaml"), yaml).unwrap()
+    }
+
+    fn settings(yaml: &str) -> FrontendSettings {
+        FrontendSettings::from_recipe(&recipe(yaml))
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn args_render_as_srtctl_does() {
+        let s = settings(
+            "frontend: {args: {router-mode: kv, router-reset-states: true, off: false, none: null, n: 2, f: 1.5}}",
+        );
+        assert_eq!(
+            s.args_list(),
+            [
+                "--router-mode",
+                "kv",
+                "--router-reset-states",
+                "--n",
+                "2",
+                "--f",
+                "1.5"
+            ]
+        );
+    }
+
+    #[test]
+    fn layouts() {
+        let nodes: Vec<String> = (0..4).map(|i| format!("n{i}")).collect();
+        let s = settings("frontend: {type: dynamo}");
+        let l = layout(&s, &nodes, "n0");
+        assert_eq!(l.nginx.as_deref(), Some("n0"));
+        assert_eq!(l.frontends, ["n1", "n2", "n3"]);
+        assert_eq!((l.frontend_port, l.public_port), (8180, 8000));
+        let s = settings("frontend: {num_additional_frontends: 0}");
+        assert_eq!(layout(&s, &nodes, "n0").frontends, ["n1"]);
+        let s = settings("frontend: {enable_multiple_frontends: false}");
+        let l = layout(&s, &nodes, "n0");
+        assert_eq!((l.nginx, l.frontends), (None, vec!["n0".to_string()]));
+        let s = settings("frontend: {type: dynamo}");
+        assert_eq!(layout(&s, &nodes[..1], "n0").nginx, None);
+    }
+
+    #[test]
+    fn bad_settings_name_the_key() {
+        for (yaml, key) in [
+            ("frontend: {type: haproxy}", "frontend.type"),
+            (
+                "frontend: {enable_multiple_frontends: maybe}",
+                "frontend.enable_multiple_frontends",
+            ),
+            (
+                "frontend: {num_additional_frontends: -1}",
+                "frontend.num_additional_frontends",
+            ),
+            ("frontend: {args: [a]}", "frontend.args"),
+            (
+                "frontend: {orchestrator_placement: first_decode}",
+                "frontend.orchestrator_placement",
+            ),
+        ] {
+            let e = FrontendSettings::from_recipe(&recipe(yaml))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{yaml}: {e}");
+        }
+        let r = recipe("frontend: {type: trtllm_serve}");
+        assert_eq!(FrontendSettings::from_recipe(&r).unwrap(), None);
+    }
+
+    #[test]
+    fn health_answers_are_counted_as_srtctl_counts_them() {
+        let dynamo = r#"{"status":"healthy","instances":[
+            {"component":"prefill","endpoint":"generate"},
+            {"component":"prefill","endpoint":"clear_kv_blocks"},
+            {"component":"backend","endpoint":"generate"},
+            {"component":"decode","endpoint":"generate"}]}"#;
+        let seen = parse_health(FrontendType::Dynamo, dynamo).unwrap();
+        assert_eq!(
+            seen,
+            Seen {
+                prefill: 1,
+                decode: 2
+            }
+        );
+        assert!(seen.covers(&Expected {
+            prefill: 1,
+            decode: 2
+        }));
+        assert!(!seen.covers(&Expected {
+            prefill: 2,
+            decode: 2
+        }));
+        assert!(parse_health(FrontendType::Dynamo, r#"{"status":"unhealthy"}"#).is_err());
+        let router =
+            r#"{"workers":[],"stats":{"prefill_count":1,"decode_count":1,"regular_count":2}}"#;
+        assert_eq!(
+            parse_health(FrontendType::SglangRouter, router).unwrap(),
+            Seen {
+                prefill: 1,
+                decode: 3
+            }
+        );
+        assert!(parse_health(FrontendType::SglangRouter, "oops").is_err());
+    }
+
+    #[test]
+    fn a_port_in_the_args_is_where_the_frontend_listens() {
+        let s = settings("frontend: {args: {http-port: 9123}}");
+        assert_eq!(s.listen_port(8000).unwrap(), 9123);
+        let s = settings("frontend: {type: sglang, args: {port: x}}");
+        assert!(s.listen_port(8000).is_err());
+    }
+}

@@ -1,0 +1,288 @@
+//! The job's frontends on this node ([`crate::engine::frontend`]), when srtctl's layout derives
+//! the workers: each a process of the `frontend` phase that starts once the workers it fronts
+//! are ready (here: a dependency; on other nodes: a gate on each worker's health port), and
+//! stops first. The public endpoint (nginx, or the only frontend) is ready when the job is
+//! servable (a [`ProbeSpec::Servable`] probe); a frontend behind nginx when its port accepts,
+//! and nginx waits for those. Pure.
+
+use std::time::Duration;
+
+use super::env::EnvBuilder;
+use super::error::PlanError;
+use super::policy::*;
+use super::spec::*;
+use super::workers::TopoPlan;
+use crate::domain::Role;
+use crate::engine::frontend::{
+    self, Expected, FrontendJob, FrontendProcess, FrontendRole, FrontendType, Leader,
+};
+use crate::engine::layout::TopoProcess;
+use crate::engine::EngineSettings;
+use crate::node::NodeContext;
+use crate::recipe::FlagMap;
+
+/// What the frontend stage adds to this node's plan.
+#[derive(Debug, Default)]
+pub struct FrontendPlan {
+    pub processes: Vec<ProcessSpec>,
+    /// Readiness of what the frontends here wait for on other nodes.
+    pub gates: Vec<GateSpec>,
+    pub files: Vec<FileSpec>,
+    /// The job's endpoint and what makes it servable, on every node (for the plan's listing).
+    pub summary: Option<String>,
+}
+
+/// How long a remote worker may take: the recipe's health budget, like the servable wait.
+fn gate(name: String, probe: ProbeSpec, timeout: Duration) -> GateSpec {
+    GateSpec {
+        name,
+        readiness: ReadinessSpec {
+            interval: Duration::from_millis(100),
+            max_interval: Duration::from_secs(2),
+            ..readiness(vec![probe], timeout)
+        },
+    }
+}
+
+/// srtctl's `_get_health_expectations`: what the frontend must list. A Dynamo frontend in front
+/// of vLLM data parallelism lists one `generate` instance per DP rank (`per_gpu`, or
+/// `data-parallel-size` per logical worker), or per node-local process (`per_node`) unless a
+/// rank spans nodes; everything else counts logical workers, aggregated ones as decode.
+pub fn expected(t: &TopoPlan, kind: FrontendType) -> Expected {
+    let logical = |r: Role| {
+        let mut idx: Vec<u32> = t
+            .all
+            .iter()
+            .filter(|p| p.mode == r)
+            .map(|p| p.index)
+            .collect();
+        idx.dedup();
+        idx.len() as u32
+    };
+    let count = |r: Role| -> u32 {
+        let n = logical(r);
+        let EngineSettings::Vllm(modes) = &t.engine else {
+            return n;
+        };
+        if kind != FrontendType::Dynamo {
+            return n;
+        }
+        let dp = t
+            .dp_sizes
+            .iter()
+            .find(|(m, _)| *m == r)
+            .map_or(0, |(_, d)| *d)
+            .max(1);
+        let Some(mode) = modes.get(&r) else { return n };
+        if dp > 1 && mode.per_node {
+            let procs: Vec<&TopoProcess> = t.all.iter().filter(|p| p.mode == r).collect();
+            let local = procs.first().map_or(0, |p| p.gpus.len() as u32);
+            if mode.replica > local {
+                return n;
+            }
+            return procs.len() as u32;
+        }
+        n * dp
+    };
+    if logical(Role::Aggregated) > 0 {
+        Expected {
+            prefill: 0,
+            decode: count(Role::Aggregated),
+        }
+    } else {
+        Expected {
+            prefill: count(Role::Prefill),
+            decode: count(Role::Decode),
+        }
+    }
+}
+
+/// This node's share of the frontend stage.
+pub fn plan_frontends(
+    t: &TopoPlan,
+    ctx: &NodeContext,
+    environment: &[(String, String)],
+    role_flags: &dyn Fn(Role) -> Option<FlagMap>,
+) -> Result<FrontendPlan, PlanError> {
+    let Some(settings) = &t.frontend else {
+        return Ok(FrontendPlan::default());
+    };
+    let node_ips: Vec<(String, String)> = ctx
+        .nodelist
+        .iter()
+        .cloned()
+        .zip(ctx.node_ips.iter().cloned())
+        .collect();
+    let ip_of = |n: &str| {
+        node_ips
+            .iter()
+            .find(|(name, _)| name == n)
+            .map_or_else(|| n.to_string(), |(_, ip)| ip.clone())
+    };
+    let grpc = |r: Role| {
+        role_flags(r).is_some_and(|f| {
+            f.0.iter()
+                .any(|(k, v)| k == "grpc-mode" && v.as_bool() == Some(true))
+        })
+    };
+    let leaders = t
+        .all
+        .iter()
+        .filter(|p| p.is_leader())
+        .map(|p| Leader {
+            mode: p.mode,
+            ip: t.launch.node_ips[p.node].clone(),
+            http_port: p.http_port,
+            bootstrap_port: p.bootstrap_port,
+            grpc: grpc(p.mode),
+        })
+        .collect();
+    let layout = frontend::layout(settings, &t.launch.node_names, &t.head);
+    let job = FrontendJob {
+        infra_node: &t.launch.infra_node,
+        request_plane: &t.launch.request_plane,
+        event_plane: t.launch.event_plane.as_deref(),
+        environment: environment.to_vec(),
+        ips: &node_ips,
+        leaders,
+        disaggregated: t.all.iter().any(|p| p.mode != Role::Aggregated),
+        log_dir: &t.launch.log_dir,
+    };
+    let stage = frontend::stage(settings, layout, &job)?;
+    let expected = expected(t, settings.kind);
+    let public = stage
+        .processes
+        .iter()
+        .find(|p| p.public)
+        .map(|p| (p.node.clone(), p.port));
+    let mut out = FrontendPlan {
+        summary: public.as_ref().map(|(node, port)| {
+            format!(
+                "{} frontend; endpoint http://{}:{port} on {node}, servable when it lists {} prefill + {} decode and a completion answers",
+                match settings.kind {
+                    FrontendType::Dynamo => "dynamo",
+                    FrontendType::SglangRouter => "sglang-router",
+                    FrontendType::Vllm => "vllm",
+                },
+                ip_of(node),
+                expected.prefill,
+                expected.decode
+            )
+        }),
+        ..FrontendPlan::default()
+    };
+    // The workers on other nodes, each by its health port (a follower rank serves nothing).
+    let worker_gates: Vec<GateSpec> = t
+        .all
+        .iter()
+        .filter(|p| t.launch.node_names[p.node] != ctx.name)
+        .filter_map(|p| {
+            let w = t.engine.launch(&t.launch, p, None, None);
+            let port = w.health_port?;
+            let node = &t.launch.node_names[p.node];
+            Some(gate(
+                format!("{}@{node}", w.name),
+                ProbeSpec::Http {
+                    host: t.launch.node_ips[p.node].clone(),
+                    port,
+                    path: "/health".into(),
+                    status: 200,
+                    body_contains: None,
+                },
+                t.ready_timeout,
+            ))
+        })
+        .collect();
+    let here: Vec<&FrontendProcess> = stage
+        .processes
+        .iter()
+        .filter(|p| p.node == ctx.name)
+        .collect();
+    for fp in here {
+        let mut env = EnvBuilder::new();
+        for (k, v, source) in &fp.env {
+            env.set(k, v.clone(), source);
+        }
+        let probe = if fp.public {
+            ProbeSpec::Servable(ServableProbe {
+                host: "127.0.0.1".into(),
+                port: fp.port,
+                frontend: settings.kind,
+                expected,
+                model: t.launch.served_model_name.clone(),
+                url: format!("http://{}:{}", ctx.ip, fp.port),
+            })
+        } else {
+            tcp("127.0.0.1", fp.port)
+        };
+        let mut waits: Vec<String> = Vec::new();
+        match fp.role {
+            FrontendRole::Frontend => {
+                for g in &worker_gates {
+                    waits.push(g.name.clone());
+                    if !out.gates.iter().any(|x| x.name == g.name) {
+                        out.gates.push(g.clone());
+                    }
+                }
+            }
+            FrontendRole::Nginx => {
+                for other in stage
+                    .processes
+                    .iter()
+                    .filter(|p| p.role == FrontendRole::Frontend)
+                {
+                    if other.node == ctx.name {
+                        waits.push(other.name.clone());
+                        continue;
+                    }
+                    let g = gate(
+                        format!("{}@{}", other.name, other.node),
+                        tcp(&ip_of(&other.node), other.port),
+                        t.ready_timeout,
+                    );
+                    waits.push(g.name.clone());
+                    out.gates.push(g);
+                }
+                if let Some((path, text)) = &stage.nginx_conf {
+                    out.files.push(FileSpec {
+                        path: path.into(),
+                        contents: text.clone(),
+                        purpose: "nginx in front of the job's frontends (srtctl's nginx.conf)"
+                            .into(),
+                    });
+                }
+            }
+        }
+        let (stop, restart) = policy_defaults(ProcessKind::Frontend);
+        out.processes.push(ProcessSpec {
+            name: fp.name.clone(),
+            kind: ProcessKind::Frontend,
+            phase: Phase::Frontend,
+            service: None,
+            placement: None,
+            roles: Vec::new(),
+            argv: fp.argv.clone(),
+            preamble: fp.preamble.clone(),
+            env: env.build(),
+            cwd: None,
+            depends_on: waits.iter().flat_map(|w| healthy(Some(w))).collect(),
+            readiness: Some(if fp.public {
+                // Each attempt is an HTTP read (and, once every worker is listed, a one-token
+                // completion): often enough to see the moment within a fraction of a second.
+                ReadinessSpec {
+                    interval: Duration::from_millis(50),
+                    max_interval: Duration::from_millis(500),
+                    attempt_timeout: Duration::from_secs(10),
+                    ..readiness(vec![probe], t.ready_timeout)
+                }
+            } else {
+                readiness(vec![probe], t.ready_timeout)
+            }),
+            liveness: None,
+            restart,
+            stop,
+            critical: true,
+        });
+    }
+    Ok(out)
+}

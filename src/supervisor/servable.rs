@@ -1,0 +1,150 @@
+//! The job's servable moment and what its frontend sees afterwards.
+//!
+//! A frontend whose readiness is a servable probe (the job's public endpoint: nginx, or the only
+//! frontend) makes the job servable when it becomes ready: the frontend listed every expected
+//! worker and a one-token completion through it answered. From then on the frontend's health
+//! answer is read every [`WATCH_EVERY`]: a worker it no longer lists is an event
+//! (`workers-lost`), not a teardown, and so is its return (`workers-back`); the status file
+//! carries the current count. Pure parts ([`judge`], [`describe`]) apart from the poller
+//! ([`watch`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::engine::frontend::{Expected, Seen};
+use crate::plan::ServableProbe;
+
+use super::probes;
+
+/// Between two reads of the frontend's health answer once the job is servable.
+pub const WATCH_EVERY: Duration = Duration::from_secs(2);
+/// One read may take this long.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the endpoint is doing, in the status file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServableState {
+    /// Every expected worker is listed.
+    Servable,
+    /// Some are missing.
+    Degraded,
+    /// The frontend does not answer (or not as a frontend does).
+    Unreachable,
+}
+
+impl ServableState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServableState::Servable => "servable",
+            ServableState::Degraded => "degraded",
+            ServableState::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// The endpoint, in `<node>.status.json` (on the node that runs it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServableStatus {
+    /// The public endpoint (`http://<node address>:<port>`).
+    pub url: String,
+    /// The process whose readiness found the job servable.
+    pub frontend: String,
+    pub state: ServableState,
+    /// When the job first became servable (wall clock, ms).
+    pub servable_ts_ms: u64,
+    /// When `state` or `seen` last changed.
+    pub since_ts_ms: u64,
+    pub expected: Expected,
+    pub seen: Seen,
+    /// Why the frontend was unreachable, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The state a health read means.
+pub fn judge(expected: &Expected, read: &Result<Seen, String>) -> ServableState {
+    match read {
+        Ok(seen) if seen.covers(expected) => ServableState::Servable,
+        Ok(_) => ServableState::Degraded,
+        Err(_) => ServableState::Unreachable,
+    }
+}
+
+/// `3/3 workers (1 of 1 prefill, 2 of 2 decode)`; aggregated jobs say `2/2 workers`.
+pub fn describe(expected: &Expected, seen: &Seen) -> String {
+    let total = |p: u32, d: u32| p + d;
+    let head = format!(
+        "{}/{} workers",
+        seen.prefill.min(expected.prefill) + seen.decode.min(expected.decode),
+        total(expected.prefill, expected.decode)
+    );
+    if expected.prefill == 0 && seen.prefill == 0 {
+        return head;
+    }
+    format!(
+        "{head} ({} of {} prefill, {} of {} decode)",
+        seen.prefill, expected.prefill, seen.decode, expected.decode
+    )
+}
+
+/// Read the frontend's health answer every [`WATCH_EVERY`] and send each result, until the
+/// receiver is gone or the task is aborted.
+pub async fn watch(probe: ServableProbe, tx: UnboundedSender<Result<Seen, String>>) {
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let read =
+            probes::frontend_seen(probe.host.clone(), probe.port, probe.frontend, READ_TIMEOUT)
+                .await;
+        if tx.send(read).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_judged_against_the_expected_counts() {
+        let e = Expected {
+            prefill: 1,
+            decode: 2,
+        };
+        let ok = Ok(Seen {
+            prefill: 1,
+            decode: 2,
+        });
+        let less = Ok(Seen {
+            prefill: 1,
+            decode: 1,
+        });
+        assert_eq!(judge(&e, &ok), ServableState::Servable);
+        assert_eq!(judge(&e, &less), ServableState::Degraded);
+        assert_eq!(
+            judge(&e, &Err("refused".into())),
+            ServableState::Unreachable
+        );
+        assert_eq!(
+            describe(&e, less.as_ref().unwrap()),
+            "2/3 workers (1 of 1 prefill, 1 of 2 decode)"
+        );
+        let agg = Expected {
+            prefill: 0,
+            decode: 2,
+        };
+        assert_eq!(
+            describe(
+                &agg,
+                &Seen {
+                    prefill: 0,
+                    decode: 3
+                }
+            ),
+            "2/2 workers"
+        );
+    }
+}
