@@ -8,7 +8,9 @@
 #      and disabled again
 #   2. <repo>/.venv (Python 3.11) with a pinned mooncake-transfer-engine-non-cuda wheel, plus the
 #      Mooncake client parsers of vLLM and SGLang (pinned, sha256-checked) for the loader tests
-#   3. cargo-nextest (only if `cargo nextest --version` fails)
+#   3. <repo>/.venv-dynamo: Dynamo's frontend and mocker (ai-dynamo 1.6.1), the SGLang router,
+#      and a tiny tokenizer-only model directory for the mocker (scripts/dynamo-requirements.txt)
+#   4. cargo-nextest (only if `cargo nextest --version` fails)
 # and finally verifies that the real Mooncake binaries run.
 #
 # Environment knobs:
@@ -17,6 +19,7 @@
 #   MCSUP_SKIP_NEXTEST=1    do not install cargo-nextest even if it is missing
 #   MCSUP_PYTHON=/path      Python 3.11 interpreter to build the venv from (default: auto-detect)
 #   MCSUP_VENV=/path        venv location (default: <repo>/.venv)
+#   MCSUP_DYNAMO_VENV=/path Dynamo venv location (default: <repo>/.venv-dynamo)
 #   MOONCAKE_WHEEL_VERSION  override the pinned wheel version (default below)
 set -euo pipefail
 
@@ -35,10 +38,11 @@ REQUIRED_PY="3.11"   # the wheel is cp311 only
 # ibverbs-providers (verbs provider plugins), python3-venv (venv + ensurepip for Debian's python).
 # etcd-server (/usr/bin/etcd), nats-server (/usr/sbin/nats-server): real servers that tests start
 # privately in their own network namespace; etcd-client (etcdctl) and iproute2 (ip) for that test.
+# nginx-light: srtctl's nginx in front of several frontends (the frontend tests run it).
 APT_PACKAGES=(
   libibverbs-dev librdmacm-dev libclang-dev ibverbs-providers pkg-config python3-venv
   ca-certificates etcd-server nats-server etcd-client iproute2
-  chromium
+  chromium nginx-light
 )
 # Packages from APT_PACKAGES that ship a system service, as package:service. We only want their
 # binaries. On a fresh install their postinst enables the service for boot (systemd unit links,
@@ -51,6 +55,7 @@ APT_PACKAGES=(
 SERVICE_PACKAGES=(
   etcd-server:etcd
   nats-server:nats-server
+  nginx-light:nginx
 )
 # Run-time libraries that the wheel's native code (mooncake_master, store.so, engine.so) links
 # from the system (found with ldd; everything else is bundled in the wheel). Checked by soname
@@ -229,6 +234,38 @@ pip_pin() {
 pip_pin regex "$REGEX_VERSION"
 "$VENV/bin/python" "$REPO_ROOT/scripts/lib/client_sources.py" "$VENV/client-sources"
 pip_pin prometheus-client "$PROMETHEUS_CLIENT_VERSION"
+
+# --------------------------------------------------------------------------------------------
+# 3c. Dynamo's frontend and mocker, and the SGLang router, in <repo>/.venv-dynamo (their own
+#     venv: transformers and pydantic stay out of Mooncake's), plus a tiny tokenizer-only model
+#     directory for the mocker (.venv-dynamo/tiny-model). Pins: scripts/dynamo-requirements.txt.
+# --------------------------------------------------------------------------------------------
+DYNAMO_VERSION="1.6.1"
+DYNAMO_VENV="${MCSUP_DYNAMO_VENV:-$REPO_ROOT/.venv-dynamo}"
+DYNAMO_REQS="$REPO_ROOT/scripts/dynamo-requirements.txt"
+DYNAMO_STAMP="$DYNAMO_VENV/.mcsup-installed"
+dynamo_want="$DYNAMO_VERSION $(sha256sum "$DYNAMO_REQS" "$REPO_ROOT/scripts/lib/tiny_model.py" | cut -d' ' -f1 | tr '\n' ' ')"
+if [ -f "$DYNAMO_STAMP" ] && [ "$(cat "$DYNAMO_STAMP")" = "$dynamo_want" ] \
+   && "$DYNAMO_VENV/bin/python" -c "import dynamo.frontend, dynamo.mocker" 2>/dev/null; then
+  log "dynamo: ai-dynamo==$DYNAMO_VERSION and the tiny model already in $DYNAMO_VENV"
+else
+  if [ ! -x "$DYNAMO_VENV/bin/python" ]; then
+    log "dynamo: creating $DYNAMO_VENV"
+    "$VENV/bin/python" -c "import sys; print(sys.base_prefix)" >/dev/null
+    "$(readlink -f "$VENV/bin/python")" -m venv "$DYNAMO_VENV"
+  fi
+  log "dynamo: installing ai-dynamo==$DYNAMO_VERSION (no deps) and scripts/dynamo-requirements.txt"
+  "$DYNAMO_VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+    -r "$DYNAMO_REQS"
+  "$DYNAMO_VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q --no-deps \
+    "ai-dynamo==$DYNAMO_VERSION" "ai-dynamo-runtime==$DYNAMO_VERSION"
+  "$DYNAMO_VENV/bin/python" -c "import dynamo.frontend, dynamo.mocker, sglang_router" \
+    || die "dynamo: the frontend, the mocker or the SGLang router does not import from $DYNAMO_VENV"
+  rm -rf -- "$DYNAMO_VENV/tiny-model"
+  "$DYNAMO_VENV/bin/python" "$REPO_ROOT/scripts/lib/tiny_model.py" "$DYNAMO_VENV/tiny-model" >/dev/null
+  echo "$dynamo_want" > "$DYNAMO_STAMP"
+  log "dynamo: ready in $DYNAMO_VENV"
+fi
 
 # --------------------------------------------------------------------------------------------
 # 4. cargo-nextest

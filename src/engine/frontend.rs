@@ -542,6 +542,23 @@ impl Seen {
     }
 }
 
+/// `3/3 workers (1 of 1 prefill, 2 of 2 decode)`; aggregated jobs say `2/2 workers`.
+pub fn describe(expected: &Expected, seen: &Seen) -> String {
+    let total = |p: u32, d: u32| p + d;
+    let head = format!(
+        "{}/{} workers",
+        seen.prefill.min(expected.prefill) + seen.decode.min(expected.decode),
+        total(expected.prefill, expected.decode)
+    );
+    if expected.prefill == 0 && seen.prefill == 0 {
+        return head;
+    }
+    format!(
+        "{head} ({} of {} prefill, {} of {} decode)",
+        seen.prefill, expected.prefill, seen.decode, expected.decode
+    )
+}
+
 /// Count what a frontend's health answer lists (srtctl's `check_dynamo_health` and
 /// `check_sglang_router_health`). `Err` when the answer is not what that frontend sends.
 pub fn parse_health(kind: FrontendType, body: &str) -> Result<Seen, String> {

@@ -263,9 +263,12 @@ pub fn plan_with(
 
     let worker_procs = workers_planned?;
     let fe = match &topo {
-        Some(t) => frontends::plan_frontends(t, ctx, &model.environment.0, &|r| {
-            model.roles.get(&r).and_then(|m| m.flags.clone())
-        })?,
+        Some(t) => {
+            let local: Vec<String> = worker_procs.iter().map(|p| p.name.clone()).collect();
+            frontends::plan_frontends(t, ctx, &local, &model.environment.0, &|r| {
+                model.roles.get(&r).and_then(|m| m.flags.clone())
+            })?
+        }
         None => frontends::FrontendPlan::default(),
     };
     for p in &fe.processes {
@@ -454,11 +457,10 @@ pub fn plan_with(
                     deps.extend(before.iter().cloned());
                 }
                 Phase::Frontend => {
-                    // The frontend's own waits (workers here and elsewhere, or nginx's
-                    // frontends) are already set; the workers here first, then those.
+                    // Infra first, then the frontend's own waits (plan::frontends: its workers
+                    // here and elsewhere, or nginx's frontends).
                     let own: Vec<String> = p.depends_on.iter().map(|d| d.target.clone()).collect();
                     deps.extend(infra_deps.iter().cloned());
-                    deps.extend(worker_names.iter().cloned());
                     deps.extend(own);
                 }
                 Phase::AfterFrontend => {

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use crate::supervisor::{StatusFile, StatusProcess, StatusRead};
+use crate::engine::frontend::describe as servable_describe;
+use crate::supervisor::{ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead};
 
 // ---------------------------------------------------------------------------------------------
 // `mcsup status`
@@ -96,6 +97,10 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
         })
         .collect();
     out.push_str(&text_table(header, &rows));
+    if let Some(line) = servable_line(s, now_ms) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     for u in &s.units {
         if let Some(l) = &u.output_lost {
             out.push_str(&format!(
@@ -112,6 +117,36 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
     }
     out.push_str("(* = critical)\n");
     out
+}
+
+/// `servable: http://n1:8000, 3/3 workers (…), 41.2 s after start` (or what is missing now),
+/// for the node that runs the job's endpoint. The start is the earliest mcsup start of `start_ms`.
+fn servable_text(v: &ServableStatus, start_ms: u64, now_ms: u64) -> String {
+    let after = format!(
+        "{:.1} s after start",
+        v.servable_ts_ms.saturating_sub(start_ms) as f64 / 1000.0
+    );
+    let workers = servable_describe(&v.expected, &v.seen);
+    match v.state {
+        ServableState::Servable => format!("servable: {}, {workers}, {after}", v.url),
+        ServableState::Degraded => format!(
+            "servable: {} DEGRADED for {}: {workers} (servable {after})",
+            v.url,
+            ago(now_ms, v.since_ts_ms)
+        ),
+        ServableState::Unreachable => format!(
+            "servable: {} UNREACHABLE for {}: {} (servable {after})",
+            v.url,
+            ago(now_ms, v.since_ts_ms),
+            v.error.as_deref().unwrap_or("no answer")
+        ),
+    }
+}
+
+fn servable_line(s: &StatusFile, now_ms: u64) -> Option<String> {
+    s.servable
+        .as_ref()
+        .map(|v| servable_text(v, s.started_ts_ms, now_ms))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -230,6 +265,60 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
             "1".into(),
         )],
     );
+    if let Some(v) = &s.servable {
+        let url = esc(&v.url);
+        family(
+            "mcsup_servable",
+            "gauge",
+            "Whether the job's endpoint serves with every expected worker (1) or not (0); only on the node that runs it, once it has been servable.",
+            vec![(
+                format!("node=\"{node}\",url=\"{url}\""),
+                u8::from(v.state == ServableState::Servable).to_string(),
+            )],
+        );
+        family(
+            "mcsup_servable_seconds",
+            "gauge",
+            "Seconds from mcsup's start on this node to the job's first servable moment.",
+            vec![(
+                format!("node=\"{node}\",url=\"{url}\""),
+                format!(
+                    "{:.3}",
+                    v.servable_ts_ms.saturating_sub(s.started_ts_ms) as f64 / 1000.0
+                ),
+            )],
+        );
+        family(
+            "mcsup_frontend_workers",
+            "gauge",
+            "Workers the job's frontend lists, by kind (aggregated workers count as decode).",
+            vec![
+                (
+                    format!("node=\"{node}\",url=\"{url}\",kind=\"prefill\""),
+                    v.seen.prefill.to_string(),
+                ),
+                (
+                    format!("node=\"{node}\",url=\"{url}\",kind=\"decode\""),
+                    v.seen.decode.to_string(),
+                ),
+            ],
+        );
+        family(
+            "mcsup_frontend_workers_expected",
+            "gauge",
+            "Workers the job's frontend must list to be servable, by kind.",
+            vec![
+                (
+                    format!("node=\"{node}\",url=\"{url}\",kind=\"prefill\""),
+                    v.expected.prefill.to_string(),
+                ),
+                (
+                    format!("node=\"{node}\",url=\"{url}\",kind=\"decode\""),
+                    v.expected.decode.to_string(),
+                ),
+            ],
+        );
+    }
     family(
         "mcsup_teardown_seconds",
         "gauge",
@@ -446,6 +535,23 @@ pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
             node_outcome(&r.status, r.writer_alive, now_ms)
         );
     }
+    let start = nodes
+        .iter()
+        .map(|(_, r)| r.status.started_ts_ms)
+        .min()
+        .unwrap_or(0);
+    for (node, r) in nodes {
+        if let Some(v) = &r.status.servable {
+            let _ = writeln!(out, "{} (on {node})", servable_text(v, start, now_ms));
+        }
+    }
+    if !nodes.iter().any(|(_, r)| r.status.servable.is_some()) {
+        if let Some((node, u)) = units(nodes)
+            .find(|(_, u)| u.kind == "frontend" && u.state != "ready" && u.state != "exited")
+        {
+            let _ = writeln!(out, "not servable yet: {node}/{} is {}", u.name, u.state);
+        }
+    }
     for ((node, u), what) in waiting(nodes, now_ms) {
         let _ = writeln!(out, "waiting: {node}/{} {what}", u.name);
     }
@@ -502,6 +608,14 @@ pub fn job_status_json(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
             "node": n, "unit": u.name, "ready_s": t as f64 / 1000.0,
         })).collect::<Vec<_>>(),
         "slowest_to_ready": slowest,
+        "servable": nodes.iter().find_map(|(n, r)| r.status.servable.as_ref().map(|v| serde_json::json!({
+            "node": n,
+            "url": v.url,
+            "state": v.state,
+            "seconds_after_start": v.servable_ts_ms.saturating_sub(nodes.iter().map(|(_, r)| r.status.started_ts_ms).min().unwrap_or(0)) as f64 / 1000.0,
+            "seen": v.seen,
+            "expected": v.expected,
+        }))),
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
 }

@@ -83,6 +83,13 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
                     format!("{} failed: {detail}", e.process),
                 ));
             }
+            "servable" => marks.push((t, "servable".to_string(), format!("servable: {detail}"))),
+            "workers-lost" => {
+                marks.push((t, "lost".to_string(), format!("workers lost: {detail}")))
+            }
+            "workers-back" => {
+                marks.push((t, "back".to_string(), format!("workers back: {detail}")))
+            }
             "restarting" => marks.push((
                 t,
                 "restart".to_string(),
@@ -251,6 +258,20 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
             row += 1;
         }
     }
+    // The job's servable moment, across every node's rows.
+    for (node, evs) in nodes {
+        for e in evs.iter().filter(|e| e.event == "servable") {
+            let _ = write!(
+                lines,
+                r#"<line class="servable" data-node="{n}" x1="{x:.1}" x2="{x:.1}" y1="{y0:.1}" y2="{y1:.1}"><title>{n}: servable: {d}</title></line>"#,
+                n = html_escape(node),
+                x = x(e.ts_ms),
+                y0 = TOP,
+                y1 = TOP + row.max(1) as f64 * ROW,
+                d = html_escape(e.detail.as_deref().unwrap_or(""))
+            );
+        }
+    }
     let height = TOP + row as f64 * ROW + 30.0;
     let total_s = (end - start) as f64 / 1000.0;
     let mut ticks = String::new();
@@ -277,12 +298,14 @@ line.tick {{ stroke: #ddd; }} text.tick {{ fill: #555; text-anchor: middle; }}
 .bar.starting {{ fill: #f0b429; }} .bar.ready {{ fill: #3f9142; }}
 .bar.stopping {{ fill: #8a8a8a; }} .bar.failed {{ fill: #d64545; }}
 .mark.failed {{ fill: #d64545; }} .mark.restart {{ fill: #1f6feb; }} .mark.wait {{ fill: #f0b429; stroke: #7a5a00; }}
+.mark.servable {{ fill: #3f9142; stroke: #000; }} .mark.lost {{ fill: #e8743b; stroke: #000; }} .mark.back {{ fill: #3f9142; }}
 .shutdown {{ stroke: #d64545; stroke-dasharray: 4 3; }}
+.servable {{ stroke: #3f9142; stroke-width: 2; }}
 .band {{ fill: #f3f4f6; }}
 </style></head>
 <body>
 <h1>mcsup timeline: {n} node(s), {p} process(es), {total_s:.1} s</h1>
-<p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested.</p>
+<p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested; green line (and black-ringed green dot): the job became servable; black-ringed orange dot: the frontend lost workers, green dot: it has them all again.</p>
 <svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{height:.0}">
 {bands}{ticks}{rows}{lines}
 </svg>

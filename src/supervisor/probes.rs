@@ -179,15 +179,35 @@ pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, S
             seen.prefill, seen.decode, p.expected.prefill, p.expected.decode
         ));
     }
-    let url = format!("http://{}:{}/v1/completions", p.host, p.port);
     let agent = ureq::AgentBuilder::new()
         .timeout(timeout)
         .redirects(0)
         .build();
+    // The name the frontend serves the model under: the served model name where the engine
+    // registers one, else (Dynamo's mocker) the model path, as `/v1/models` lists it.
+    let listed: Vec<String> = agent
+        .get(&format!("http://{}:{}/v1/models", p.host, p.port))
+        .call()
+        .ok()
+        .and_then(|r| r.into_json::<serde_json::Value>().ok())
+        .and_then(|v| {
+            v.get("data")?.as_array().map(|d| {
+                d.iter()
+                    .filter_map(|m| m.get("id")?.as_str().map(String::from))
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    let model = if listed.is_empty() || listed.contains(&p.model) {
+        p.model.clone()
+    } else {
+        listed[0].clone()
+    };
+    let url = format!("http://{}:{}/v1/completions", p.host, p.port);
     let resp = agent
         .post(&url)
         .send_json(serde_json::json!({
-            "model": p.model,
+            "model": model,
             "prompt": "ping",
             "max_tokens": 1,
             "stream": false,

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::UnboundedSender;
 
+pub use crate::engine::frontend::describe;
 use crate::engine::frontend::{Expected, Seen};
 use crate::plan::ServableProbe;
 
@@ -71,23 +72,6 @@ pub fn judge(expected: &Expected, read: &Result<Seen, String>) -> ServableState 
         Ok(_) => ServableState::Degraded,
         Err(_) => ServableState::Unreachable,
     }
-}
-
-/// `3/3 workers (1 of 1 prefill, 2 of 2 decode)`; aggregated jobs say `2/2 workers`.
-pub fn describe(expected: &Expected, seen: &Seen) -> String {
-    let total = |p: u32, d: u32| p + d;
-    let head = format!(
-        "{}/{} workers",
-        seen.prefill.min(expected.prefill) + seen.decode.min(expected.decode),
-        total(expected.prefill, expected.decode)
-    );
-    if expected.prefill == 0 && seen.prefill == 0 {
-        return head;
-    }
-    format!(
-        "{head} ({} of {} prefill, {} of {} decode)",
-        seen.prefill, expected.prefill, seen.decode, expected.decode
-    )
 }
 
 /// Read the frontend's health answer every [`WATCH_EVERY`] and send each result, until the

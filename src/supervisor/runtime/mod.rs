@@ -535,11 +535,14 @@ impl Runtime {
             return;
         }
         let now = Instant::now();
-        let kind = if state == ServableState::Servable {
-            RecordKind::WorkersBack
-        } else {
-            RecordKind::WorkersLost
+        // An event when the endpoint loses or regains workers; more than expected (a restarted
+        // worker listed before its old registration expires) only updates the status.
+        let kind = match (cur.state, state) {
+            (ServableState::Servable, ServableState::Servable) => None,
+            (_, ServableState::Servable) => Some(RecordKind::WorkersBack),
+            _ => Some(RecordKind::WorkersLost),
         };
+        let frontend = cur.frontend.clone();
         let detail = match &read {
             Ok(_) => format!("{}: {}", cur.url, servable::describe(&cur.expected, &seen)),
             Err(e) => format!("{}: the frontend does not answer: {e}", cur.url),
@@ -551,15 +554,9 @@ impl Runtime {
             error: read.err(),
             ..cur
         });
-        self.note(
-            &self
-                .servable
-                .as_ref()
-                .map(|s| s.frontend.clone())
-                .unwrap_or_default(),
-            kind,
-            detail,
-        );
+        if let Some(kind) = kind {
+            self.note(&frontend, kind, detail);
+        }
         // Not a machine change: write the status now.
         self.status_version = None;
         self.write_status(None);
