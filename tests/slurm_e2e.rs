@@ -27,13 +27,17 @@ struct Cluster {
 
 impl Cluster {
     fn start(env: &TestEnv, proctrack: &str, port_base: u16) -> Cluster {
+        Self::start_n(env, proctrack, port_base, 2)
+    }
+
+    fn start_n(env: &TestEnv, proctrack: &str, port_base: u16, nodes: u32) -> Cluster {
         common::require_slurm();
         let base = env.path("slurm");
         let out = Command::new(repo().join("scripts/slurm/cluster.sh"))
             .args([
                 "start",
                 "--nodes",
-                "2",
+                &nodes.to_string(),
                 "--proctrack",
                 proctrack,
                 "--port-base",
@@ -737,4 +741,198 @@ fn preflight_per_node_and_the_fleet_aggregate() {
         "{names:?}"
     );
     env.assert_no_leftovers();
+}
+
+/// srtctl's upstream mocker recipe (tests/fixtures/srt-slurm-v1/mocker-agg.yaml, from
+/// recipes/mocker/agg.yaml) turned into a 1P2D job on three fake nodes: the layout, a few
+/// seconds of simulated model loading, the tiny local model, and what one machine standing in for
+/// three needs (every node's address is 127.0.0.1, so the discovery endpoints are pinned to it
+/// in `environment:`, which srtctl gives workers and frontends after its own). A restarted worker
+/// comes back after 28 s: longer than Dynamo's frontend takes to drop a SIGKILLed instance
+/// (about 22 s, measured), so the loss is seen before the return.
+fn mocker_1p2d_recipe(env: &TestEnv, model: &std::path::Path) -> PathBuf {
+    let upstream = repo().join("tests/fixtures/srt-slurm-v1/mocker-agg.yaml");
+    let mut r: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(upstream).unwrap()).unwrap();
+    let configs = env.path("configs");
+    std::fs::create_dir_all(&configs).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
+    std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
+    let patch: serde_yaml::Value = serde_yaml::from_str(&format!(
+        r#"
+model: {{path: "hf:{model}"}}
+resources: {{gpu_type: cpu, gpus_per_node: 1, prefill_nodes: 1, prefill_workers: 1, decode_nodes: 2, decode_workers: 2}}
+environment: {{ETCD_ENDPOINTS: "http://127.0.0.1:2379", NATS_SERVER: "nats://127.0.0.1:4222"}}
+mcsup:
+  configs_dir: {configs}
+  log_dir: {logs}/{{job_id}}
+  node_addresses: {{n1: 127.0.0.1, n2: 127.0.0.1, n3: 127.0.0.1}}
+  worker_defaults: {{restart: {{policy: on-failure, backoff_initial_seconds: 28, backoff_max_seconds: 28}}}}
+  shutdown: {{deadline_seconds: 10}}
+"#,
+        model = model.display(),
+        configs = configs.display(),
+        logs = env.path("logs").display(),
+    ))
+    .unwrap();
+    let m = r.as_mapping_mut().unwrap();
+    for (k, v) in patch.as_mapping().unwrap() {
+        m.insert(k.clone(), v.clone());
+    }
+    let backend = m.get_mut("backend").unwrap().as_mapping_mut().unwrap();
+    backend.insert("startup_time".into(), 3.into());
+    let path = env.path("mocker-1p2d.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&r).unwrap()).unwrap();
+    path
+}
+
+fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
+    let (dynamo, model) = common::recipe::dynamo_venv();
+    let recipe = mocker_1p2d_recipe(env, &model);
+    let out = env.path("job.out");
+    let o = cluster
+        .cmd("sbatch")
+        .args(["--parsable", "--time=10", "-N", "3", "-o"])
+        .arg(&out)
+        .arg(format!("--chdir={}", env.dir.path().display()))
+        .arg(repo().join("scripts/slurm/job-roles.sbatch"))
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                dynamo.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("MCSUP", MCSUP)
+        .env("RECIPE", &recipe)
+        .env("ROLES", "prefill decode decode")
+        .env("DRAIN_TIMEOUT", "30")
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .output()
+        .expect("sbatch");
+    assert!(o.status.success(), "sbatch: {}", String::from_utf8_lossy(&o.stderr));
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let logs = env.path("logs").join(&id);
+    (id, logs, out)
+}
+
+/// The path from a recipe to an endpoint with mcsup alone, under the local Slurm: a 1P2D Dynamo
+/// mocker job on three nodes, one mcsup per node (etcd, NATS and the frontend on n1). The job is
+/// servable within the recipe's health budget (the frontend lists 1 prefill + 2 decode and a
+/// completion answers), and a completion through the endpoint returns tokens. A decode worker
+/// SIGKILLed is a loss the job view shows ("1 of 2 decode"), not a teardown; its restart brings
+/// the job back. Slurm's early warning stops the frontend, then the workers, then etcd and NATS,
+/// and leaves nothing behind.
+#[test]
+fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 17890, 3);
+    let started = Instant::now();
+    let (id, logs, out) = mocker_job(&env, &cluster);
+    let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
+    let has = |node: &str, process: &str, event: &str| {
+        events(node)
+            .iter()
+            .any(|e| e.process == process && e.event == event)
+    };
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the job servable", Duration::from_secs(60), || {
+        if cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty() {
+            panic!("job {id} left the queue early:\n{}", job_out());
+        }
+        has("n1", "frontend_0", "servable").then_some(())
+    });
+    let servable_at = started.elapsed();
+    let ev = events("n1")
+        .into_iter()
+        .find(|e| e.event == "servable")
+        .unwrap();
+    let detail = ev.raw["detail"].as_str().unwrap_or_default().to_string();
+    assert!(
+        detail.contains("3/3 workers (1 of 1 prefill, 2 of 2 decode)"),
+        "{detail}"
+    );
+    // The servable moment against the last worker's own readiness, on any node.
+    let last_worker_ready = ["n1", "n2", "n3"]
+        .iter()
+        .flat_map(|n| events(n))
+        .filter(|e| e.process.starts_with("mocker-") && e.event == "ready")
+        .filter_map(|e| e.raw["ts_ms"].as_u64())
+        .max()
+        .unwrap();
+    let lag_ms = ev.raw["ts_ms"].as_u64().unwrap() as i64 - last_worker_ready as i64;
+    eprintln!("servable {servable_at:?} after sbatch, {lag_ms} ms after the last worker was ready: {detail}");
+    // A completion through the endpoint.
+    let answer: serde_json::Value = ureq::post("http://127.0.0.1:8000/v1/completions")
+        .send_json(serde_json::json!({
+            "model": common::recipe::dynamo_venv().1.display().to_string(),
+            "prompt": "hello world",
+            "max_tokens": 5,
+        }))
+        .expect("a completion through the frontend")
+        .into_json()
+        .unwrap();
+    let tokens = answer["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+    eprintln!("completion through the endpoint: {tokens} tokens: {answer}");
+    assert_eq!(tokens, 5, "{answer}");
+    // SIGKILL a decode worker on n3: a loss, then its restart, not a teardown.
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(logs.join("n3.status.json")).unwrap())
+            .unwrap();
+    let pid = status["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "mocker-decode-1")
+        .and_then(|u| u["pid"].as_i64())
+        .expect("n3 runs mocker-decode-1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for("the frontend to lose the worker", Duration::from_secs(40), || {
+        has("n1", "frontend_0", "workers-lost").then_some(())
+    });
+    let view = job_status(&cluster_job(&id, &logs, &out));
+    assert!(
+        view.contains("DEGRADED") && view.contains("2/3 workers (1 of 1 prefill, 1 of 2 decode)"),
+        "{view}"
+    );
+    wait_for("the worker back", Duration::from_secs(40), || {
+        has("n1", "frontend_0", "workers-back").then_some(())
+    });
+    assert!(has("n3", "mocker-decode-1", "restarting"));
+    let view = job_status(&cluster_job(&id, &logs, &out));
+    assert!(view.contains("servable: http://127.0.0.1:8000, 3/3 workers"), "{view}");
+    eprintln!("{view}");
+    // Slurm's early warning: the frontend stops first, then the workers, then etcd and NATS.
+    assert!(cluster
+        .run("scancel", &["--batch", "--signal=USR1", &id])
+        .status
+        .success());
+    cluster.wait_gone(&id, Duration::from_secs(60));
+    assert_eq!(cluster.job_state(&id), "COMPLETED 0:0", "{}", job_out());
+    let evs = events("n1");
+    let at = |p: &str, e: &str| Mcsup::index_of(&evs, p, e);
+    assert!(at("frontend_0", "stopped") < at("mocker-prefill-0", "stopping"));
+    assert!(at("mocker-prefill-0", "stopped") < at("etcd", "stopping"));
+    assert!(at("mocker-prefill-0", "stopped") < at("nats", "stopping"));
+    assert!(
+        !evs.iter().any(|e| e.event == "workers-lost" && e.t_ms > evs[at("frontend_0", "stopping")].t_ms),
+        "a drain is not a loss"
+    );
+    assert_job_leaves_nothing(&env);
+    eprintln!("whole job: {:?}", started.elapsed());
+}
+
+/// A [`Job`] for the job view helpers.
+fn cluster_job(id: &str, logs: &std::path::Path, out: &std::path::Path) -> Job {
+    Job {
+        id: id.to_string(),
+        logs: logs.to_path_buf(),
+        out: out.to_path_buf(),
+        ports: Ports::new(),
+    }
 }

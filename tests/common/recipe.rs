@@ -177,3 +177,17 @@ pub fn metric(text: &str, name: &str) -> Option<u64> {
         .and_then(|v| v.parse::<f64>().ok())
         .map(|v| v as u64)
 }
+
+/// The Dynamo venv's bin directory (frontend, mocker, SGLang router) and its tiny model
+/// directory; scripts/setup.sh installs both.
+pub fn dynamo_venv() -> (PathBuf, PathBuf) {
+    let venv = std::env::var_os("MCSUP_DYNAMO_VENV")
+        .map_or_else(|| repo().join(".venv-dynamo"), PathBuf::from);
+    let model = venv.join("tiny-model");
+    super::require(
+        venv.join("bin/python3").exists() && model.join("tokenizer.json").exists(),
+        &format!("{} with its tiny-model", venv.display()),
+        "run scripts/setup.sh (scripts/test.sh does)",
+    );
+    (venv.join("bin"), model)
+}
