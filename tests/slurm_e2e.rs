@@ -811,7 +811,11 @@ fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
         .env("MCSUP_TEST_TAG", &env.tag)
         .output()
         .expect("sbatch");
-    assert!(o.status.success(), "sbatch: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "sbatch: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
     let logs = env.path("logs").join(&id);
     (id, logs, out)
@@ -892,9 +896,11 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    wait_for("the frontend to lose the worker", Duration::from_secs(40), || {
-        has("n1", "frontend_0", "workers-lost").then_some(())
-    });
+    wait_for(
+        "the frontend to lose the worker",
+        Duration::from_secs(40),
+        || has("n1", "frontend_0", "workers-lost").then_some(()),
+    );
     let view = job_status(&cluster_job(&id, &logs, &out));
     assert!(
         view.contains("DEGRADED") && view.contains("2/3 workers (1 of 1 prefill, 1 of 2 decode)"),
@@ -905,7 +911,10 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     });
     assert!(has("n3", "mocker-decode-1", "restarting"));
     let view = job_status(&cluster_job(&id, &logs, &out));
-    assert!(view.contains("servable: http://127.0.0.1:8000, 3/3 workers"), "{view}");
+    assert!(
+        view.contains("servable: http://127.0.0.1:8000, 3/3 workers"),
+        "{view}"
+    );
     eprintln!("{view}");
     // Slurm's early warning: the frontend stops first, then the workers, then etcd and NATS.
     assert!(cluster
@@ -920,7 +929,8 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     assert!(at("mocker-prefill-0", "stopped") < at("etcd", "stopping"));
     assert!(at("mocker-prefill-0", "stopped") < at("nats", "stopping"));
     assert!(
-        !evs.iter().any(|e| e.event == "workers-lost" && e.t_ms > evs[at("frontend_0", "stopping")].t_ms),
+        !evs.iter()
+            .any(|e| e.event == "workers-lost" && e.t_ms > evs[at("frontend_0", "stopping")].t_ms),
         "a drain is not a loss"
     );
     assert_job_leaves_nothing(&env);

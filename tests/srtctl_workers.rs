@@ -10,6 +10,8 @@
 //! states the assumptions. The srun/container wrapping and the container-side preamble are not
 //! part of either side.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -554,4 +556,65 @@ fn every_node_runs_srtctls_frontend_stage() {
     }
     // 33 frontend processes: 25 Dynamo frontends, 2 SGLang routers, 6 nginx.
     assert_eq!((processes, confs, gates), (33, 6, 12));
+}
+
+/// The real nginx accepts what mcsup runs: for every fixture with srtctl's multiple-frontends
+/// topology, the planned `nginx.conf` and nginx argv (with `-t`, which parses and checks the
+/// configuration without serving) pass Debian's nginx 1.22, as the user mcsup runs as.
+#[test]
+fn nginx_accepts_the_planned_configuration() {
+    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    common::require(
+        nginx.is_some(),
+        "nginx",
+        "run scripts/setup.sh (it installs nginx-light)",
+    );
+    let nginx = nginx.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for e in std::fs::read_dir(dir()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+        let mut found: Vec<(plan::ProcessSpec, plan::FileSpec)> = Vec::new();
+        check_with(&stem, &mut |_, _, plan| {
+            if let Some(n) = plan.processes.iter().find(|x| x.name == "nginx") {
+                let f = plan
+                    .files
+                    .iter()
+                    .find(|f| f.path.ends_with("nginx.conf"))
+                    .unwrap();
+                found.push((n.clone(), f.clone()));
+            }
+        });
+        for (proc, file) in found {
+            let dir = tmp.path().join(&stem);
+            std::fs::create_dir_all(&dir).unwrap();
+            let conf = dir.join("nginx.conf");
+            std::fs::write(&conf, &file.contents).unwrap();
+            let planned_dir = file.path.parent().unwrap().display().to_string();
+            let argv: Vec<String> = proc
+                .argv
+                .iter()
+                .map(|a| a.replace(&planned_dir, &dir.display().to_string()))
+                .collect();
+            let out = std::process::Command::new(nginx)
+                .args(&argv[1..])
+                .arg("-t")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{stem}: nginx {:?} -t:\n{}",
+                &argv[1..],
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6);
 }

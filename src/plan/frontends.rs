@@ -1,9 +1,10 @@
 //! The job's frontends on this node ([`crate::engine::frontend`]), when srtctl's layout derives
-//! the workers: each a process of the `frontend` phase that starts once the workers it fronts
-//! are ready (here: a dependency; on other nodes: a gate on each worker's health port), and
-//! stops first. The public endpoint (nginx, or the only frontend) is ready when the job is
-//! servable (a [`ProbeSpec::Servable`] probe); a frontend behind nginx when its port accepts,
-//! and nginx waits for those. Pure.
+//! the workers: processes of the `frontend` phase, stopped before the workers. The SGLang router
+//! starts once the workers it is given are ready (here: a dependency; on other nodes: a gate on
+//! each worker's health port); nginx once its frontends accept; a Dynamo frontend, which
+//! discovers its workers, once etcd/NATS are (as srtctl starts it). The public endpoint (nginx,
+//! or the only frontend) is ready when the job is servable (a [`ProbeSpec::Servable`] probe); a
+//! frontend behind nginx when its port accepts. Pure.
 
 use std::time::Duration;
 
