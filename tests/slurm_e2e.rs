@@ -127,6 +127,23 @@ impl Drop for Cluster {
     }
 }
 
+/// The job id `sbatch --parsable` printed (`<id>[;<cluster>]`); the submission must succeed.
+fn job_id(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "sbatch: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let id = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    assert!(!id.is_empty(), "no job id");
+    id
+}
+
 /// One 1P1D job of the example batch script.
 struct Job {
     id: String,
@@ -173,18 +190,7 @@ impl Job {
             .env("MCSUP_TEST_TAG", &env.tag)
             .output()
             .expect("sbatch");
-        assert!(
-            o.status.success(),
-            "sbatch: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let id = String::from_utf8_lossy(&o.stdout)
-            .trim()
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .to_string();
-        assert!(!id.is_empty(), "no job id");
+        let id = job_id(&o);
         Job {
             logs: logs.join(&id),
             id,
@@ -811,12 +817,7 @@ fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
         .env("MCSUP_TEST_TAG", &env.tag)
         .output()
         .expect("sbatch");
-    assert!(
-        o.status.success(),
-        "sbatch: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let id = job_id(&o);
     let logs = env.path("logs").join(&id);
     (id, logs, out)
 }

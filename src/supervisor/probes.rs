@@ -120,22 +120,7 @@ pub async fn http_body(
     timeout: Duration,
 ) -> Result<String, String> {
     let job = tokio::task::spawn_blocking(move || {
-        let url = format!("http://{host}:{port}{path}");
-        let agent = ureq::AgentBuilder::new()
-            .timeout(timeout)
-            .redirects(0)
-            .build();
-        let resp = agent
-            .get(&url)
-            .call()
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        let mut body = String::new();
-        use std::io::Read;
-        resp.into_reader()
-            .take(1 << 20)
-            .read_to_string(&mut body)
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        Ok(body)
+        get_body_blocking(&format!("http://{host}:{port}{path}"), timeout)
     });
     match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
         Ok(Ok(r)) => r,
@@ -152,12 +137,18 @@ pub fn frontend_seen_blocking(
     timeout: Duration,
 ) -> Result<Seen, String> {
     let url = format!("http://{host}:{port}{}", frontend.health_path());
+    let body = get_body_blocking(&url, timeout)?;
+    frontend::parse_health(frontend, &body).map_err(|e| format!("GET {url}: {e}"))
+}
+
+/// One GET whose body (at most 1 MiB) is the answer; status 200. Blocking.
+fn get_body_blocking(url: &str, timeout: Duration) -> Result<String, String> {
     let agent = ureq::AgentBuilder::new()
         .timeout(timeout)
         .redirects(0)
         .build();
     let resp = agent
-        .get(&url)
+        .get(url)
         .call()
         .map_err(|e| format!("GET {url}: {e}"))?;
     let mut body = String::new();
@@ -166,7 +157,7 @@ pub fn frontend_seen_blocking(
         .take(1 << 20)
         .read_to_string(&mut body)
         .map_err(|e| format!("GET {url}: {e}"))?;
-    frontend::parse_health(frontend, &body).map_err(|e| format!("GET {url}: {e}"))
+    Ok(body)
 }
 
 /// One servable attempt: the frontend lists every expected worker, then a one-token completion
