@@ -24,12 +24,12 @@ use crate::recipe::Recipe;
 pub const PUBLIC_PORT: u16 = 8000;
 pub const INTERNAL_PORT: u16 = 8180;
 
-/// The frontend keys mcsup reads (`frontend.*`, v1 and 2.0).
+/// The frontend keys mcsup reads (`frontend.*`, v1 and 2.0). Not `nginx_container`: mcsup runs
+/// the nginx on `PATH`.
 pub const RECIPE_KEYS: &[&str] = &[
     "type",
     "enable_multiple_frontends",
     "num_additional_frontends",
-    "nginx_container",
     "nginx_raise_ulimit",
     "nginx_session_affinity",
     "nginx_session_affinity_header",
@@ -51,6 +51,15 @@ pub enum FrontendType {
 }
 
 impl FrontendType {
+    /// Its `frontend.type` spelling (2.0's for the router).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrontendType::Dynamo => "dynamo",
+            FrontendType::SglangRouter => "sglang-router",
+            FrontendType::Vllm => "vllm",
+        }
+    }
+
     /// The path whose answer says which workers the frontend sees.
     pub fn health_path(self) -> &'static str {
         match self {
@@ -267,6 +276,16 @@ pub struct FrontendJob<'a> {
     pub log_dir: &'a str,
 }
 
+impl FrontendJob<'_> {
+    /// A node's address (the name itself when the job does not list it).
+    pub fn ip_of(&self, node: &str) -> String {
+        self.ips
+            .iter()
+            .find(|(name, _)| name == node)
+            .map_or_else(|| node.to_string(), |(_, ip)| ip.clone())
+    }
+}
+
 /// What a frontend process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -327,16 +346,7 @@ pub fn stage(
     }
     if let Some(node) = &layout.nginx {
         let conf = format!("{}/nginx.conf", job.log_dir.trim_end_matches('/'));
-        let hosts: Vec<String> = layout
-            .frontends
-            .iter()
-            .map(|n| {
-                job.ips
-                    .iter()
-                    .find(|(name, _)| name == n)
-                    .map_or_else(|| n.clone(), |(_, ip)| ip.clone())
-            })
-            .collect();
+        let hosts: Vec<String> = layout.frontends.iter().map(|n| job.ip_of(n)).collect();
         nginx_conf = Some((
             conf.clone(),
             nginx_config(s, &hosts, port, layout.public_port),

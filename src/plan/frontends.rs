@@ -33,32 +33,18 @@ pub struct FrontendPlan {
     pub summary: Option<String>,
 }
 
-/// How long a remote worker may take: the recipe's health budget, like the servable wait.
-fn gate(name: String, probe: ProbeSpec, timeout: Duration) -> GateSpec {
-    GateSpec {
-        name,
-        readiness: ReadinessSpec {
-            interval: Duration::from_millis(100),
-            max_interval: Duration::from_secs(2),
-            ..readiness(vec![probe], timeout)
-        },
-    }
-}
-
 /// srtctl's `_get_health_expectations`: what the frontend must list. A Dynamo frontend in front
 /// of vLLM data parallelism lists one `generate` instance per DP rank (`per_gpu`, or
 /// `data-parallel-size` per logical worker), or per node-local process (`per_node`) unless a
 /// rank spans nodes; everything else counts logical workers, aggregated ones as decode.
 pub fn expected(t: &TopoPlan, kind: FrontendType) -> Expected {
     let logical = |r: Role| {
-        let mut idx: Vec<u32> = t
-            .all
+        t.all
             .iter()
             .filter(|p| p.mode == r)
             .map(|p| p.index)
-            .collect();
-        idx.dedup();
-        idx.len() as u32
+            .collect::<std::collections::BTreeSet<u32>>()
+            .len() as u32
     };
     let count = |r: Role| -> u32 {
         let n = logical(r);
@@ -115,12 +101,6 @@ pub fn plan_frontends(
         .cloned()
         .zip(ctx.node_ips.iter().cloned())
         .collect();
-    let ip_of = |n: &str| {
-        node_ips
-            .iter()
-            .find(|(name, _)| name == n)
-            .map_or_else(|| n.to_string(), |(_, ip)| ip.clone())
-    };
     let grpc = |r: Role| {
         role_flags(r).is_some_and(|f| {
             f.0.iter()
@@ -161,12 +141,8 @@ pub fn plan_frontends(
         summary: public.as_ref().map(|(node, port)| {
             format!(
                 "{} frontend; endpoint http://{}:{port} on {node}, servable when it lists {} prefill + {} decode and a completion answers",
-                match settings.kind {
-                    FrontendType::Dynamo => "dynamo",
-                    FrontendType::SglangRouter => "sglang-router",
-                    FrontendType::Vllm => "vllm",
-                },
-                ip_of(node),
+                settings.kind.as_str(),
+                job.ip_of(node),
                 expected.prefill,
                 expected.decode
             )
@@ -182,15 +158,15 @@ pub fn plan_frontends(
             let w = t.engine.launch(&t.launch, p, None, None);
             let port = w.health_port?;
             let node = &t.launch.node_names[p.node];
-            Some(gate(
-                format!("{}@{node}", w.name),
-                ProbeSpec::Http {
+            Some(remote_gate(
+                &format!("{}@{node}", w.name),
+                vec![ProbeSpec::Http {
                     host: t.launch.node_ips[p.node].clone(),
                     port,
                     path: "/health".into(),
                     status: 200,
                     body_contains: None,
-                },
+                }],
                 t.ready_timeout,
             ))
         })
@@ -244,9 +220,9 @@ pub fn plan_frontends(
                         waits.push(other.name.clone());
                         continue;
                     }
-                    let g = gate(
-                        format!("{}@{}", other.name, other.node),
-                        tcp(&ip_of(&other.node), other.port),
+                    let g = remote_gate(
+                        &format!("{}@{}", other.name, other.node),
+                        vec![tcp(&job.ip_of(&other.node), other.port)],
                         t.ready_timeout,
                     );
                     waits.push(g.name.clone());

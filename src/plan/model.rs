@@ -246,9 +246,8 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
     };
 
     if let Some(serde_yaml::Value::Mapping(m)) = &recipe.frontend {
-        // mcsup runs nginx from PATH, not from a container of its own.
         for k in m.keys().filter_map(|k| k.as_str()) {
-            if !crate::engine::frontend::RECIPE_KEYS.contains(&k) || k == "nginx_container" {
+            if !crate::engine::frontend::RECIPE_KEYS.contains(&k) {
                 model.ignored.push(format!("frontend.{k}"));
             }
         }
@@ -566,22 +565,20 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
     } else {
         implied_discovery_v1(recipe, &mc, &model)?
     };
-    {
-        for (name, reason) in implied {
-            let cfg: ServiceConfig =
-                serde_yaml::from_str(&format!("{{name: {name}, type: {name}}}"))
-                    .map_err(|e| err("services", e.to_string(), "report this as a bug"))?;
-            let mut svc = declared_service(
-                &cfg,
-                &format!("services[{name}]"),
-                &mc,
-                &configs_dir,
-                [rpc, meta, metrics],
-            )?;
-            svc.key = reason.clone();
-            svc.implied_by = Some(reason);
-            model.services.push(svc);
-        }
+    for (name, reason) in implied {
+        let cfg: ServiceConfig =
+            serde_yaml::from_str(&format!("{{name: {name}, type: {name}}}"))
+                .map_err(|e| err("services", e.to_string(), "report this as a bug"))?;
+        let mut svc = declared_service(
+            &cfg,
+            &format!("services[{name}]"),
+            &mc,
+            &configs_dir,
+            [rpc, meta, metrics],
+        )?;
+        svc.key = reason.clone();
+        svc.implied_by = Some(reason);
+        model.services.push(svc);
     }
 
     // ---- declared services ----

@@ -145,6 +145,17 @@ pub fn tcp(host: &str, port: u16) -> ProbeSpec {
     }
 }
 
+/// A gate on something on another node: no exit event to wait on, so poll gently.
+pub fn remote_gate(name: &str, probes: Vec<ProbeSpec>, timeout: Duration) -> GateSpec {
+    GateSpec {
+        name: name.to_string(),
+        readiness: ReadinessSpec {
+            interval: Duration::from_millis(100),
+            ..readiness(probes, timeout)
+        },
+    }
+}
+
 pub fn readiness(probes: Vec<ProbeSpec>, timeout: Duration) -> ReadinessSpec {
     ReadinessSpec {
         probes,

@@ -353,7 +353,7 @@ pub fn plan_with(
         gates.push(remote_gate(
             &name,
             probes,
-            master.map_or(120.0, |m| m.readiness.timeout_s),
+            Duration::from_secs_f64(master.map_or(120.0, |m| m.readiness.timeout_s)),
         ));
         master_dep = Some(name);
     } else if model.mooncake.is_none()
@@ -402,7 +402,7 @@ pub fn plan_with(
         gates.push(remote_gate(
             &name,
             vec![tcp(&host, port)],
-            svc.readiness.timeout_s,
+            Duration::from_secs_f64(svc.readiness.timeout_s),
         ));
         infra_deps.push(name);
     }
@@ -901,17 +901,6 @@ fn check_instance(
         });
     }
     Ok(())
-}
-
-/// A gate on something on another node: no exit event to wait on, so poll gently.
-fn remote_gate(name: &str, probes: Vec<ProbeSpec>, timeout_s: f64) -> GateSpec {
-    GateSpec {
-        name: name.to_string(),
-        readiness: ReadinessSpec {
-            interval: Duration::from_millis(100),
-            ..readiness(probes, Duration::from_secs_f64(timeout_s))
-        },
-    }
 }
 
 /// `host` and optional port of an endpoint written as `host:port`, `http://host:port/...` or

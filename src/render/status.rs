@@ -288,35 +288,27 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
                 ),
             )],
         );
+        let by_kind = |prefill: u32, decode: u32| {
+            [("prefill", prefill), ("decode", decode)]
+                .map(|(kind, n)| {
+                    (
+                        format!("node=\"{node}\",url=\"{url}\",kind=\"{kind}\""),
+                        n.to_string(),
+                    )
+                })
+                .to_vec()
+        };
         family(
             "mcsup_frontend_workers",
             "gauge",
             "Workers the job's frontend lists, by kind (aggregated workers count as decode).",
-            vec![
-                (
-                    format!("node=\"{node}\",url=\"{url}\",kind=\"prefill\""),
-                    v.seen.prefill.to_string(),
-                ),
-                (
-                    format!("node=\"{node}\",url=\"{url}\",kind=\"decode\""),
-                    v.seen.decode.to_string(),
-                ),
-            ],
+            by_kind(v.seen.prefill, v.seen.decode),
         );
         family(
             "mcsup_frontend_workers_expected",
             "gauge",
             "Workers the job's frontend must list to be servable, by kind.",
-            vec![
-                (
-                    format!("node=\"{node}\",url=\"{url}\",kind=\"prefill\""),
-                    v.expected.prefill.to_string(),
-                ),
-                (
-                    format!("node=\"{node}\",url=\"{url}\",kind=\"decode\""),
-                    v.expected.decode.to_string(),
-                ),
-            ],
+            by_kind(v.expected.prefill, v.expected.decode),
         );
     }
     family(

@@ -11,7 +11,6 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc::UnboundedSender;
 
 pub use crate::engine::frontend::describe;
 use crate::engine::frontend::{Expected, Seen};
@@ -74,15 +73,15 @@ pub fn judge(expected: &Expected, read: &Result<Seen, String>) -> ServableState 
     }
 }
 
-/// Read the frontend's health answer every [`WATCH_EVERY`] and send each result, until the
-/// receiver is gone or the task is aborted.
-pub async fn watch(probe: ServableProbe, tx: UnboundedSender<Result<Seen, String>>) {
+/// Read the frontend's health answer every [`WATCH_EVERY`] and hand each result to `send`, until
+/// it returns false (the receiver is gone) or the task is aborted.
+pub async fn watch(probe: ServableProbe, send: impl Fn(Result<Seen, String>) -> bool) {
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
         let read =
             probes::frontend_seen(probe.host.clone(), probe.port, probe.frontend, READ_TIMEOUT)
                 .await;
-        if tx.send(read).is_err() {
+        if !send(read) {
             return;
         }
     }

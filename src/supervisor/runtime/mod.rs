@@ -505,17 +505,10 @@ impl Runtime {
         if let Some(w) = self.servable_watch.take() {
             w.abort();
         }
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let out = self.tx.clone();
-        self.servable_watch = Some(tokio::spawn(async move {
-            let reader = tokio::spawn(servable::watch(probe, tx));
-            while let Some(read) = rx.recv().await {
-                if out.send(Msg::Seen(read)).is_err() {
-                    break;
-                }
-            }
-            reader.abort();
-        }));
+        self.servable_watch = Some(tokio::spawn(servable::watch(probe, move |read| {
+            out.send(Msg::Seen(read)).is_ok()
+        })));
     }
 
     /// A later health read: a change of state or count is an event and a new status.
