@@ -524,15 +524,30 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
             ));
         }
     }
-    for (i, f) in plan.files.iter().enumerate() {
-        // Lexically: nothing but plain names below log_dir (no `..`, no absolute detour).
-        let inside = f.path.strip_prefix(&plan.log_dir).is_ok_and(|rest| {
+    // Lexically: nothing but plain names below log_dir (no `..`, no absolute detour).
+    let inside = |path: &std::path::Path| {
+        path.strip_prefix(&plan.log_dir).is_ok_and(|rest| {
             rest.components().next().is_some()
                 && rest
                     .components()
                     .all(|c| matches!(c, std::path::Component::Normal(_)))
-        });
-        if !inside {
+        })
+    };
+    for (i, d) in plan.dirs.iter().enumerate() {
+        if !inside(d) {
+            return Err(refuse(
+                &format!("dirs[{i}]"),
+                format!(
+                    "{} is not inside the plan's log_dir ({}): a plan makes directories only there",
+                    d.display(),
+                    plan.log_dir.display()
+                ),
+                "regenerate the plan with `mcsup plan --json --show-secrets` (mcsup puts its files in log_dir)",
+            ));
+        }
+    }
+    for (i, f) in plan.files.iter().enumerate() {
+        if !inside(&f.path) {
             return Err(refuse(
                 &format!("files[{i}].path"),
                 format!(

@@ -804,6 +804,30 @@ fn plan_file_files_outside_log_dir_are_refused() {
     env.assert_no_leftovers();
 }
 
+/// `dirs` (profiling output) are made only below log_dir: a plan file naming another place is
+/// refused before anything is made; one inside is made before the processes start.
+#[test]
+fn plan_file_dirs_outside_log_dir_are_refused() {
+    let env = TestEnv::new();
+    for target in [env.path("elsewhere"), env.log_dir().join("../elsewhere")] {
+        let mut plan = plan_json(&env);
+        plan["dirs"] = serde_json::json!([target]);
+        let ran = run_plan(&env, &write_plan(&env, &plan, 0o600));
+        assert_refused(&ran, &["plan.json", "dirs[0]", "log_dir"]);
+        assert!(
+            !env.path("elsewhere").exists(),
+            "nothing made outside log_dir"
+        );
+    }
+    let mut plan = plan_json(&env);
+    let inside = env.log_dir().join("profiles/prefill");
+    plan["dirs"] = serde_json::json!([inside]);
+    let ran = run_plan(&env, &write_plan(&env, &plan, 0o600));
+    assert_eq!(ran.code, Some(0), "{}", ran.describe());
+    assert!(inside.is_dir());
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn a_plan_file_writable_by_others_is_refused() {
     let env = TestEnv::new();

@@ -274,6 +274,8 @@ pub struct FrontendJob<'a> {
     pub disaggregated: bool,
     /// Where the nginx configuration goes.
     pub log_dir: &'a str,
+    /// `observability:`: OTEL env on Dynamo frontends, the `enabled` knob's `frontend.env`.
+    pub observability: &'a super::observability::Observability,
 }
 
 impl FrontendJob<'_> {
@@ -413,6 +415,12 @@ pub fn stage(
                     env.push(("DYN_EVENT_PLANE".into(), e.to_string(), "srtctl"));
                 }
                 env.extend(
+                    job.observability
+                        .otel_env("frontend")
+                        .into_iter()
+                        .map(|(k, v)| (k, v, "observability")),
+                );
+                env.extend(
                     job.environment
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone(), "environment")),
@@ -457,10 +465,20 @@ pub fn stage(
             }
             FrontendType::Vllm => unreachable!("returned above"),
         };
+        let given = s.env.len();
         env.extend(
-            s.env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone(), "frontend.env")),
+            job.observability
+                .frontend_env(&s.env, job.log_dir)
+                .into_iter()
+                .enumerate()
+                .map(|(i, (k, v))| {
+                    let layer = if i < given {
+                        "frontend.env"
+                    } else {
+                        "observability.enabled"
+                    };
+                    (k, v, layer)
+                }),
         );
         processes.push(FrontendProcess {
             node: node.clone(),

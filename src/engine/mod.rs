@@ -20,6 +20,8 @@ pub mod flags;
 pub mod frontend;
 pub mod layout;
 pub mod mocker;
+pub mod observability;
+pub mod profiling;
 pub mod reader;
 pub mod sglang;
 pub mod vllm;
@@ -97,16 +99,33 @@ impl EngineSettings {
         flags: Option<&FlagMap>,
         kv_events: Option<&serde_yaml::Value>,
     ) -> WorkerLaunch {
-        match self {
+        let mut w = match self {
             Self::Sglang => sglang::launch(c, p, flags, kv_events_for(kv_events, p.mode, false)),
             Self::Vllm(modes) => {
                 // Every mode is in the map (`vllm::modes` covers Role::ALL).
                 let fallback = vllm::VllmMode::default();
                 let v = modes.get(&p.mode).unwrap_or(&fallback);
+                // srtctl adds the profiler window to the mode's flags, after the recipe's.
+                let window = c
+                    .profiling
+                    .as_ref()
+                    .and_then(|x| x.vllm_profiler_config(p.mode));
+                let with_window = window.map(|cfg| {
+                    let mut f = flags.cloned().unwrap_or_default();
+                    f.0.push(("profiler-config".into(), serde_yaml::Value::from(cfg)));
+                    f
+                });
+                let flags = with_window.as_ref().or(flags);
                 vllm::launch(c, v, p, flags, kv_events_for(kv_events, p.mode, true))
             }
             Self::Mocker(m) => mocker::launch(m, c, p, flags),
+        };
+        if let Some(prof) = &c.profiling {
+            let mut argv = prof.nsys_prefix(&c.log_dir, &c.node_names[p.node], p);
+            argv.append(&mut w.argv);
+            w.argv = argv;
         }
+        w
     }
 }
 
@@ -150,6 +169,10 @@ pub struct LaunchContext {
     pub head_ip: String,
     pub infra_node: String,
     pub gpus_per_node: u32,
+    /// `observability:` (OTEL env on every worker).
+    pub observability: observability::Observability,
+    /// `profiling:`, when on (nsys prefix, profiling env, vLLM's profiler window).
+    pub profiling: Option<profiling::Profiling>,
 }
 
 /// srtctl's kv-events config for a mode, when enabled (`backend.kv_events_config` in v1,
@@ -204,12 +227,55 @@ pub fn kv_events_for(
     }
 }
 
+/// srtctl's `DynamoConfig.get_wheel_environment` (v1 `dynamo.wheel`): what its Dynamo
+/// prefetch and set-up scripts read, set on every worker and Dynamo frontend just before the
+/// recipe's `environment:` (which wins). With its checks of `dynamo.wheel`.
+pub fn dynamo_wheel_env(recipe: &Recipe) -> Result<EnvPairs, PlanError> {
+    let r = reader::Reader {
+        recipe,
+        section: "dynamo",
+    };
+    let Some(version) = r.string("wheel")? else {
+        return Ok(Vec::new());
+    };
+    let fix = "write the ai-dynamo package version, e.g. wheel: \"1.2.0.dev20260426\"";
+    if version.trim().is_empty() {
+        return Err(crate::domain::plan_err("dynamo.wheel", "is empty", fix));
+    }
+    if version.ends_with(".whl") || version.contains('/') {
+        return Err(crate::domain::plan_err(
+            "dynamo.wheel",
+            format!("`{version}` is a file name; srtctl takes a package version"),
+            fix,
+        ));
+    }
+    let other = ["hash", "top_of_tree"].into_iter().find(|k| {
+        recipe
+            .raw_get(&["dynamo", k])
+            .is_some_and(|v| v.as_bool() != Some(false))
+    });
+    if let Some(k) = other {
+        return Err(crate::domain::plan_err(
+            "dynamo.wheel",
+            format!("is set with dynamo.{k}: srtctl installs Dynamo from one source"),
+            format!("keep dynamo.wheel or dynamo.{k}, not both"),
+        ));
+    }
+    Ok(vec![
+        (
+            "DYNAMO_WHEEL_NAME".into(),
+            format!("ai_dynamo-{version}-py3-none-any.whl"),
+        ),
+        ("DYNAMO_VERSION".into(), version),
+    ])
+}
+
 /// Environment variables in the order a launcher sets them.
 pub type EnvPairs = Vec<(String, String)>;
 
 /// The environment srtctl's `start_worker` sets on every engine's worker, in its
-/// order: base, `DYN_LOG`, then (after the role env and `environment:`) the partial-node
-/// `CUDA_VISIBLE_DEVICES`. Returned as (before role env, after `environment:`).
+/// order: base, OTEL (`observability:`), `DYN_LOG`, then (after the role env and
+/// `environment:`) the profiling env and the partial-node `CUDA_VISIBLE_DEVICES`. Returned as (before role env, after `environment:`).
 pub fn worker_env(c: &LaunchContext, p: &TopoProcess) -> (EnvPairs, EnvPairs) {
     let mut base = vec![
         ("HEAD_NODE_IP".to_string(), c.head_ip.clone()),
@@ -228,11 +294,15 @@ pub fn worker_env(c: &LaunchContext, p: &TopoProcess) -> (EnvPairs, EnvPairs) {
     if let Some(e) = &c.event_plane {
         base.push(("DYN_EVENT_PLANE".into(), e.clone()));
     }
+    base.extend(c.observability.otel_env(p.mode.short()));
     base.push((
         "DYN_LOG".into(),
         "info,dynamo_runtime::pipeline::network::ingress::push_handler=warn".into(),
     ));
     let mut after = Vec::new();
+    if let Some(prof) = &c.profiling {
+        after.extend(prof.env(p.mode, &c.log_dir));
+    }
     if (p.gpus.len() as u32) < c.gpus_per_node {
         after.push(("CUDA_VISIBLE_DEVICES".into(), p.cuda_visible_devices()));
     }

@@ -129,6 +129,7 @@ pub fn plan_frontends(
         leaders,
         disaggregated: t.all.iter().any(|p| p.mode != Role::Aggregated),
         log_dir: &t.launch.log_dir,
+        observability: &t.launch.observability,
     };
     let stage = frontend::stage(settings, layout, &job)?;
     let expected = expected(t, settings.kind);

@@ -177,8 +177,11 @@ impl JobModel {
 /// A top-level key the recipe parser does not know, as the plan lists it: `None` for a section
 /// the planner reads whole, the key with what is read of it for a section read in part, the key
 /// itself for one mcsup does not interpret.
-fn partly_read(key: &str) -> Option<String> {
+fn partly_read(key: &str, is_v2: bool) -> Option<String> {
     let read = match key {
+        // srtctl v1's worker-side profiling: the nsys prefix, its env, vLLM's window.
+        "profiling" if !is_v2 => return None,
+        "observability" if !is_v2 => "enabled, enable_otel and otel_endpoint",
         // srtctl's layout: worker counts, GPUs per node and worker, spread_workers.
         "resources" => return None,
         "model" => "model.path",
@@ -239,7 +242,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         ignored: recipe
             .ignored
             .iter()
-            .filter_map(|k| partly_read(k))
+            .filter_map(|k| partly_read(k, is_v2))
             .collect(),
         warnings: Vec::new(),
         master_ports: [rpc, meta, metrics],
@@ -253,9 +256,21 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         }
     }
     if recipe.dynamo.is_some() {
+        let read = if is_v2 {
+            "request_plane / event_plane"
+        } else {
+            "request_plane / event_plane / wheel"
+        };
         model
             .ignored
-            .push("dynamo (mcsup reads only request_plane / event_plane)".into());
+            .push(format!("dynamo (mcsup reads only {read})"));
+    }
+    if !is_v2 {
+        // srtctl's runtime environment: the wheel's variables, then `environment:`.
+        let mut env = crate::engine::dynamo_wheel_env(recipe)?;
+        env.retain(|(k, _)| recipe.environment.get(k).is_none());
+        env.extend(recipe.environment.0.iter().cloned());
+        model.environment = EnvMap(env);
     }
 
     // ---- engine and roles ----
@@ -362,6 +377,9 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             BackendType::Mocker => ("mocker_config", backend.mocker_config.as_ref()),
             _ => ("sglang_config", backend.sglang_config.as_ref()),
         };
+        // `observability.enabled` adds Dynamo's span env to each role's env (srtctl's
+        // `expand_observability`, at load time).
+        let observability = crate::engine::observability::Observability::from_recipe(recipe)?;
         for role in Role::ALL {
             let env = match role {
                 Role::Prefill => &backend.prefill_environment,
@@ -371,7 +389,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             model.roles.insert(
                 role,
                 RoleModel {
-                    env: env.clone(),
+                    env: observability.role_env(env),
                     env_key: format!("backend.{role}_environment"),
                     flags: flags_section.1.and_then(|f| f.for_role(role)).cloned(),
                     flags_key: format!("backend.{}.{role}", flags_section.0),

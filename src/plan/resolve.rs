@@ -316,6 +316,19 @@ pub fn plan_with(
     }
 
     files.extend(fe.files.iter().cloned());
+    // srtctl makes each profiled mode's output directory before it starts the worker.
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(t) = topo.as_ref().filter(|t| t.launch.profiling.is_some()) {
+        for p in &t.here {
+            let dir = PathBuf::from(crate::engine::profiling::Profiling::dir(
+                &t.launch.log_dir,
+                p.mode,
+            ));
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
 
     // ---- gates on what runs elsewhere, and the start order ----
     let mut gates: Vec<GateSpec> = fe.gates.clone();
@@ -589,6 +602,7 @@ pub fn plan_with(
         endpoint: fe.summary.clone(),
         recipe_schema: model.spelling.as_str().into(),
         files,
+        dirs,
         shutdown,
         memory,
         log_dir,
@@ -800,6 +814,31 @@ fn topo_plan(
             .and_then(|v| v.as_str())
             .map(String::from)
     };
+    // srtctl v1's `observability:` and `profiling:` (2.0 recipes list them as not read).
+    let v1 = recipe.engine.is_none() && recipe.roles.is_none();
+    let observability = if v1 {
+        crate::engine::observability::Observability::from_recipe(recipe)?
+    } else {
+        Default::default()
+    };
+    let profiling = if v1 {
+        let disaggregated = all.iter().any(|p| p.mode != Role::Aggregated);
+        crate::engine::profiling::Profiling::from_recipe(recipe, disaggregated, frontend)?
+    } else {
+        None
+    };
+    if let Some(p) = profiling.as_ref().filter(|_| !here.is_empty()) {
+        warnings.push(format!(
+            "profiling.type {}: the workers' captures go to {}/profiles/<mode>; {}",
+            p.kind.as_str(),
+            log_dir.display(),
+            if p.kind == crate::engine::profiling::ProfileKind::Torch {
+                "a capture starts when the benchmark client asks the worker (srtctl's benchmark stage; mcsup runs none)"
+            } else {
+                "the workers run under `nsys` from their PATH (srtctl's SRTCTL_NSYS_BIN is a setting of srtctl's own process, not read here)"
+            }
+        ));
+    }
     let kv_events = if recipe.roles.is_some() {
         let mut m = serde_yaml::Mapping::new();
         for r in Role::ALL {
@@ -838,6 +877,8 @@ fn topo_plan(
                 .unwrap_or_else(|| ctx.infra_ip.clone()),
             infra_node: ctx.infra_node.clone(),
             gpus_per_node: inputs.gpus_per_node,
+            observability,
+            profiling,
         },
         here,
         all,

@@ -125,6 +125,9 @@ pub struct Plan {
     pub recipe_schema: String,
     /// Files written into place before any process starts (e.g. vLLM's Mooncake JSON config).
     pub files: Vec<FileSpec>,
+    /// Directories made below `log_dir` before any process starts (profiling output).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirs: Vec<PathBuf>,
     /// Node-wide shutdown behaviour.
     pub shutdown: ShutdownSpec,
     /// What the preflight's DRAM budget needs beyond the processes: HiCache L2 and headroom.

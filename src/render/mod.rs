@@ -199,6 +199,12 @@ services (the job's, as srtctl's dry-run lists them):"
             }
         }
     }
+    if !p.dirs.is_empty() {
+        let _ = writeln!(o, "\ndirectories made before start:");
+        for d in &p.dirs {
+            let _ = writeln!(o, "  {}", d.display());
+        }
+    }
     let _ = writeln!(o, "\nprocesses, in start order:");
     for (i, s) in p.processes.iter().enumerate() {
         let mut tags = vec![s.kind.as_str().to_string()];

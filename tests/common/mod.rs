@@ -236,6 +236,7 @@ impl TestEnv {
             memory: Default::default(),
             redacted: false,
             files: vec![],
+            dirs: vec![],
             shutdown: ShutdownSpec {
                 deadline: ms(10_000),
                 drain_signal: SignalName::SIGUSR1,

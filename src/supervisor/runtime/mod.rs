@@ -155,6 +155,9 @@ pub async fn run_with_signals(
         }
         status::write_private_atomic(&f.path, f.contents.as_bytes())?;
     }
+    for d in &plan.dirs {
+        std::fs::create_dir_all(d).map_err(|e| SupervisorError::io(d, e))?;
+    }
     let ev_path = status::events_path(&log_dir, &node);
     logs::rotate(&ev_path, logs::KEEP_ROTATED).map_err(|e| SupervisorError::io(&ev_path, e))?;
     let events = EventsWriter::open(ev_path, &node)?;

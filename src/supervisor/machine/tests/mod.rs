@@ -106,6 +106,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         memory: Default::default(),
         redacted: false,
         files: vec![],
+        dirs: vec![],
         shutdown: ShutdownSpec {
             deadline: d(25_000),
             drain_signal: SignalName::SIGUSR1,
