@@ -1040,3 +1040,40 @@ fn runs_lean_preflight_reaches_the_full_preflights_verdicts() {
     assert_eq!(compared, 2 * procs.len() * 3 * 2 * plans.len());
     assert!(warned > 0 && failed > 0, "warned {warned}, failed {failed}");
 }
+
+/// A `python3 -m module` worker is checked with its own Python search variables: a module that
+/// only the recipe's `PYTHONPATH` makes importable passes; without it, the check fails and says
+/// which interpreter lacks which module. (The live preflight: only it checks programs.)
+#[test]
+fn a_python_module_is_looked_up_with_the_processs_pythonpath() {
+    let modules = tempfile::tempdir().unwrap();
+    std::fs::write(modules.path().join("mcsup_probe_only_here.py"), "").unwrap();
+    let live = |env: &str| {
+        let recipe = format!(
+            "backend: {{type: sglang}}\nmcsup:\n  workers:\n    decode:\n      - name: w\n        command: [python3, -m, mcsup_probe_only_here]\n{env}"
+        );
+        let (mut cmd, _dir) = on_node("preflight", &recipe, "decode");
+        let out = cmd.arg("--json").output().unwrap();
+        Outcome {
+            code: out.status.code().unwrap_or(-1),
+            json: serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr))
+            }),
+        }
+    };
+    let with = live(&format!(
+        "        env: {{PYTHONPATH: \"{}\"}}\n",
+        modules.path().display()
+    ));
+    assert_eq!(with.status("w program"), "ok", "{}", with.text("w program"));
+    let without = live("");
+    assert_eq!(without.status("w program"), "fail");
+    assert_ne!(without.code, 0);
+    assert!(
+        without
+            .text("w program")
+            .contains("cannot find module mcsup_probe_only_here"),
+        "{}",
+        without.text("w program")
+    );
+}

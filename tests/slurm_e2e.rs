@@ -749,56 +749,99 @@ fn preflight_per_node_and_the_fleet_aggregate() {
     env.assert_no_leftovers();
 }
 
-/// srtctl's upstream mocker recipe (tests/fixtures/srt-slurm-v1/mocker-agg.yaml, from
-/// recipes/mocker/agg.yaml) turned into a 1P2D job on three fake nodes: the layout, a few
-/// seconds of simulated model loading, the tiny local model, and what one machine standing in for
-/// three needs (every node's address is 127.0.0.1, so the discovery endpoints are pinned to it
-/// in `environment:`, which srtctl gives workers and frontends after its own). A restarted worker
-/// comes back after 28 s: longer than Dynamo's frontend takes to drop a SIGKILLed instance
-/// (about 22 s, measured), so the loss is seen before the return.
-fn mocker_1p2d_recipe(env: &TestEnv, model: &std::path::Path) -> PathBuf {
-    let upstream = repo().join("tests/fixtures/srt-slurm-v1/mocker-agg.yaml");
+/// An upstream recipe of `tests/fixtures/srt-slurm-v1` with `patch`'s top-level keys set over
+/// it (and `backend` keys from `backend`), written to `<env>/<name>.yaml`. `configs/` in the
+/// test directory holds Debian's etcd and NATS under srtctl's names.
+fn derived_recipe(
+    env: &TestEnv,
+    upstream: &str,
+    patch: &str,
+    backend: &[(&str, serde_yaml::Value)],
+    name: &str,
+) -> PathBuf {
+    let path = repo().join(format!("tests/fixtures/srt-slurm-v1/{upstream}.yaml"));
     let mut r: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(upstream).unwrap()).unwrap();
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let configs = env.path("configs");
-    std::fs::create_dir_all(&configs).unwrap();
-    std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
-    std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
-    let patch: serde_yaml::Value = serde_yaml::from_str(&format!(
-        r#"
-model: {{path: "hf:{model}"}}
-resources: {{gpu_type: cpu, gpus_per_node: 1, prefill_nodes: 1, prefill_workers: 1, decode_nodes: 2, decode_workers: 2}}
-environment: {{ETCD_ENDPOINTS: "http://127.0.0.1:2379", NATS_SERVER: "nats://127.0.0.1:4222"}}
-mcsup:
-  configs_dir: {configs}
-  log_dir: {logs}/{{job_id}}
-  node_addresses: {{n1: 127.0.0.1, n2: 127.0.0.1, n3: 127.0.0.1}}
-  worker_defaults: {{restart: {{policy: on-failure, backoff_initial_seconds: 28, backoff_max_seconds: 28}}}}
-  shutdown: {{deadline_seconds: 10}}
-"#,
-        model = model.display(),
-        configs = configs.display(),
-        logs = env.path("logs").display(),
-    ))
-    .unwrap();
+    if !configs.exists() {
+        std::fs::create_dir_all(&configs).unwrap();
+        std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
+        std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
+    }
+    let patch: serde_yaml::Value = serde_yaml::from_str(patch).unwrap();
     let m = r.as_mapping_mut().unwrap();
     for (k, v) in patch.as_mapping().unwrap() {
         m.insert(k.clone(), v.clone());
     }
-    let backend = m.get_mut("backend").unwrap().as_mapping_mut().unwrap();
-    backend.insert("startup_time".into(), 3.into());
-    let path = env.path("mocker-1p2d.yaml");
-    std::fs::write(&path, serde_yaml::to_string(&r).unwrap()).unwrap();
-    path
+    let b = m.get_mut("backend").unwrap().as_mapping_mut().unwrap();
+    for (k, v) in backend {
+        b.insert((*k).into(), v.clone());
+    }
+    let out = env.path(&format!("{name}.yaml"));
+    std::fs::write(&out, serde_yaml::to_string(&r).unwrap()).unwrap();
+    out
 }
 
-fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
-    let (dynamo, model) = common::recipe::dynamo_venv();
-    let recipe = mocker_1p2d_recipe(env, &model);
+/// What a derived recipe of one machine standing in for several nodes needs: every node's
+/// address is 127.0.0.1, so the discovery endpoints are pinned to it in `environment:` (srtctl
+/// gives workers and frontends it after its own), plus `extra_env`; a restarted worker comes back
+/// after `backoff` s.
+fn local_cluster_keys(env: &TestEnv, nodes: u32, extra_env: &str, backoff: u32) -> String {
+    let addrs: Vec<String> = (1..=nodes).map(|i| format!("n{i}: 127.0.0.1")).collect();
+    format!(
+        r#"
+environment: {{ETCD_ENDPOINTS: "http://127.0.0.1:2379", NATS_SERVER: "nats://127.0.0.1:4222"{extra_env}}}
+mcsup:
+  configs_dir: {configs}
+  log_dir: {logs}/{{job_id}}
+  node_addresses: {{{addrs}}}
+  worker_defaults: {{restart: {{policy: on-failure, backoff_initial_seconds: {backoff}, backoff_max_seconds: {backoff}}}}}
+  shutdown: {{deadline_seconds: 10}}
+"#,
+        configs = env.path("configs").display(),
+        logs = env.path("logs").display(),
+        addrs = addrs.join(", "),
+    )
+}
+
+/// srtctl's upstream mocker recipe (tests/fixtures/srt-slurm-v1/mocker-agg.yaml, from
+/// recipes/mocker/agg.yaml) turned into a 1P2D job on three fake nodes, with a few seconds of
+/// simulated model loading and the tiny local model. A restarted worker comes back after 28 s:
+/// longer than Dynamo's frontend takes to drop a SIGKILLed instance (about 22 s, measured), so
+/// the loss is seen before the return.
+fn mocker_1p2d_recipe(env: &TestEnv, model: &std::path::Path) -> PathBuf {
+    let patch = format!(
+        r#"
+model: {{path: "hf:{model}"}}
+resources: {{gpu_type: cpu, gpus_per_node: 1, prefill_nodes: 1, prefill_workers: 1, decode_nodes: 2, decode_workers: 2}}
+{local}"#,
+        model = model.display(),
+        local = local_cluster_keys(env, 3, "", 28),
+    );
+    derived_recipe(
+        env,
+        "mocker-agg",
+        &patch,
+        &[("startup_time", 3.into())],
+        "mocker-1p2d",
+    )
+}
+
+/// `sbatch` of scripts/slurm/job-roles.sbatch on `nodes` nodes with `roles` (one entry per node)
+/// and `recipe`; `path` goes in front of the job's PATH. Returns the job id, its log directory
+/// and its output file.
+fn roles_job(
+    env: &TestEnv,
+    cluster: &Cluster,
+    recipe: &std::path::Path,
+    roles: &str,
+    nodes: u32,
+    path: &std::path::Path,
+) -> (String, PathBuf, PathBuf) {
     let out = env.path("job.out");
     let o = cluster
         .cmd("sbatch")
-        .args(["--parsable", "--time=10", "-N", "3", "-o"])
+        .args(["--parsable", "--time=10", "-N", &nodes.to_string(), "-o"])
         .arg(&out)
         .arg(format!("--chdir={}", env.dir.path().display()))
         .arg(repo().join("scripts/slurm/job-roles.sbatch"))
@@ -806,13 +849,13 @@ fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
             "PATH",
             format!(
                 "{}:{}",
-                dynamo.display(),
+                path.display(),
                 std::env::var("PATH").unwrap_or_default()
             ),
         )
         .env("MCSUP", MCSUP)
-        .env("RECIPE", &recipe)
-        .env("ROLES", "prefill decode decode")
+        .env("RECIPE", recipe)
+        .env("ROLES", roles)
         .env("DRAIN_TIMEOUT", "30")
         .env("MCSUP_TEST_TAG", &env.tag)
         .output()
@@ -820,6 +863,12 @@ fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
     let id = job_id(&o);
     let logs = env.path("logs").join(&id);
     (id, logs, out)
+}
+
+fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
+    let (dynamo, model) = common::recipe::dynamo_venv();
+    let recipe = mocker_1p2d_recipe(env, &model);
+    roles_job(env, cluster, &recipe, "prefill decode decode", 3, &dynamo)
 }
 
 /// The path from a recipe to an endpoint with mcsup alone, under the local Slurm: a 1P2D Dynamo
@@ -858,7 +907,10 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         detail.contains("3/3 workers (1 of 1 prefill, 2 of 2 decode)"),
         "{detail}"
     );
-    // The servable moment against the last worker's own readiness, on any node.
+    // The servable moment against the last worker's health probe, on any node. A mocker's
+    // `/health` turns 200 when it registers, before its engine is up (`startup_time`), so this
+    // lag includes the simulated loading; scripts/bench-servable.sh measures the servable moment
+    // against the engine's own readiness.
     let last_worker_ready = ["n1", "n2", "n3"]
         .iter()
         .flat_map(|n| events(n))
@@ -867,7 +919,7 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         .max()
         .unwrap();
     let lag_ms = ev.raw["ts_ms"].as_u64().unwrap() as i64 - last_worker_ready as i64;
-    eprintln!("servable {servable_at:?} after sbatch, {lag_ms} ms after the last worker was ready: {detail}");
+    eprintln!("servable {servable_at:?} after sbatch, {lag_ms} ms after the last worker's health probe: {detail}");
     // A completion through the endpoint.
     let answer: serde_json::Value = ureq::post("http://127.0.0.1:8000/v1/completions")
         .send_json(serde_json::json!({
@@ -946,4 +998,144 @@ fn cluster_job(id: &str, logs: &std::path::Path, out: &std::path::Path) -> Job {
         out: out.to_path_buf(),
         ports: Ports::new(),
     }
+}
+
+/// srtctl's upstream SGLang recipe (tests/fixtures/srt-slurm-v1/qwen3-32b-disagg-tp2.yaml, from
+/// recipes/qwen3-32b/disagg-kv-dynamo.yaml) as a 1P2D job behind the SGLang router on one node
+/// (srtctl gives every node's first worker HTTP port 6100, so fake nodes sharing one machine
+/// cannot each hold a worker). The workers are synthetic SGLang servers
+/// (tests/fixtures/synthetic-sglang, on the recipe's `PYTHONPATH`: `python3 -m
+/// sglang.launch_server` with srtctl's argv) that speak the HTTP API the router calls; the router
+/// is the real sglang-router, told by the recipe's `frontend.args` to check its workers every
+/// second.
+fn router_1p2d_recipe(env: &TestEnv) -> PathBuf {
+    let synthetic = repo().join("tests/fixtures/synthetic-sglang");
+    let patch = format!(
+        r#"
+resources: {{gpu_type: cpu, gpus_per_node: 3, prefill_nodes: 1, decode_nodes: 0, prefill_workers: 1, decode_workers: 2, gpus_per_prefill: 1, gpus_per_decode: 1}}
+frontend: {{type: sglang, enable_multiple_frontends: false, args: {{health-check-interval-secs: 1, health-failure-threshold: 1}}}}
+{local}"#,
+        local = local_cluster_keys(
+            env,
+            1,
+            &format!(r#", PYTHONPATH: "{}""#, synthetic.display()),
+            8
+        ),
+    );
+    derived_recipe(env, "qwen3-32b-disagg-tp2", &patch, &[], "router-1p2d")
+}
+
+/// The endpoint with SGLang's router in front, under the local Slurm: the router's worker list
+/// shows 1 prefill + 2 decode and a completion through it answers, so the job is servable; the
+/// router routes it to a prefill and a decode worker with one bootstrap room; a decode worker
+/// SIGKILLed is a loss (the router marks it unhealthy; its `stats` would still count it), its
+/// restart brings the job back; Slurm's early warning stops the router, then the workers, then
+/// etcd and NATS, and leaves nothing behind.
+#[test]
+fn sglang_router_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 17900, 1);
+    let started = Instant::now();
+    let (dynamo, _) = common::recipe::dynamo_venv();
+    let recipe = router_1p2d_recipe(&env);
+    let (id, logs, out) = roles_job(&env, &cluster, &recipe, "prefill,decode", 1, &dynamo);
+    let events = || read_events(&logs.join("n1.events.jsonl"));
+    let has = |process: &str, event: &str| {
+        events()
+            .iter()
+            .any(|e| e.process == process && e.event == event)
+    };
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the job servable", Duration::from_secs(60), || {
+        if cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty() {
+            panic!("job {id} left the queue early:\n{}", job_out());
+        }
+        has("sglang_router_0", "servable").then_some(())
+    });
+    let detail = events()
+        .into_iter()
+        .find(|e| e.event == "servable")
+        .and_then(|e| e.raw["detail"].as_str().map(String::from))
+        .unwrap();
+    assert!(
+        detail.contains("3/3 workers (1 of 1 prefill, 2 of 2 decode)"),
+        "{detail}"
+    );
+    eprintln!("servable {:?} after sbatch: {detail}", started.elapsed());
+    let answer: serde_json::Value = ureq::post("http://127.0.0.1:8000/v1/completions")
+        .send_json(serde_json::json!({
+            "model": "Qwen/Qwen3-32B",
+            "prompt": "hello world",
+            "max_tokens": 5,
+        }))
+        .expect("a completion through the router")
+        .into_json()
+        .unwrap();
+    eprintln!("completion through the router: {answer}");
+    assert_eq!(answer["usage"]["completion_tokens"], 5, "{answer}");
+    assert_eq!(answer["choices"][0]["text"], "tok tok tok tok tok");
+    // The router sends each completion to the prefill worker and a decode worker, with one
+    // bootstrap room (this one, and the servable gate's).
+    let room = |name: &str| -> Vec<String> {
+        std::fs::read_to_string(logs.join(format!("n1.{name}.log")))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("POST /v1/completions"))
+            .filter_map(|l| l.split("bootstrap_room=").nth(1).map(String::from))
+            .filter(|r| r != "None")
+            .collect()
+    };
+    let prefill_rooms = room("sglang-prefill-0");
+    let decode_rooms: Vec<String> = ["sglang-decode-0", "sglang-decode-1"]
+        .iter()
+        .flat_map(|n| room(n))
+        .collect();
+    assert!(
+        prefill_rooms.iter().any(|r| decode_rooms.contains(r)),
+        "prefill {prefill_rooms:?}, decode {decode_rooms:?}"
+    );
+    // SIGKILL a decode worker: a loss, then its restart, not a teardown.
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(logs.join("n1.status.json")).unwrap())
+            .unwrap();
+    let pid = status["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "sglang-decode-1")
+        .and_then(|u| u["pid"].as_i64())
+        .expect("n1 runs sglang-decode-1");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for(
+        "the router to lose the worker",
+        Duration::from_secs(20),
+        || has("sglang_router_0", "workers-lost").then_some(()),
+    );
+    let view = job_status(&cluster_job(&id, &logs, &out));
+    assert!(
+        view.contains("DEGRADED") && view.contains("2/3 workers (1 of 1 prefill, 1 of 2 decode)"),
+        "{view}"
+    );
+    wait_for("the worker back", Duration::from_secs(30), || {
+        has("sglang_router_0", "workers-back").then_some(())
+    });
+    assert!(has("sglang-decode-1", "restarting"));
+    eprintln!("{}", job_status(&cluster_job(&id, &logs, &out)));
+    assert!(cluster
+        .run("scancel", &["--batch", "--signal=USR1", &id])
+        .status
+        .success());
+    cluster.wait_gone(&id, Duration::from_secs(60));
+    assert_eq!(cluster.job_state(&id), "COMPLETED 0:0", "{}", job_out());
+    let evs = events();
+    let at = |p: &str, e: &str| Mcsup::index_of(&evs, p, e);
+    assert!(at("sglang_router_0", "stopped") < at("sglang-prefill-0", "stopping"));
+    assert!(at("sglang-decode-0", "stopped") < at("etcd", "stopping"));
+    assert!(at("sglang-prefill-0", "stopped") < at("nats", "stopping"));
+    assert_job_leaves_nothing(&env);
+    eprintln!("whole job: {:?}", started.elapsed());
 }

@@ -614,6 +614,26 @@ pub fn parse_health(kind: FrontendType, body: &str) -> Result<Seen, String> {
             Ok(seen)
         }
         FrontendType::SglangRouter => {
+            // The workers list says which are healthy; `stats` counts every registered worker,
+            // a dead one included (sglang-router 0.3.2, measured: 2 decode in `stats` with one
+            // SIGKILLed and `is_healthy: false`).
+            if let Some(list) = v.get("workers").and_then(|w| w.as_array()) {
+                let mut seen = Seen {
+                    prefill: 0,
+                    decode: 0,
+                };
+                for w in list {
+                    if w.get("is_healthy").and_then(|h| h.as_bool()) == Some(false) {
+                        continue;
+                    }
+                    match w.get("worker_type").and_then(|t| t.as_str()) {
+                        Some("prefill") => seen.prefill += 1,
+                        Some("decode" | "regular") => seen.decode += 1,
+                        _ => {}
+                    }
+                }
+                return Ok(seen);
+            }
             let stats = v.get("stats").ok_or("no `stats`")?;
             let n = |k: &str| stats.get(k).and_then(|x| x.as_u64()).unwrap_or(0) as u32;
             Ok(Seen {
@@ -735,10 +755,22 @@ mod tests {
             decode: 2
         }));
         assert!(parse_health(FrontendType::Dynamo, r#"{"status":"unhealthy"}"#).is_err());
-        let router =
-            r#"{"workers":[],"stats":{"prefill_count":1,"decode_count":1,"regular_count":2}}"#;
+        // sglang-router 0.3.2's answer after one of two decode workers was SIGKILLed.
+        let router = r#"{"workers":[
+            {"worker_type":"decode","is_healthy":true},
+            {"worker_type":"prefill","is_healthy":true,"bootstrap_port":17701},
+            {"worker_type":"decode","is_healthy":false}],
+            "stats":{"prefill_count":1,"decode_count":2,"regular_count":0}}"#;
         assert_eq!(
             parse_health(FrontendType::SglangRouter, router).unwrap(),
+            Seen {
+                prefill: 1,
+                decode: 1
+            }
+        );
+        let stats_only = r#"{"stats":{"prefill_count":1,"decode_count":1,"regular_count":2}}"#;
+        assert_eq!(
+            parse_health(FrontendType::SglangRouter, stats_only).unwrap(),
             Seen {
                 prefill: 1,
                 decode: 3

@@ -378,7 +378,17 @@ pub(crate) fn run_bounded(
     }
 }
 
-/// Every process's program exists; `python -m module` modules import.
+/// The variables that change where Python finds modules.
+const PYTHON_SEARCH_ENV: &[&str] = &[
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONNOUSERSITE",
+    "PYTHONUSERBASE",
+    "PYTHONSAFEPATH",
+];
+
+/// Every process's program exists; `python -m module` modules import (with the process's own
+/// Python search variables, e.g. a recipe's `PYTHONPATH`).
 pub fn check_executables(plan: &Plan, path_var: Option<&str>, report: &mut Report) {
     let mut seen = BTreeSet::new();
     for p in &plan.processes {
@@ -401,13 +411,20 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, report: &mut Repor
             continue;
         };
         if let Some(module) = python_module(p) {
-            if seen.insert((found.clone(), module.to_string())) {
+            // Where the process's interpreter looks for modules is its env's, not mcsup's.
+            let py_env: Vec<(String, String)> = p
+                .env
+                .iter()
+                .filter(|v| PYTHON_SEARCH_ENV.contains(&v.name.as_str()))
+                .map(|v| (v.name.clone(), v.value.clone()))
+                .collect();
+            if seen.insert((found.clone(), module.to_string(), py_env.clone())) {
                 let probe = vec![
                     found.display().to_string(),
                     "-c".to_string(),
                     format!("import importlib.util,sys; sys.exit(0 if importlib.util.find_spec({module:?}) else 3)"),
                 ];
-                match run_bounded(&probe, &[], Duration::from_secs(20)) {
+                match run_bounded(&probe, &py_env, Duration::from_secs(20)) {
                     Some(HelperOutput { success: true, .. }) => report.push(Check::ok("tools", &label, format!("{} has module {module}", found.display()))),
                     Some(HelperOutput { text: out, .. }) => report.push(Check::fail(
                         "tools",
