@@ -16,6 +16,7 @@ pub mod plan;
 pub mod preflight;
 pub mod recipe;
 pub mod render;
+pub mod runfiles;
 pub mod secrets;
 pub mod slurm;
 pub mod supervisor;

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::engine::frontend::describe as servable_describe;
-use crate::supervisor::{ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead};
+use crate::runfiles::{ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead};
 
 // ---------------------------------------------------------------------------------------------
 // `mcsup status`
@@ -21,7 +21,7 @@ fn ago(now_ms: u64, t: u64) -> String {
 }
 
 /// How a run ended, for the status tables: `137 (SIGKILL)`, `0`, or `-` before any exit.
-fn exit_text(e: Option<&crate::supervisor::StatusExit>) -> String {
+fn exit_text(e: Option<&crate::runfiles::StatusExit>) -> String {
     e.map_or_else(
         || "-".into(),
         |e| match &e.signal {
@@ -175,7 +175,7 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
             let _ = writeln!(out, "{name}{{{labels}}} {value}");
         }
     };
-    type Unit = crate::supervisor::StatusProcess;
+    type Unit = crate::runfiles::StatusProcess;
     // One sample per unit of a kind (processes, or gates: a process on another node that this
     // node waits for), labelled by `labels`, where `f` has a value.
     let samples =
@@ -615,7 +615,7 @@ pub fn job_status_json(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
 #[cfg(test)]
 pub(crate) mod status_tests {
     use super::*;
-    use crate::supervisor::{OutputLost, StatusExit, StatusProcess};
+    use crate::runfiles::{OutputLost, StatusExit, StatusProcess};
 
     /// A status file with a ready critical master and a restarting worker that lost output
     /// (also the supervisor's status-file tests' sample).

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::supervisor::EventRecord;
+use crate::runfiles::EventRecord;
 
 /// One drawn stretch of a process's life.
 struct Span {

@@ -40,15 +40,15 @@ use std::path::{Path, PathBuf};
 use crate::exit::ExitCode;
 use crate::plan::Plan;
 
+pub use crate::runfiles::{
+    events_path, read_events, status_path, EventRecord, OutputLost, ServableState, ServableStatus,
+    StatusExit, StatusFile, StatusProcess, StatusRead,
+};
 pub use machine::ExitStatus;
 pub use runtime::run_with_signals;
-pub use servable::{ServableState, ServableStatus};
 pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
 pub use spawn::SHORT_SLICE;
-pub use status::{
-    events_path, read_events, read_job, read_job_events, read_status, status_path, EventRecord,
-    OutputLost, StatusExit, StatusFile, StatusProcess, StatusRead,
-};
+pub use status::{read_job, read_job_events, read_status};
 pub use stderr::{flush_stderr, init_tracing, stderr_write};
 
 /// How the supervisor reports its own events on stderr.

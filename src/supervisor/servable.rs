@@ -10,11 +10,10 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 pub use crate::engine::frontend::describe;
 use crate::engine::frontend::{Expected, Seen};
 use crate::plan::ServableProbe;
+use crate::runfiles::ServableState;
 
 use super::probes;
 
@@ -22,47 +21,6 @@ use super::probes;
 pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 /// One read may take this long.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How the endpoint is doing, in the status file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ServableState {
-    /// Every expected worker is listed.
-    Servable,
-    /// Some are missing.
-    Degraded,
-    /// The frontend does not answer (or not as a frontend does).
-    Unreachable,
-}
-
-impl ServableState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServableState::Servable => "servable",
-            ServableState::Degraded => "degraded",
-            ServableState::Unreachable => "unreachable",
-        }
-    }
-}
-
-/// The endpoint, in `<node>.status.json` (on the node that runs it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServableStatus {
-    /// The public endpoint (`http://<node address>:<port>`).
-    pub url: String,
-    /// The process whose readiness found the job servable.
-    pub frontend: String,
-    pub state: ServableState,
-    /// When the job first became servable (wall clock, ms).
-    pub servable_ts_ms: u64,
-    /// When `state` or `seen` last changed.
-    pub since_ts_ms: u64,
-    pub expected: Expected,
-    pub seen: Seen,
-    /// Why the frontend was unreachable, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
 
 /// The state a health read means.
 pub fn judge(expected: &Expected, read: &Result<Seen, String>) -> ServableState {

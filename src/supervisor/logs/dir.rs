@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use crate::plan::Plan;
 
-use crate::supervisor::status::{self, Clock, OutputLost, StatusFile};
+use crate::runfiles::{OutputLost, StatusFile};
+use crate::supervisor::status::{self, Clock};
 use crate::supervisor::SupervisorError;
 
 /// Rotated logs kept per process (`.1` .. `.N`).
@@ -451,8 +452,8 @@ pub fn claim_log_dir(plan: &Plan) -> Result<LogDirLock, SupervisorError> {
     // Refuse a symlink or FIFO planted where this run's files go before anything starts (a later
     // one is refused when the file is opened).
     let mut own = vec![
-        status::events_path(dir, node),
-        status::status_path(dir, node),
+        crate::runfiles::events_path(dir, node),
+        crate::runfiles::status_path(dir, node),
     ];
     own.extend(plan.processes.iter().map(|p| log_path(dir, node, &p.name)));
     // One listing of the directory rather than a stat per file (a file type from the listing is

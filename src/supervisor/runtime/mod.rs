@@ -32,11 +32,12 @@ use crate::plan::{Plan, ProbeSpec, ProcessKind};
 
 use super::logs::{self, Console, PumpConfig};
 use super::machine::{Action, Event, ExitStatus, Machine, Phase, Pid, Record, RecordKind, UnitRef};
-use super::servable::{self, ServableState, ServableStatus};
+use super::servable;
 use super::signals::SignalEvent;
-use super::status::{self, Clock, EventsWriter, StatusFile};
+use super::status::{self, Clock, EventsWriter};
 use super::timer::DeadlineTimer;
 use super::{probes, remount, signals, spawn, RunOptions, RunOutcome, SupervisorError};
+use crate::runfiles::{ServableState, ServableStatus, StatusFile};
 
 mod finish;
 
@@ -158,7 +159,7 @@ pub async fn run_with_signals(
     for d in &plan.dirs {
         std::fs::create_dir_all(d).map_err(|e| SupervisorError::io(d, e))?;
     }
-    let ev_path = status::events_path(&log_dir, &node);
+    let ev_path = crate::runfiles::events_path(&log_dir, &node);
     logs::rotate(&ev_path, logs::KEEP_ROTATED).map_err(|e| SupervisorError::io(&ev_path, e))?;
     let events = EventsWriter::open(ev_path, &node)?;
     // This thread spawns, reaps and probes: it should not wait for a busy child's slice to end.
@@ -176,7 +177,7 @@ pub async fn run_with_signals(
     // Every handler is in place now: the children's dispositions are worked out from these.
     spawn::Dispositions::refresh();
     let (tx, mut rx) = unbounded_channel::<Msg>();
-    let status_path = status::status_path(&log_dir, &node);
+    let status_path = crate::runfiles::status_path(&log_dir, &node);
     let mut rt = Runtime {
         machine,
         plan,
@@ -801,7 +802,7 @@ impl Runtime {
             .and(self.teardown_started)
             .map(|t| now.duration_since(t).as_secs_f64());
         let text = crate::render::metrics_text(&status, teardown);
-        let path = status::metrics_path(&self.plan.log_dir, &self.plan.node.name);
+        let path = crate::runfiles::metrics_path(&self.plan.log_dir, &self.plan.node.name);
         if let Err(e) = status::write_private_atomic(&path, text.as_bytes()) {
             tracing::warn!(error = %e, "cannot write the metrics file");
         }
