@@ -934,21 +934,7 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     eprintln!("completion through the endpoint: {tokens} tokens: {answer}");
     assert_eq!(tokens, 5, "{answer}");
     // SIGKILL a decode worker on n3: a loss, then its restart, not a teardown.
-    let status: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(logs.join("n3.status.json")).unwrap())
-            .unwrap();
-    let pid = status["units"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == "mocker-decode-1")
-        .and_then(|u| u["pid"].as_i64())
-        .expect("n3 runs mocker-decode-1");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    sigkill_unit(&logs, "n3", "mocker-decode-1");
     wait_for(
         "the frontend to lose the worker",
         Duration::from_secs(40),
@@ -988,6 +974,25 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     );
     assert_job_leaves_nothing(&env);
     eprintln!("whole job: {:?}", started.elapsed());
+}
+
+/// SIGKILL the process `name` that `<node>.status.json` in `logs` lists.
+fn sigkill_unit(logs: &std::path::Path, node: &str, name: &str) {
+    let path = logs.join(format!("{node}.status.json"));
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let pid = status["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == name)
+        .and_then(|u| u["pid"].as_i64())
+        .unwrap_or_else(|| panic!("{node} runs no {name}"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
 }
 
 /// A [`Job`] for the job view helpers.
@@ -1095,21 +1100,7 @@ fn sglang_router_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order
         "prefill {prefill_rooms:?}, decode {decode_rooms:?}"
     );
     // SIGKILL a decode worker: a loss, then its restart, not a teardown.
-    let status: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(logs.join("n1.status.json")).unwrap())
-            .unwrap();
-    let pid = status["units"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == "sglang-decode-1")
-        .and_then(|u| u["pid"].as_i64())
-        .expect("n1 runs sglang-decode-1");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    sigkill_unit(&logs, "n1", "sglang-decode-1");
     wait_for(
         "the router to lose the worker",
         Duration::from_secs(20),
