@@ -28,6 +28,9 @@ mcsup:
         command: [python, worker.py]
 "#;
 
+/// srtctl's layout of a 1P1D job on one two-GPU node (for the cases that need derived workers).
+const PD_ONE_NODE: &str = "resources: {gpus_per_node: 2, prefill_nodes: 1, decode_nodes: 0, prefill_workers: 1, decode_workers: 1, gpus_per_prefill: 1, gpus_per_decode: 1}\n";
+
 struct Case {
     name: &'static str,
     /// Recipe text; `None` = write nothing (the case sets the path up itself).
@@ -134,6 +137,12 @@ fn cases() -> Vec<Case> {
           &["backend.decode_environment", "fix:"]),
         c("unknown worker role", sub("    decode:\n      - name: w", "    storage:\n      - name: w"),
           &["mcsup.workers.storage", "unknown key `storage`"]),
+        Case { roles: "prefill,decode", ..c("vLLM profiler window set twice", format!("{PD_ONE_NODE}backend:\n  type: vllm\n  vllm_config:\n    prefill: {{profiler-config.delay_iterations: 3}}\n    decode: {{}}\nprofiling: {{type: nsys, prefill: {{start_step: 1, stop_step: 2}}, decode: {{start_step: 1, stop_step: 2}}}}\n"),
+          &["backend.vllm_config.prefill.profiler-config.delay_iterations", "profiling.<mode>.start_step"]) },
+        Case { roles: "prefill,decode", ..c("profiling window of the wrong mode", format!("{PD_ONE_NODE}backend:\n  type: sglang\n  sglang_config: {{prefill: {{}}, decode: {{}}}}\nprofiling: {{type: torch, aggregated: {{start_step: 1, stop_step: 2}}}}\n"),
+          &["profiling", "profiling.prefill and profiling.decode"]) },
+        Case { roles: "prefill,decode", ..c("dynamo wheel given as a file", format!("{PD_ONE_NODE}backend:\n  type: sglang\n  sglang_config: {{prefill: {{}}, decode: {{}}}}\ndynamo: {{wheel: ai_dynamo-1.2.0-py3-none-any.whl}}\n"),
+          &["dynamo.wheel", "is a file name", "package version"]) },
         c("success code out of range", sub("        command: [python, worker.py]", "        command: [python, worker.py]\n        restart: {success_codes: [300]}"),
           &["restart.success_codes", "out of range"]),
     ]

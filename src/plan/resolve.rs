@@ -827,6 +827,27 @@ fn topo_plan(
     } else {
         None
     };
+    // srtctl: vLLM's profiler window comes from `profiling:` alone under iteration-based nsys.
+    if profiling
+        .as_ref()
+        .is_some_and(|p| p.kind == crate::engine::profiling::ProfileKind::Nsys)
+        && model.engine == BackendType::Vllm
+    {
+        for (role, rm) in &model.roles {
+            let Some(flags) = &rm.flags else { continue };
+            if let Some((k, _)) = flags
+                .0
+                .iter()
+                .find(|(k, _)| k.replace('_', "-").starts_with("profiler-config"))
+            {
+                return Err(super::error::err(
+                    format!("{}.{k}", rm.flags_key),
+                    format!("sets {k}, which srtctl derives from profiling: when profiling.type is nsys ({role})"),
+                    "remove it, and set the window with profiling.<mode>.start_step / stop_step",
+                ));
+            }
+        }
+    }
     if let Some(p) = profiling.as_ref().filter(|_| !here.is_empty()) {
         warnings.push(format!(
             "profiling.type {}: the workers' captures go to {}/profiles/<mode>; {}",
