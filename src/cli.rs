@@ -533,26 +533,23 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
                     .all(|c| matches!(c, std::path::Component::Normal(_)))
         })
     };
-    for (i, d) in plan.dirs.iter().enumerate() {
-        if !inside(d) {
+    let dirs = plan
+        .dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (format!("dirs[{i}]"), d));
+    let files = plan
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (format!("files[{i}].path"), &f.path));
+    for (key, path) in dirs.chain(files) {
+        if !inside(path) {
             return Err(refuse(
-                &format!("dirs[{i}]"),
+                &key,
                 format!(
-                    "{} is not inside the plan's log_dir ({}): a plan makes directories only there",
-                    d.display(),
-                    plan.log_dir.display()
-                ),
-                "regenerate the plan with `mcsup plan --json --show-secrets` (mcsup puts its files in log_dir)",
-            ));
-        }
-    }
-    for (i, f) in plan.files.iter().enumerate() {
-        if !inside(&f.path) {
-            return Err(refuse(
-                &format!("files[{i}].path"),
-                format!(
-                    "{} is not inside the plan's log_dir ({}): a plan file writes only there",
-                    f.path.display(),
+                    "{} is not inside the plan's log_dir ({}): a plan writes only there",
+                    path.display(),
                     plan.log_dir.display()
                 ),
                 "regenerate the plan with `mcsup plan --json --show-secrets` (mcsup puts its files in log_dir)",

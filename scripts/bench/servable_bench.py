@@ -33,6 +33,8 @@ import time
 import urllib.error
 import urllib.request
 
+from procs import tagged_pids
+
 MCSUP = os.environ["MCSUP_BIN"]
 DYNAMO_VENV = os.environ["DYNAMO_VENV"]
 REPS = int(os.environ.get("BENCH_REPS", "5"))
@@ -115,20 +117,6 @@ def engine_ready_wall(log_path):
     return None
 
 
-def tagged_left(tag):
-    left = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if f"{TAG}={tag}".encode() in f.read().split(b"\0"):
-                    left.append(int(pid))
-        except OSError:
-            pass
-    return left
-
-
 def one_run(i):
     busy = [p for p in PORTS if not port_free(p)]
     if busy:
@@ -155,7 +143,7 @@ def one_run(i):
     stop.set()
     mcsup.send_signal(signal.SIGINT)
     code = mcsup.wait(timeout=60)
-    left = tagged_left(tag)
+    left = tagged_pids(TAG, tag)
     if servable is None or "floor" not in floor or code != 0 or left:
         sys.exit(f"run {i}: servable={servable is not None} floor={'floor' in floor} "
                  f"exit={code} left={left}; see {work}")

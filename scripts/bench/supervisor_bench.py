@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from procs import tagged_pids
+
 MCSUP = os.environ["MCSUP_BIN"]
 CHILD = os.environ["TESTCHILD_BIN"]
 FLOOR = os.environ.get("FLOOR_BIN")
@@ -188,14 +190,10 @@ def kill_tagged():
     """Leftovers of the bench (by env tag), so runs cannot disturb each other: killed, and waited
     for until gone (a dying service still accepts on its port for a moment)."""
     killed = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    for pid in tagged_pids(TAG, 1):
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if f"{TAG}=1".encode() in f.read().split(b"\0"):
-                    os.kill(int(pid), signal.SIGKILL)
-                    killed.append(pid)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(str(pid))
         except OSError:
             pass
     end = now() + 5

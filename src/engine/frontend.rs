@@ -465,20 +465,16 @@ pub fn stage(
             }
             FrontendType::Vllm => unreachable!("returned above"),
         };
-        let given = s.env.len();
+        env.extend(
+            s.env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone(), "frontend.env")),
+        );
         env.extend(
             job.observability
-                .frontend_env(&s.env, job.log_dir)
+                .frontend_defaults(&s.env, job.log_dir)
                 .into_iter()
-                .enumerate()
-                .map(|(i, (k, v))| {
-                    let layer = if i < given {
-                        "frontend.env"
-                    } else {
-                        "observability.enabled"
-                    };
-                    (k, v, layer)
-                }),
+                .map(|(k, v)| (k, v, "observability.enabled")),
         );
         processes.push(FrontendProcess {
             node: node.clone(),

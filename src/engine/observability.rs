@@ -9,9 +9,6 @@ use super::reader::Reader;
 use crate::domain::PlanError;
 use crate::recipe::{EnvMap, Recipe};
 
-/// The keys of `observability:` that change what the processes run with.
-pub const RECIPE_KEYS: &[&str] = &["enabled", "enable_otel", "otel_endpoint"];
-
 /// Dynamo's span events on stdout, one JSONL line per closed span (DEBUG level), as srtctl's
 /// `ANALYTICS_SPAN_ENV`.
 const SPAN_ENV: [(&str, &str); 3] = [
@@ -71,40 +68,41 @@ impl Observability {
     pub fn role_env(&self, env: &EnvMap) -> EnvMap {
         let mut out = env.clone();
         if self.enabled {
-            set_defaults(
-                &mut out.0,
-                SPAN_ENV.iter().map(|(k, v)| (*k, v.to_string())),
-            );
+            let added = missing(&env.0, SPAN_ENV.iter().map(|(k, v)| (*k, v.to_string())));
+            out.0.extend(added);
         }
         out
     }
 
-    /// `frontend.env` with the span env and the request-trace file added where the recipe sets
-    /// nothing (`enabled` only); `log_dir` is where the trace file goes.
-    pub fn frontend_env(&self, env: &[(String, String)], log_dir: &str) -> Vec<(String, String)> {
-        let mut out = env.to_vec();
-        if self.enabled {
-            let trace = format!("{}/dynamo-request-trace", log_dir.trim_end_matches('/'));
-            let defaults = SPAN_ENV.iter().map(|(k, v)| (*k, v.to_string())).chain([
-                (REQUEST_TRACE, "1".to_string()),
-                (REQUEST_TRACE_FILE, trace),
-            ]);
-            set_defaults(&mut out, defaults);
+    /// What the `enabled` knob adds after `frontend.env` (`env`): the span env and the
+    /// request-trace file, each where the recipe sets nothing; `log_dir` is where the trace file
+    /// goes.
+    pub fn frontend_defaults(
+        &self,
+        env: &[(String, String)],
+        log_dir: &str,
+    ) -> Vec<(String, String)> {
+        if !self.enabled {
+            return Vec::new();
         }
-        out
+        let trace = format!("{}/dynamo-request-trace", log_dir.trim_end_matches('/'));
+        let defaults = SPAN_ENV.iter().map(|(k, v)| (*k, v.to_string())).chain([
+            (REQUEST_TRACE, "1".to_string()),
+            (REQUEST_TRACE_FILE, trace),
+        ]);
+        missing(env, defaults)
     }
 }
 
-/// Python's `dict.setdefault` for each pair, in order.
-fn set_defaults<'a>(
-    env: &mut Vec<(String, String)>,
+/// Python's `dict.setdefault`, for each pair in order: the ones `env` does not set.
+fn missing<'a>(
+    env: &[(String, String)],
     defaults: impl Iterator<Item = (&'a str, String)>,
-) {
-    for (k, v) in defaults {
-        if !env.iter().any(|(name, _)| name == k) {
-            env.push((k.to_string(), v));
-        }
-    }
+) -> Vec<(String, String)> {
+    defaults
+        .filter(|(k, _)| !env.iter().any(|(name, _)| name == k))
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
 }
 
 #[cfg(test)]
@@ -141,11 +139,15 @@ mod tests {
         let role = o.role_env(&EnvMap(vec![("DYN_LOG".into(), "warn".into())]));
         assert_eq!(role.get("DYN_LOG"), Some("warn"));
         assert_eq!(role.get("DYN_LOGGING_SPAN_EVENTS"), Some("true"));
-        let fe = o.frontend_env(&[], "/j/logs/");
+        let fe = o.frontend_defaults(&[], "/j/logs/");
         assert_eq!(fe.len(), 5);
         assert_eq!(fe[4].1, "/j/logs/dynamo-request-trace");
+        let given = [("DYN_LOG".to_string(), "info".to_string())];
+        let fe = o.frontend_defaults(&given, "/j/logs");
+        assert_eq!(fe.len(), 4, "{fe:?}");
+        assert!(!fe.iter().any(|(k, _)| k == "DYN_LOG"));
         let off = load("backend: {type: sglang}").unwrap();
-        assert!(off.frontend_env(&[], "/l").is_empty());
+        assert!(off.frontend_defaults(&[], "/l").is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::flags::python_json_dumps;
 use super::layout::TopoProcess;
 use super::reader::Reader;
 use crate::domain::{plan_err, PlanError, Role};
-use crate::recipe::Recipe;
+use crate::recipe::{FlagMap, Recipe};
 
 /// What captures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,6 +197,30 @@ impl Profiling {
                 fix,
             ))
         }
+    }
+
+    /// srtctl's refusal, under iteration-based nsys, of a vLLM `profiler-config` flag: the window
+    /// comes from `profiling:` alone. `flags` are each mode's flags with their key path.
+    pub fn check_vllm_flags<'a>(
+        &self,
+        flags: impl Iterator<Item = (&'a str, &'a FlagMap)>,
+    ) -> Result<(), PlanError> {
+        if self.kind != ProfileKind::Nsys {
+            return Ok(());
+        }
+        for (key, f) in flags {
+            if let Some((k, _)) =
+                f.0.iter()
+                    .find(|(k, _)| k.replace('_', "-").starts_with("profiler-config"))
+            {
+                return Err(plan_err(
+                    format!("{key}.{k}"),
+                    format!("sets {k}, which srtctl derives from profiling: when profiling.type is nsys"),
+                    "remove it, and set the window with profiling.<mode>.start_step / stop_step",
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn steps(&self, mode: Role) -> Option<Steps> {

@@ -152,6 +152,8 @@ pub struct JobModel {
     pub engine_name: String,
     pub roles: BTreeMap<Role, RoleModel>,
     pub environment: EnvMap,
+    /// srtctl v1's `observability:` (default, i.e. off, for a 2.0 recipe: not read there).
+    pub observability: crate::engine::observability::Observability,
     pub mooncake: Option<MooncakeModel>,
     /// Effective services, implied first, then declared; disabled ones kept for the listing.
     pub services: Vec<ServiceModel>,
@@ -237,6 +239,11 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         engine_name: "sglang".into(),
         roles: BTreeMap::new(),
         environment: recipe.environment.clone(),
+        observability: if is_v2 {
+            Default::default()
+        } else {
+            crate::engine::observability::Observability::from_recipe(recipe)?
+        },
         mooncake: None,
         services: Vec::new(),
         ignored: recipe
@@ -377,9 +384,6 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             BackendType::Mocker => ("mocker_config", backend.mocker_config.as_ref()),
             _ => ("sglang_config", backend.sglang_config.as_ref()),
         };
-        // `observability.enabled` adds Dynamo's span env to each role's env (srtctl's
-        // `expand_observability`, at load time).
-        let observability = crate::engine::observability::Observability::from_recipe(recipe)?;
         for role in Role::ALL {
             let env = match role {
                 Role::Prefill => &backend.prefill_environment,
@@ -389,7 +393,9 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             model.roles.insert(
                 role,
                 RoleModel {
-                    env: observability.role_env(env),
+                    // `observability.enabled` adds Dynamo's span env (srtctl's
+                    // `expand_observability`, at load time).
+                    env: model.observability.role_env(env),
                     env_key: format!("backend.{role}_environment"),
                     flags: flags_section.1.and_then(|f| f.for_role(role)).cloned(),
                     flags_key: format!("backend.{}.{role}", flags_section.0),

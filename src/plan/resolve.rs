@@ -814,39 +814,20 @@ fn topo_plan(
             .and_then(|v| v.as_str())
             .map(String::from)
     };
-    // srtctl v1's `observability:` and `profiling:` (2.0 recipes list them as not read).
-    let v1 = recipe.engine.is_none() && recipe.roles.is_none();
-    let observability = if v1 {
-        crate::engine::observability::Observability::from_recipe(recipe)?
+    // srtctl v1's `profiling:` (2.0 recipes list it as not read).
+    let profiling = if model.spelling == Spelling::V2 {
+        None
     } else {
-        Default::default()
-    };
-    let profiling = if v1 {
         let disaggregated = all.iter().any(|p| p.mode != Role::Aggregated);
         crate::engine::profiling::Profiling::from_recipe(recipe, disaggregated, frontend)?
-    } else {
-        None
     };
-    // srtctl: vLLM's profiler window comes from `profiling:` alone under iteration-based nsys.
-    if profiling
-        .as_ref()
-        .is_some_and(|p| p.kind == crate::engine::profiling::ProfileKind::Nsys)
-        && model.engine == BackendType::Vllm
-    {
-        for (role, rm) in &model.roles {
-            let Some(flags) = &rm.flags else { continue };
-            if let Some((k, _)) = flags
-                .0
-                .iter()
-                .find(|(k, _)| k.replace('_', "-").starts_with("profiler-config"))
-            {
-                return Err(super::error::err(
-                    format!("{}.{k}", rm.flags_key),
-                    format!("sets {k}, which srtctl derives from profiling: when profiling.type is nsys ({role})"),
-                    "remove it, and set the window with profiling.<mode>.start_step / stop_step",
-                ));
-            }
-        }
+    if let (Some(p), BackendType::Vllm) = (&profiling, model.engine) {
+        p.check_vllm_flags(
+            model
+                .roles
+                .values()
+                .filter_map(|rm| Some((rm.flags_key.as_str(), rm.flags.as_ref()?))),
+        )?;
     }
     if let Some(p) = profiling.as_ref().filter(|_| !here.is_empty()) {
         warnings.push(format!(
@@ -898,7 +879,7 @@ fn topo_plan(
                 .unwrap_or_else(|| ctx.infra_ip.clone()),
             infra_node: ctx.infra_node.clone(),
             gpus_per_node: inputs.gpus_per_node,
-            observability,
+            observability: model.observability.clone(),
             profiling,
         },
         here,
