@@ -18,6 +18,7 @@
 
 pub mod flags;
 pub mod frontend;
+pub mod job;
 pub mod layout;
 pub mod mocker;
 pub mod observability;

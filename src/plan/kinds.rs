@@ -60,6 +60,15 @@ pub struct KindDefaults {
 pub const ETCD_PORT: u16 = 2379;
 pub const NATS_PORT: u16 = 4222;
 
+/// The client port of a discovery service kind: etcd's, or NATS's.
+pub fn client_port(kind: ServiceType) -> u16 {
+    if kind == ServiceType::Etcd {
+        ETCD_PORT
+    } else {
+        NATS_PORT
+    }
+}
+
 const BASE: KindDefaults = KindDefaults {
     command: &[],
     builds_command: false,

@@ -3,25 +3,30 @@
 //! Pure: no I/O, no clock, no environment reads. Whatever the plan needs from the system (node
 //! names, addresses, the working directory) arrives in a [`crate::node::NodeContext`] value.
 //!
-//! The steps, one file each: [`model`] folds every recipe spelling into one service model;
-//! [`kinds`] holds the service kinds' defaults; [`services`], [`workers`] and [`frontends`] resolve this
-//! node's processes (with [`placeholders`] and [`policy`]; each engine's worker launch comes from
-//! [`crate::engine`], srtctl's layout from [`crate::engine::layout`]); [`memory`] sizes HiCache
-//! and headroom; [`lints`] words the warnings; `resolve` orders it all into phases and gates.
+//! `resolve::plan_with` is the pipeline; its steps, one file each: [`model`] folds every recipe
+//! spelling into one service model ([`kinds`]: the service kinds' defaults); [`topo`] reads
+//! srtctl's worker layout for the job and takes this node's part; [`services`], [`workers`] and
+//! [`frontends`] resolve this node's processes (with [`placeholders`] and [`policy`]; each
+//! engine's worker launch comes from [`crate::engine`]); `files` lists what the node writes;
+//! `order` gates on other nodes and orders the phases; [`memory`] sizes HiCache and headroom;
+//! [`lints`] words the warnings.
 //! [`spec`] is the output.
 
 mod env;
 mod error;
+mod files;
 pub mod frontends;
 pub mod kinds;
 pub mod lints;
 pub mod memory;
 pub mod model;
+mod order;
 pub mod placeholders;
 pub mod policy;
 mod resolve;
 pub mod services;
 pub mod spec;
+pub mod topo;
 pub mod workers;
 
 pub(crate) use crate::engine::layout as topology;

@@ -16,7 +16,7 @@ use super::placeholders::Placeholders;
 use super::policy::*;
 use super::spec::*;
 use super::PlanError;
-use crate::domain::Role;
+use crate::domain::{plan_err, Role};
 use crate::mooncake;
 use crate::node::NodeContext;
 use crate::recipe::*;
@@ -85,6 +85,135 @@ pub fn place_label(place: &Place) -> String {
                 .join(",")
         ),
     }
+}
+
+/// The services placed on this node: their processes, and one listing row per service.
+pub struct Placed {
+    pub processes: Vec<ProcessSpec>,
+    pub rows: Vec<ServiceRow>,
+}
+
+/// Place every service of the model on this node (or say why it does not run here): names and
+/// ports unique on the node, stores checked. `strict` makes a service mcsup does not run an
+/// error. The services' unread keys join `ignored`.
+pub fn place(
+    scope: &NodeScope,
+    slots: &[WorkerSlot],
+    strict: bool,
+    taken: &mut BTreeSet<String>,
+    warnings: &mut Vec<String>,
+    ignored: &mut Vec<String>,
+) -> Result<Placed, PlanError> {
+    let model = scope.model;
+    let mut processes: Vec<ProcessSpec> = Vec::new();
+    let mut rows = Vec::new();
+    let mut owners: Vec<(u16, String)> = Vec::new();
+    for svc in &model.services {
+        ignored.extend(svc.recorded.iter().cloned());
+        let here = if !svc.enabled {
+            ServiceHere::Disabled
+        } else if let Some(e) = &svc.external {
+            ServiceHere::External {
+                endpoint: e.clone(),
+            }
+        } else if let Err(why) = &svc.runnable {
+            if strict {
+                return Err(plan_err(svc.key.clone(), format!("{} (type {}) is not run by mcsup: {why}", svc.label(), svc.kind), "remove the service or run it outside mcsup, or drop --strict to list it and go on"));
+            }
+            ServiceHere::NotRun { why: why.clone() }
+        } else {
+            let insts = instances(scope, svc, slots)?;
+            let names: Vec<String> = insts.iter().map(|i| i.spec.name.clone()).collect();
+            for inst in insts {
+                if !taken.insert(inst.spec.name.clone()) {
+                    return Err(plan_err(
+                        format!("{}.name", svc.key),
+                        format!(
+                            "process name `{}` is used twice on this node",
+                            inst.spec.name
+                        ),
+                        "give the service a name no worker or other service uses",
+                    ));
+                }
+                for port in &inst.ports {
+                    if let Some((_, other)) = owners.iter().find(|(p, _)| p == port) {
+                        return Err(plan_err(
+                            svc.key.clone(),
+                            format!("services[{other}] and {} both listen on port {port} on node {}; give them disjoint placements or ports", svc.label(), scope.ctx.name),
+                            "for stores of co-located roles use one entry with `placement.node: workers`",
+                        ));
+                    }
+                    owners.push((*port, svc.name.clone()));
+                }
+                check_store(svc, &inst.spec, scope.ctx, warnings)?;
+                processes.push(inst.spec);
+            }
+            if names.is_empty() {
+                ServiceHere::Elsewhere
+            } else {
+                ServiceHere::Runs { processes: names }
+            }
+        };
+        rows.push(ServiceRow {
+            name: svc.name.clone(),
+            r#type: svc.kind.to_string(),
+            placement: place_label(&svc.place),
+            start: svc.start.to_string(),
+            critical: svc.critical,
+            command: svc.argv.clone(),
+            readiness: describe_readiness(&svc.readiness, model.master_ports),
+            implied_by: svc.implied_by.clone(),
+            key: svc.key.clone(),
+            here,
+        });
+    }
+    Ok(Placed { processes, rows })
+}
+
+/// Checks on one store instance as planned for this node: its segment, and that something
+/// says when it is mounted.
+fn check_store(
+    svc: &ServiceModel,
+    p: &ProcessSpec,
+    ctx: &NodeContext,
+    warnings: &mut Vec<String>,
+) -> Result<(), PlanError> {
+    if p.kind != ProcessKind::Store {
+        return Ok(());
+    }
+    let (seg_key, hint) = match &svc.place {
+        Place::Roles(o) => {
+            let role = p.roles.first().copied().or(o.first().map(|o| o.role));
+            let k = format!(
+                "{}.placements.{}.env",
+                svc.key,
+                role.map_or("<role>", |r| r.as_str())
+            );
+            (k, "standalone.placements.<role>.env".to_string())
+        }
+        Place::Node { .. } => (format!("{}.env", svc.key), format!("{}.env", svc.key)),
+    };
+    super::lints::store_segment(
+        &p.name,
+        &ctx.name,
+        p.env_value(mooncake::env::GLOBAL_SEGMENT_SIZE),
+        &hint,
+        warnings,
+    )
+    .map_err(|m| {
+        plan_err(
+            format!("{seg_key}.MOONCAKE_GLOBAL_SEGMENT_SIZE"),
+            m,
+            "give the store at least \"16mb\" (segments are allocated in 16 MiB chunks)",
+        )
+    })?;
+    if p.readiness.is_none() {
+        warnings.push(match &svc.place {
+            Place::Roles(_) => "standalone.health_check is null: workers start as soon as the store is spawned, before its segment is mounted".into(),
+            Place::Node { .. } => format!("{} has no readiness: workers start as soon as the store is spawned, before its segment is mounted — give `readiness: {{port: N}}` with `args: [--port, \"N\"]`", svc.label()),
+        });
+    }
+    Ok(())
 }
 
 /// One process to run, before dependencies are wired.

@@ -57,6 +57,8 @@ pub struct TopoPlan {
     pub kv_events: Option<serde_yaml::Value>,
     /// `health_check.max_attempts` x `interval_seconds` (srtctl's default 180 x 10 s).
     pub ready_timeout: Duration,
+    /// The job-wide settings the layout was read with.
+    pub job: crate::engine::job::JobSettings,
 }
 
 /// What a topology worker adds to the common worker path.
