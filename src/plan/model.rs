@@ -205,13 +205,46 @@ fn backend_type(name: &str) -> Option<BackendType> {
     }
 }
 
-/// Fold a parsed recipe into the model.
+/// Fold a parsed recipe into the model: its spelling, the engine and roles, the Mooncake block
+/// (the implied master and the seed's standalone stores), the implied and the declared services,
+/// then the rules across them.
 pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
     let mc = recipe.mcsup.clone().unwrap_or_default();
     let is_v2 = recipe.schema.is_some()
         || recipe.engine.is_some()
         || recipe.roles.is_some()
         || recipe.services.is_some();
+    let ports = master_ports(&mc)?;
+    let mut model = new_model(recipe, is_v2, ports)?;
+    if let (Some(_), Some(_)) = (&recipe.engine, &recipe.backend) {
+        return Err(err(
+            "engine",
+            "the recipe has both `engine:` (2.0) and `backend:` (v1)",
+            "keep one: `engine:` with `roles:` (2.0), or `backend:` (v1); `srtctl migrate` rewrites a v1 recipe",
+        ));
+    }
+    let backend = recipe.backend.clone().unwrap_or_default();
+    match &recipe.roles {
+        Some(roles) => read_roles_v2(recipe, roles, &backend, &mut model)?,
+        None => read_roles_v1(&backend, &mut model),
+    }
+    read_engine(recipe, &backend, &mut model);
+    let declared = recipe.services.clone().unwrap_or_default();
+    read_mooncake_block(recipe, &backend, &mc, &declared, is_v2, &mut model)?;
+    if is_v2 {
+        model.spelling = Spelling::V2;
+    }
+    let configs_dir = mc.configs_dir.clone().unwrap_or_else(|| "/configs".into());
+    add_implied_discovery(recipe, &mc, &configs_dir, is_v2, &mut model)?;
+    add_declared(&declared, &mc, &configs_dir, &mut model)?;
+    link_master(&declared, &mut model)?;
+    check_across(&declared, &model)?;
+    check_transfer_backend(&model)?;
+    Ok(model)
+}
+
+/// `mcsup.master`'s three ports, which must differ.
+fn master_ports(mc: &McsupSection) -> Result<[u16; 3], PlanError> {
     let rpc = mc
         .master
         .rpc_port
@@ -233,6 +266,12 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             "give rpc_port, metadata_port and metrics_port three different values",
         ));
     }
+    Ok([rpc, meta, metrics])
+}
+
+/// The model before roles and services: environment, observability, and the keys mcsup does
+/// not read outside the engine.
+fn new_model(recipe: &Recipe, is_v2: bool, ports: [u16; 3]) -> Result<JobModel, PlanError> {
     let mut model = JobModel {
         spelling: Spelling::V1,
         engine: BackendType::Sglang,
@@ -252,9 +291,8 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             .filter_map(|k| partly_read(k, is_v2))
             .collect(),
         warnings: Vec::new(),
-        master_ports: [rpc, meta, metrics],
+        master_ports: ports,
     };
-
     if let Some(serde_yaml::Value::Mapping(m)) = &recipe.frontend {
         for k in m.keys().filter_map(|k| k.as_str()) {
             if !crate::engine::frontend::RECIPE_KEYS.contains(&k) {
@@ -280,130 +318,139 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         model.environment = EnvMap(env);
     }
 
-    // ---- engine and roles ----
-    if let (Some(_), Some(_)) = (&recipe.engine, &recipe.backend) {
+    Ok(model)
+}
+
+/// 2.0's `roles:`: each declared role's env and engine flags, and the keys mcsup does not read.
+fn read_roles_v2(
+    recipe: &Recipe,
+    roles: &Roles,
+    backend: &Backend,
+    model: &mut JobModel,
+) -> Result<(), PlanError> {
+    let mixed: Vec<&str> = [
+        (
+            "backend.prefill_environment",
+            !backend.prefill_environment.is_empty(),
+        ),
+        (
+            "backend.decode_environment",
+            !backend.decode_environment.is_empty(),
+        ),
+        (
+            "backend.aggregated_environment",
+            !backend.aggregated_environment.is_empty(),
+        ),
+        ("backend.sglang_config", backend.sglang_config.is_some()),
+        ("backend.vllm_config", backend.vllm_config.is_some()),
+    ]
+    .into_iter()
+    .filter(|(_, set)| *set)
+    .map(|(k, _)| k)
+    .collect();
+    if !mixed.is_empty() {
         return Err(err(
-            "engine",
-            "the recipe has both `engine:` (2.0) and `backend:` (v1)",
-            "keep one: `engine:` with `roles:` (2.0), or `backend:` (v1); `srtctl migrate` rewrites a v1 recipe",
+            "roles",
+            format!(
+                "cannot be combined with the fields it expands into: {}",
+                mixed.join(", ")
+            ),
+            "move those keys under roles.<role>.env / roles.<role>.args and drop them from backend",
         ));
     }
-    let backend = recipe.backend.clone().unwrap_or_default();
-    if let Some(roles) = &recipe.roles {
-        let mixed: Vec<&str> = [
-            (
-                "backend.prefill_environment",
-                !backend.prefill_environment.is_empty(),
-            ),
-            (
-                "backend.decode_environment",
-                !backend.decode_environment.is_empty(),
-            ),
-            (
-                "backend.aggregated_environment",
-                !backend.aggregated_environment.is_empty(),
-            ),
-            ("backend.sglang_config", backend.sglang_config.is_some()),
-            ("backend.vllm_config", backend.vllm_config.is_some()),
-        ]
-        .into_iter()
-        .filter(|(_, set)| *set)
-        .map(|(k, _)| k)
-        .collect();
-        if !mixed.is_empty() {
-            return Err(err(
-                "roles",
-                format!("cannot be combined with the fields it expands into: {}", mixed.join(", ")),
-                "move those keys under roles.<role>.env / roles.<role>.args and drop them from backend",
-            ));
-        }
-        let engine_name = recipe
-            .engine
-            .as_ref()
-            .and_then(|e| e.r#type.clone())
-            .or_else(|| {
-                recipe
-                    .backend
-                    .as_ref()
-                    .map(|b| b.r#type.as_str().to_string())
-            })
-            .unwrap_or_else(|| "sglang".into());
-        let takes_flags = backend_type(&engine_name).is_some_and(|b| b != BackendType::Trtllm);
-        for role in Role::ALL {
-            if let Some(rc) = roles.for_role(role) {
-                let name = role.short();
-                // A declared role runs a worker even without args (srtctl derives one per role).
-                let flags = match (&rc.args, takes_flags) {
-                    (Some(v), true) => {
-                        Some(serde_yaml::from_value::<FlagMap>(v.clone()).map_err(|e| {
-                            let msg = e.to_string();
-                            let (m, f) = msg.split_once(FIX_MARKER).map_or(
-                                (msg.as_str(), "write each flag as `name: value`"),
-                                |(m, f)| (m, f),
-                            );
-                            err(format!("roles.{name}.args"), m.to_string(), f.to_string())
-                        })?)
-                    }
-                    (Some(_), false) => {
-                        model.ignored.push(format!("roles.{name}.args ({engine_name} flags: mcsup derives no {engine_name} worker)"));
-                        None
-                    }
-                    (None, true) => Some(FlagMap::default()),
-                    (None, false) => None,
-                };
-                model.roles.insert(
-                    role,
-                    RoleModel {
-                        env: rc.env.clone(),
-                        env_key: format!("roles.{name}.env"),
-                        flags,
-                        flags_key: format!("roles.{name}.args"),
-                        critical: rc.critical,
-                    },
-                );
-                // nodes, workers and gpus size srtctl's layout; kv_events is srtctl's
-                // kv-events config: all four are read where the layout is planned.
-                for (key, set) in [
-                    ("extra_args", rc.extra_args.is_some()),
-                    ("engine", rc.engine.is_some()),
-                    ("sidecar", rc.sidecar.is_some()),
-                    ("container", rc.container.is_some()),
-                    ("mooncake_store_config", rc.mooncake_store_config.is_some()),
-                    ("restart", rc.restart.is_some()),
-                    ("srun_options", rc.srun_options.is_some()),
-                ] {
-                    if set {
-                        model.ignored.push(format!("roles.{name}.{key}"));
-                    }
+    let engine_name = recipe
+        .engine
+        .as_ref()
+        .and_then(|e| e.r#type.clone())
+        .or_else(|| {
+            recipe
+                .backend
+                .as_ref()
+                .map(|b| b.r#type.as_str().to_string())
+        })
+        .unwrap_or_else(|| "sglang".into());
+    let takes_flags = backend_type(&engine_name).is_some_and(|b| b != BackendType::Trtllm);
+    for role in Role::ALL {
+        if let Some(rc) = roles.for_role(role) {
+            let name = role.short();
+            // A declared role runs a worker even without args (srtctl derives one per role).
+            let flags = match (&rc.args, takes_flags) {
+                (Some(v), true) => {
+                    Some(serde_yaml::from_value::<FlagMap>(v.clone()).map_err(|e| {
+                        let msg = e.to_string();
+                        let (m, f) = msg.split_once(FIX_MARKER).map_or(
+                            (msg.as_str(), "write each flag as `name: value`"),
+                            |(m, f)| (m, f),
+                        );
+                        err(format!("roles.{name}.args"), m.to_string(), f.to_string())
+                    })?)
                 }
-            }
-        }
-    } else {
-        let flags_section = match backend.r#type {
-            BackendType::Vllm => ("vllm_config", backend.vllm_config.as_ref()),
-            BackendType::Mocker => ("mocker_config", backend.mocker_config.as_ref()),
-            _ => ("sglang_config", backend.sglang_config.as_ref()),
-        };
-        for role in Role::ALL {
-            let env = match role {
-                Role::Prefill => &backend.prefill_environment,
-                Role::Decode => &backend.decode_environment,
-                Role::Aggregated => &backend.aggregated_environment,
+                (Some(_), false) => {
+                    model.ignored.push(format!("roles.{name}.args ({engine_name} flags: mcsup derives no {engine_name} worker)"));
+                    None
+                }
+                (None, true) => Some(FlagMap::default()),
+                (None, false) => None,
             };
             model.roles.insert(
                 role,
                 RoleModel {
-                    // `observability.enabled` adds Dynamo's span env (srtctl's
-                    // `expand_observability`, at load time).
-                    env: model.observability.role_env(env),
-                    env_key: format!("backend.{role}_environment"),
-                    flags: flags_section.1.and_then(|f| f.for_role(role)).cloned(),
-                    flags_key: format!("backend.{}.{role}", flags_section.0),
-                    critical: None,
+                    env: rc.env.clone(),
+                    env_key: format!("roles.{name}.env"),
+                    flags,
+                    flags_key: format!("roles.{name}.args"),
+                    critical: rc.critical,
                 },
             );
+            // nodes, workers and gpus size srtctl's layout; kv_events is srtctl's
+            // kv-events config: all four are read where the layout is planned.
+            for (key, set) in [
+                ("extra_args", rc.extra_args.is_some()),
+                ("engine", rc.engine.is_some()),
+                ("sidecar", rc.sidecar.is_some()),
+                ("container", rc.container.is_some()),
+                ("mooncake_store_config", rc.mooncake_store_config.is_some()),
+                ("restart", rc.restart.is_some()),
+                ("srun_options", rc.srun_options.is_some()),
+            ] {
+                if set {
+                    model.ignored.push(format!("roles.{name}.{key}"));
+                }
+            }
         }
     }
+    Ok(())
+}
+
+/// v1's `backend:`: each role's `<role>_environment` and `<engine>_config.<role>` flags.
+fn read_roles_v1(backend: &Backend, model: &mut JobModel) {
+    let flags_section = match backend.r#type {
+        BackendType::Vllm => ("vllm_config", backend.vllm_config.as_ref()),
+        BackendType::Mocker => ("mocker_config", backend.mocker_config.as_ref()),
+        _ => ("sglang_config", backend.sglang_config.as_ref()),
+    };
+    for role in Role::ALL {
+        let env = match role {
+            Role::Prefill => &backend.prefill_environment,
+            Role::Decode => &backend.decode_environment,
+            Role::Aggregated => &backend.aggregated_environment,
+        };
+        model.roles.insert(
+            role,
+            RoleModel {
+                // `observability.enabled` adds Dynamo's span env (srtctl's
+                // `expand_observability`, at load time).
+                env: model.observability.role_env(env),
+                env_key: format!("backend.{role}_environment"),
+                flags: flags_section.1.and_then(|f| f.for_role(role)).cloned(),
+                flags_key: format!("backend.{}.{role}", flags_section.0),
+                critical: None,
+            },
+        );
+    }
+}
+/// The engine (`engine.type` or `backend.type`) and its section's keys the engine does not read.
+fn read_engine(recipe: &Recipe, backend: &Backend, model: &mut JobModel) {
     let (section_ignored, prefix) = match &recipe.engine {
         Some(e) => {
             let name = e.r#type.clone().unwrap_or_else(|| "sglang".into());
@@ -425,8 +472,18 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             .filter(|k| !k.strip_prefix(prefix).is_some_and(|k| read.contains(&k)))
             .cloned(),
     );
+}
 
-    // ---- the Mooncake block (v1 backend / 2.0 engine) ----
+/// The Mooncake block (v1 `backend.mooncake_kv_store`, 2.0 `engine.mooncake_kv_store`): the
+/// worker side, the implied master, and the seed's standalone stores.
+fn read_mooncake_block(
+    recipe: &Recipe,
+    backend: &Backend,
+    mc: &McsupSection,
+    declared: &[ServiceConfig],
+    is_v2: bool,
+    model: &mut JobModel,
+) -> Result<(), PlanError> {
     let (mk, mk_key) = match (
         &backend.mooncake_kv_store,
         recipe
@@ -438,7 +495,6 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         (None, Some(m)) => (Some(m.clone()), "engine.mooncake_kv_store"),
         (None, None) => (None, ""),
     };
-    let declared = recipe.services.clone().unwrap_or_default();
     let declared_masters: Vec<usize> = declared
         .iter()
         .enumerate()
@@ -467,127 +523,151 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             ));
         }
     }
-    if let Some(m) = &mk {
-        model.mooncake = Some(MooncakeModel {
-            key: mk_key.into(),
-            worker_env: m.env.clone(),
-            store_config: m.store_config.clone(),
-            external: None,
-        });
-        if let Some(c) = &m.container {
-            model.ignored.push(format!(
-                "{mk_key}.container ({c}: mcsup runs inside the job's container)"
-            ));
-        }
-        // The implied master (srtctl: `implied_services`, reason = the block's key).
-        let mut argv = master_base_argv(&mc, [rpc, meta, metrics]);
-        match &m.master_args {
-            Some(a) => argv.extend(a.0.iter().cloned()),
-            None => argv.extend(
-                mooncake::DEFAULT_MASTER_TUNABLES
-                    .iter()
-                    .map(|s| s.to_string()),
-            ),
-        }
-        argv.extend(m.master_extra_args.0.iter().cloned());
-        let mut env = Vec::new();
-        if !mc.master.env.is_empty() {
-            env.push(("mcsup.master.env".to_string(), mc.master.env.clone()));
-        }
-        model.services.push(ServiceModel {
-            name: if is_v2 {
-                "mooncake-master".into()
-            } else {
-                "master".into()
-            },
-            kind: ServiceType::MooncakeMaster,
-            key: mk_key.into(),
-            implied_by: Some(mk_key.into()),
-            enabled: true,
-            external: None,
-            argv,
-            preamble: None,
-            env,
-            place: Place::Node {
-                node: PlacementNode::Infra,
-                per_worker: false,
-            },
-            start: StartPhase::BeforeWorkers,
-            readiness: ReadinessModel {
-                probe: Readiness::MasterPorts,
-                timeout_s: mc.master.timeout_seconds.map_or(120.0, |s| s.0),
-                interval_s: None,
-            },
-            inherit_discovery_env: true,
-            critical: true,
-            runnable: Ok(()),
-            recorded: Vec::new(),
-        });
-        // The seed's standalone stores.
-        if let Some(sa) = m.standalone.as_ref() {
-            model.spelling = Spelling::V1Standalone;
-            let key = format!("{mk_key}.standalone");
-            let mut overlays = Vec::new();
-            for role in Role::ALL {
-                if let Some(p) = sa.placements.for_role(role).filter(|p| p.enabled) {
-                    overlays.push(RoleOverlay {
-                        role,
-                        env: p.env.clone(),
-                        args: p.args.0.clone(),
-                        key: format!("{key}.placements.{role}"),
-                    });
-                }
-            }
-            let mut argv = sa.command.0.clone();
-            argv.extend(sa.args.0.iter().cloned());
-            let mut recorded = Vec::new();
-            for (k, set) in [
-                ("cpus_per_task", sa.cpus_per_task.is_some()),
-                ("cpu_bind", sa.cpu_bind.is_some()),
-                ("srun_options", !sa.srun_options.is_empty()),
-            ] {
-                if set {
-                    recorded.push(format!(
-                        "{key}.{k} (an srun launch option: mcsup runs inside the step)"
-                    ));
-                }
-            }
-            model.services.push(ServiceModel {
-                name: "store".into(),
-                kind: ServiceType::MooncakeStore,
-                key: key.clone(),
-                implied_by: None,
-                enabled: sa.enabled && !overlays.is_empty(),
-                external: None,
-                argv,
-                preamble: sa.preamble.clone(),
-                env: vec![("standalone.env".to_string(), sa.env.clone())],
-                place: Place::Roles(overlays),
-                start: StartPhase::BeforeWorkers,
-                readiness: ReadinessModel {
-                    probe: sa
-                        .health_check
-                        .map_or(Readiness::None, |h| Readiness::Tcp { port: h.port.0 }),
-                    timeout_s: sa.health_check.map_or(120.0, |h| h.timeout_seconds.0),
-                    interval_s: None,
-                },
-                inherit_discovery_env: true,
-                critical: sa.critical,
-                runnable: Ok(()),
-                recorded,
+    let Some(m) = &mk else {
+        return Ok(());
+    };
+    model.mooncake = Some(MooncakeModel {
+        key: mk_key.into(),
+        worker_env: m.env.clone(),
+        store_config: m.store_config.clone(),
+        external: None,
+    });
+    if let Some(c) = &m.container {
+        model.ignored.push(format!(
+            "{mk_key}.container ({c}: mcsup runs inside the job's container)"
+        ));
+    }
+    model
+        .services
+        .push(implied_master(m, mk_key, mc, model.master_ports, is_v2));
+    if let Some(sa) = m.standalone.as_ref() {
+        model.spelling = Spelling::V1Standalone;
+        model
+            .services
+            .push(standalone_store(sa, &format!("{mk_key}.standalone")));
+    }
+    Ok(())
+}
+
+/// The master the Mooncake block implies (srtctl: `implied_services`, reason = the block's key).
+fn implied_master(
+    m: &MooncakeKvStore,
+    mk_key: &str,
+    mc: &McsupSection,
+    ports: [u16; 3],
+    is_v2: bool,
+) -> ServiceModel {
+    let mut argv = master_base_argv(mc, ports);
+    match &m.master_args {
+        Some(a) => argv.extend(a.0.iter().cloned()),
+        None => argv.extend(
+            mooncake::DEFAULT_MASTER_TUNABLES
+                .iter()
+                .map(|s| s.to_string()),
+        ),
+    }
+    argv.extend(m.master_extra_args.0.iter().cloned());
+    let mut env = Vec::new();
+    if !mc.master.env.is_empty() {
+        env.push(("mcsup.master.env".to_string(), mc.master.env.clone()));
+    }
+    ServiceModel {
+        name: if is_v2 {
+            "mooncake-master".into()
+        } else {
+            "master".into()
+        },
+        kind: ServiceType::MooncakeMaster,
+        key: mk_key.into(),
+        implied_by: Some(mk_key.into()),
+        enabled: true,
+        external: None,
+        argv,
+        preamble: None,
+        env,
+        place: Place::Node {
+            node: PlacementNode::Infra,
+            per_worker: false,
+        },
+        start: StartPhase::BeforeWorkers,
+        readiness: ReadinessModel {
+            probe: Readiness::MasterPorts,
+            timeout_s: mc.master.timeout_seconds.map_or(120.0, |s| s.0),
+            interval_s: None,
+        },
+        inherit_discovery_env: true,
+        critical: true,
+        runnable: Ok(()),
+        recorded: Vec::new(),
+    }
+}
+
+/// The seed's standalone stores: one service placed per enabled role.
+fn standalone_store(sa: &Standalone, key: &str) -> ServiceModel {
+    let mut overlays = Vec::new();
+    for role in Role::ALL {
+        if let Some(p) = sa.placements.for_role(role).filter(|p| p.enabled) {
+            overlays.push(RoleOverlay {
+                role,
+                env: p.env.clone(),
+                args: p.args.0.clone(),
+                key: format!("{key}.placements.{role}"),
             });
         }
     }
-    if is_v2 {
-        model.spelling = Spelling::V2;
+    let mut argv = sa.command.0.clone();
+    argv.extend(sa.args.0.iter().cloned());
+    let mut recorded = Vec::new();
+    for (k, set) in [
+        ("cpus_per_task", sa.cpus_per_task.is_some()),
+        ("cpu_bind", sa.cpu_bind.is_some()),
+        ("srun_options", !sa.srun_options.is_empty()),
+    ] {
+        if set {
+            recorded.push(format!(
+                "{key}.{k} (an srun launch option: mcsup runs inside the step)"
+            ));
+        }
     }
+    ServiceModel {
+        name: "store".into(),
+        kind: ServiceType::MooncakeStore,
+        key: key.to_string(),
+        implied_by: None,
+        enabled: sa.enabled && !overlays.is_empty(),
+        external: None,
+        argv,
+        preamble: sa.preamble.clone(),
+        env: vec![("standalone.env".to_string(), sa.env.clone())],
+        place: Place::Roles(overlays),
+        start: StartPhase::BeforeWorkers,
+        readiness: ReadinessModel {
+            probe: sa
+                .health_check
+                .map_or(Readiness::None, |h| Readiness::Tcp { port: h.port.0 }),
+            timeout_s: sa.health_check.map_or(120.0, |h| h.timeout_seconds.0),
+            interval_s: None,
+        },
+        inherit_discovery_env: true,
+        critical: sa.critical,
+        runnable: Ok(()),
+        recorded,
+    }
+}
 
-    // ---- implied discovery services (2.0: a dynamo frontend needs etcd, a NATS plane NATS) ----
-    let configs_dir = mc.configs_dir.clone().unwrap_or_else(|| "/configs".into());
+/// The discovery services a frontend or plane implies (2.0: a Dynamo frontend needs etcd, a
+/// NATS plane NATS; v1: srtctl's head infrastructure).
+fn add_implied_discovery(
+    recipe: &Recipe,
+    mc: &McsupSection,
+    configs_dir: &str,
+    is_v2: bool,
+    model: &mut JobModel,
+) -> Result<(), PlanError> {
     let implied = if is_v2 {
         implied_discovery(recipe)
     } else {
-        implied_discovery_v1(recipe, &mc, &model)?
+        implied_discovery_v1(recipe, mc, model)?
     };
     for (name, reason) in implied {
         let cfg: ServiceConfig =
@@ -596,16 +676,25 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         let mut svc = declared_service(
             &cfg,
             &format!("services[{name}]"),
-            &mc,
-            &configs_dir,
-            [rpc, meta, metrics],
+            mc,
+            configs_dir,
+            model.master_ports,
         )?;
         svc.key = reason.clone();
         svc.implied_by = Some(reason);
         model.services.push(svc);
     }
 
-    // ---- declared services ----
+    Ok(())
+}
+
+/// The recipe's `services:`, each checked and read; one named like an implied service replaces it.
+fn add_declared(
+    declared: &[ServiceConfig],
+    mc: &McsupSection,
+    configs_dir: &str,
+    model: &mut JobModel,
+) -> Result<(), PlanError> {
     if declared.len() > MAX_SERVICES {
         return Err(err(
             format!("services[{MAX_SERVICES}]"),
@@ -647,7 +736,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
                 "give each service a distinct name",
             ));
         }
-        let svc = declared_service(s, &key, &mc, &configs_dir, [rpc, meta, metrics])?;
+        let svc = declared_service(s, &key, mc, configs_dir, model.master_ports)?;
         // A declared entry whose name equals an implied one replaces it (srtctl).
         if let Some(pos) = model.services.iter().position(|x| {
             x.implied_by.is_some()
@@ -660,7 +749,11 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         model.services.push(svc);
     }
 
-    // ---- whole-recipe rules ----
+    Ok(())
+}
+
+/// The effective master is the one the workers and stores register with; a store needs one.
+fn link_master(declared: &[ServiceConfig], model: &mut JobModel) -> Result<(), PlanError> {
     if let Some(master) = model.effective(ServiceType::MooncakeMaster).cloned() {
         let mm = model.mooncake.get_or_insert_with(|| MooncakeModel {
             key: master.key.clone(),
@@ -688,6 +781,11 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Rules across services: stores spelled once, etcd and NATS on the same infra node.
+fn check_across(declared: &[ServiceConfig], model: &JobModel) -> Result<(), PlanError> {
     if model.spelling == Spelling::V1Standalone || model.spelling == Spelling::V2 {
         let v1_store = model
             .services
@@ -730,8 +828,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
             ));
         }
     }
-    check_transfer_backend(&model)?;
-    Ok(model)
+    Ok(())
 }
 
 /// The master's argv before tunables: the program and mcsup's managed ports.
