@@ -100,6 +100,25 @@ fn rank_text(rank: &GidRank) -> String {
     }
 }
 
+/// The variables Mooncake reads, as the store (or the first worker) will see them.
+struct McEnv<'a> {
+    spec: Option<&'a ProcessSpec>,
+    inherited: &'a [(String, String)],
+}
+
+impl<'a> McEnv<'a> {
+    fn get(&self, name: &str) -> Option<(&'a str, &'static str)> {
+        lookup(self.spec, self.inherited, name)
+    }
+}
+
+/// `MC_GID_INDEX` (or NCCL's) as Mooncake reads it: an explicit index with its text and source,
+/// or automatic choice (and why, when a value says so).
+struct GidConfig {
+    explicit: Option<(u32, String)>,
+    auto_because: Option<String>,
+}
+
 /// Run the RDMA checks. Returns how many NICs Mooncake will register memory on (for memlock).
 pub fn check(
     plan: &Plan,
@@ -114,8 +133,66 @@ pub fn check(
         .processes
         .iter()
         .find(|p| p.kind == ProcessKind::Worker);
-    let main_spec = store.or(first_worker);
+    let env = McEnv {
+        spec: store.or(first_worker),
+        inherited,
+    };
+    let Some(scan) = scan_devices(root, live_verbs, report) else {
+        return 0;
+    };
+    let present: Vec<String> = scan.devices.iter().map(|d| d.name.clone()).collect();
+    report.facts.devices_present = Some(present.clone());
+    let selected = select_devices(&scan, &present, &env, report);
+    check_worker_devices(plan, &scan, &present, report);
+    let port_no: u32 = match env.get("MC_IB_PORT") {
+        Some((v, _)) => v.trim().parse().unwrap_or(1),
+        None => 1,
+    };
+    let gid = gid_config(&env, report);
+    let mut mtus: Vec<(String, String)> = Vec::new();
+    let mut chosen_indices: Vec<(String, u32)> = Vec::new();
+    for d in &selected {
+        let Some(port) = check_port(d, port_no, report) else {
+            continue;
+        };
+        let ethernet = matches!(port.link_layer, Some(LinkLayer::Ethernet));
+        let chosen = match &gid.explicit {
+            Some((idx, src)) => check_gid_explicit(d, port, *idx, src, legacy, report),
+            None => check_gid_auto(
+                d,
+                port,
+                port_no,
+                gid.auto_because.as_deref(),
+                legacy,
+                report,
+            ),
+        };
+        chosen_indices.extend(chosen.map(|i| (d.name.clone(), i)));
+        check_uverbs(d, report);
+        if ethernet {
+            if let Some(mtu) = d
+                .netdevs
+                .iter()
+                .find_map(|n| n.mtu)
+                .and_then(mcsup_rdma::IbMtu::for_roce_netdev_mtu)
+            {
+                mtus.push((d.name.clone(), mtu.to_string()));
+            }
+        }
+    }
+    check_mtus(&mtus, &env, report);
+    report.facts.gid_index = Some(chosen_indices);
+    report.facts.devices = Some(selected.iter().map(|d| d.name.clone()).collect());
+    selected.len()
+}
 
+/// The devices in sysfs (with libibverbs' view first on a live node); `None` (with the failure
+/// said) when there are none to check.
+fn scan_devices(
+    root: &Sysroot,
+    live_verbs: bool,
+    report: &mut Report,
+) -> Option<mcsup_rdma::SysfsScan> {
     let scan = match SysfsReader::new(root.path("/")).scan() {
         Ok(s) => s,
         Err(e) => {
@@ -125,13 +202,12 @@ pub fn check(
                 format!("cannot read RDMA devices from sysfs: {e}"),
                 "check that /sys is mounted and readable",
             ));
-            return 0;
+            return None;
         }
     };
     if live_verbs {
         verbs_summary(report);
     }
-    let present: Vec<String> = scan.devices.iter().map(|d| d.name.clone()).collect();
     match scan.presence() {
         RdmaPresence::NoSubsystem => {
             report.push(Check::fail(
@@ -140,7 +216,7 @@ pub fn check(
                 "no RDMA devices: the RDMA subsystem is absent (no /sys/class/infiniband), but MOONCAKE_PROTOCOL is rdma",
                 "run on a node with RDMA NICs and their drivers (mlx5_ib), or set MOONCAKE_PROTOCOL: tcp",
             ));
-            return 0;
+            None
         }
         RdmaPresence::NoDevices => {
             report.push(Check::fail(
@@ -149,19 +225,28 @@ pub fn check(
                 "no RDMA devices: the RDMA module is loaded but no HCA is visible (/sys/class/infiniband is empty)",
                 "check that the NICs are passed into this container/job and their driver is bound, or set MOONCAKE_PROTOCOL: tcp",
             ));
-            return 0;
+            None
         }
-        RdmaPresence::Devices => {}
+        RdmaPresence::Devices => Some(scan),
     }
-    report.facts.devices_present = Some(present.clone());
+}
 
-    // Which devices: the store's MOONCAKE_DEVICE; workers' lists are checked for existence too.
-    let request = lookup(main_spec, inherited, "MOONCAKE_DEVICE")
+/// The devices Mooncake will use: the store's `MOONCAKE_DEVICE`, or every HCA on
+/// auto-discovery (which must have an ACTIVE port, else Mooncake falls back to TCP).
+fn select_devices<'s>(
+    scan: &'s mcsup_rdma::SysfsScan,
+    present: &[String],
+    env: &McEnv,
+    report: &mut Report,
+) -> Vec<&'s Device> {
+    let request = env
+        .get("MOONCAKE_DEVICE")
         .map_or(DeviceRequest::Auto, |(v, _)| parse_device_list(v));
     let mut selected: Vec<&Device> = Vec::new();
     match &request {
         DeviceRequest::Auto => {
-            let forced = lookup(main_spec, inherited, "MC_FORCE_HCA")
+            let forced = env
+                .get("MC_FORCE_HCA")
                 .is_some_and(|(v, _)| !matches!(v.trim(), "" | "0" | "false"));
             selected = scan.devices.iter().collect();
             let usable = scan
@@ -197,7 +282,7 @@ pub fn check(
                 }
             }
             for n in &missing {
-                let hint = match closest(n, &present) {
+                let hint = match closest(n, present) {
                     Some(c) => format!("did you mean `{c}`? Present: {}", present.join(", ")),
                     None => format!("present devices: {}", present.join(", ")),
                 };
@@ -217,7 +302,16 @@ pub fn check(
             }
         }
     }
-    // Workers may name devices too (SGLang's JSON map per TP rank).
+    selected
+}
+
+/// Workers may name devices too (SGLang's JSON map per TP rank): each must exist.
+fn check_worker_devices(
+    plan: &Plan,
+    scan: &mcsup_rdma::SysfsScan,
+    present: &[String],
+    report: &mut Report,
+) {
     for w in plan
         .processes
         .iter()
@@ -226,7 +320,7 @@ pub fn check(
         if let Some(v) = w.env_value("MOONCAKE_DEVICE") {
             if let DeviceRequest::Named(names) = parse_device_list(v) {
                 for n in names.iter().filter(|n| scan.device(n).is_none()) {
-                    let hint = closest(n, &present).map_or_else(
+                    let hint = closest(n, present).map_or_else(
                         || format!("present devices: {}", present.join(", ")),
                         |c| format!("did you mean `{c}`?"),
                     );
@@ -243,14 +337,13 @@ pub fn check(
             }
         }
     }
+}
 
-    let port_no: u32 = match lookup(main_spec, inherited, "MC_IB_PORT") {
-        Some((v, _)) => v.trim().parse().unwrap_or(1),
-        None => 1,
-    };
-    let gid_setting = match lookup(main_spec, inherited, "MC_GID_INDEX") {
+/// `MC_GID_INDEX`, or NCCL's index Mooncake falls back to, as Mooncake parses it.
+fn gid_config(env: &McEnv, report: &mut Report) -> GidConfig {
+    let gid_setting = match env.get("MC_GID_INDEX") {
         Some((v, src)) => Some((v.trim().to_string(), format!("MC_GID_INDEX ({src})"))),
-        None => lookup(main_spec, inherited, "NCCL_IB_GID_INDEX").map(|(v, src)| {
+        None => env.get("NCCL_IB_GID_INDEX").map(|(v, src)| {
             report.push(Check::warn(
                 G,
                 "gid index source",
@@ -263,7 +356,7 @@ pub fn check(
 
     // Mooncake reads the value with atoi and accepts 0..=255; anything else means automatic.
     let mut auto_because: Option<String> = None;
-    let explicit: Option<(u32, String, String)> = match &gid_setting {
+    let explicit: Option<(u32, String)> = match &gid_setting {
         None => None,
         Some((text, src)) => {
             let (setting, note) = parse_gid_index(text);
@@ -286,7 +379,7 @@ pub fn check(
                 )),
             }
             match setting {
-                GidIndexSetting::Index(i) => Some((i, text.clone(), src.clone())),
+                GidIndexSetting::Index(i) => Some((i, src.clone())),
                 GidIndexSetting::Auto => {
                     auto_because = Some(format!("{src}={text} means automatic"));
                     None
@@ -295,176 +388,210 @@ pub fn check(
         }
     };
 
-    let mut mtus: Vec<(String, String)> = Vec::new();
-    let mut chosen_indices: Vec<(String, u32)> = Vec::new();
-    for d in &selected {
-        let Some(port) = d.port(port_no) else {
+    GidConfig {
+        explicit,
+        auto_because,
+    }
+}
+
+/// The port Mooncake opens on `d`, and whether it is ACTIVE.
+fn check_port<'d>(
+    d: &'d Device,
+    port_no: u32,
+    report: &mut Report,
+) -> Option<&'d mcsup_rdma::Port> {
+    let Some(port) = d.port(port_no) else {
+        report.push(Check::fail(
+            G,
+            &format!("port {}/{port_no}", d.name),
+            format!("{} has no port {port_no}", d.name),
+            format!(
+                "set MC_IB_PORT to one of: {}",
+                d.ports
+                    .iter()
+                    .map(|p| p.number.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+        return None;
+    };
+    let pname = format!("port {}/{port_no}", d.name);
+    match port.state {
+        Some(PortState::Active) => report.push(Check::ok(
+            G,
+            &pname,
+            format!(
+                "ACTIVE, {}{}",
+                port.link_layer
+                    .as_ref()
+                    .map_or("?".into(), |l| l.to_string()),
+                port.rate
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(", {r}"))
+            ),
+        )),
+        Some(PortState::Init) => report.push(Check::fail(
+            G,
+            &pname,
+            "port is INIT: the link is up but no subnet manager has configured it",
+            "start a subnet manager (opensm) on the fabric or fix the switch's SM",
+        )),
+        Some(PortState::Down) => report.push(Check::fail(
+            G,
+            &pname,
+            format!(
+                "port is DOWN (physical state {})",
+                port.phys_state.map_or("?".into(), |p| p.to_string())
+            ),
+            "check the cable, the switch port and the peer; `ibstat` shows the link",
+        )),
+        other => report.push(Check::fail(
+            G,
+            &pname,
+            format!(
+                "port state is {}",
+                other.map_or("unknown".into(), |s| s.to_string())
+            ),
+            "the port must be ACTIVE",
+        )),
+    }
+    Some(port)
+}
+
+/// An explicit GID index on `d`: in the table, populated, RoCE v2 where it matters, and as the
+/// installed (older) Mooncake reads it. Returns the index.
+fn check_gid_explicit(
+    d: &Device,
+    port: &mcsup_rdma::Port,
+    idx: u32,
+    src: &str,
+    legacy: Option<(&str, LegacyGidRule)>,
+    report: &mut Report,
+) -> Option<u32> {
+    let ethernet = matches!(port.link_layer, Some(LinkLayer::Ethernet));
+    let gname = format!("gid index {}", d.name);
+    let v = evaluate_gid_index(&port.gids, idx);
+    match legacy {
+        // 0.3.8-0.3.9 failed the device when the configured slot had no netdev
+        // (mooncake-internals.md §A3); 0.3.10 made it a warning.
+        Some((version, LegacyGidRule::V0_3_8))
+            if v.in_table && v.populated && v.netdev.is_none() =>
+        {
             report.push(Check::fail(
-                G,
-                &format!("port {}/{port_no}", d.name),
-                format!("{} has no port {port_no}", d.name),
-                format!(
-                    "set MC_IB_PORT to one of: {}",
-                    d.ports
-                        .iter()
-                        .map(|p| p.number.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-            continue;
-        };
-        let pname = format!("port {}/{port_no}", d.name);
-        match port.state {
-            Some(PortState::Active) => report.push(Check::ok(
-                G,
-                &pname,
-                format!(
-                    "ACTIVE, {}{}",
-                    port.link_layer
-                        .as_ref()
-                        .map_or("?".into(), |l| l.to_string()),
-                    port.rate
-                        .as_ref()
-                        .map_or(String::new(), |r| format!(", {r}"))
-                ),
-            )),
-            Some(PortState::Init) => report.push(Check::fail(
-                G,
-                &pname,
-                "port is INIT: the link is up but no subnet manager has configured it",
-                "start a subnet manager (opensm) on the fabric or fix the switch's SM",
-            )),
-            Some(PortState::Down) => report.push(Check::fail(
-                G,
-                &pname,
-                format!(
-                    "port is DOWN (physical state {})",
-                    port.phys_state.map_or("?".into(), |p| p.to_string())
-                ),
-                "check the cable, the switch port and the peer; `ibstat` shows the link",
-            )),
-            other => report.push(Check::fail(
-                G,
-                &pname,
-                format!(
-                    "port state is {}",
-                    other.map_or("unknown".into(), |s| s.to_string())
-                ),
-                "the port must be ACTIVE",
-            )),
-        }
-        let ethernet = matches!(port.link_layer, Some(LinkLayer::Ethernet));
-        let gname = format!("gid index {}", d.name);
-        match &explicit {
-            Some((idx, _text, src)) => {
-                let idx = *idx;
-                {
-                    let v = evaluate_gid_index(&port.gids, idx);
-                    chosen_indices.push((d.name.clone(), idx));
-                    match legacy {
-                        // 0.3.8-0.3.9 failed the device when the configured slot had no netdev
-                        // (mooncake-internals.md §A3); 0.3.10 made it a warning.
-                        Some((version, LegacyGidRule::V0_3_8))
-                            if v.in_table && v.populated && v.netdev.is_none() =>
-                        {
-                            report.push(Check::fail(
                                 G,
                                 &format!("{gname} (Mooncake {version})"),
                                 format!("the installed Mooncake {version} disables {} when the configured GID ({src}={idx}) has no netdev, as every IB GID has none (0.3.10 made this a warning)", d.name),
                                 "upgrade Mooncake to 0.3.10 or later, or configure a GID that has a netdev",
                             ));
-                        }
-                        // Up to 0.3.7, index 0 meant "choose automatically".
-                        Some((version, LegacyGidRule::UpTo0_3_7)) if idx == 0 => {
-                            let pick = select_gid_legacy(&port.gids, LegacyGidRule::UpTo0_3_7)
-                                .unwrap_or(0);
-                            if pick != 0 {
-                                report.push(Check::warn(
+        }
+        // Up to 0.3.7, index 0 meant "choose automatically".
+        Some((version, LegacyGidRule::UpTo0_3_7)) if idx == 0 => {
+            let pick = select_gid_legacy(&port.gids, LegacyGidRule::UpTo0_3_7).unwrap_or(0);
+            if pick != 0 {
+                report.push(Check::warn(
                                     G,
                                     &format!("{gname} (Mooncake {version})"),
                                     format!("the installed Mooncake {version} reads {src}=0 as \"choose automatically\" and picks index {pick} on {}, not 0", d.name),
                                     format!("set MC_GID_INDEX={pick} to say so, or upgrade Mooncake to 0.3.8 or later"),
                                 ));
-                            }
-                        }
-                        _ => {}
-                    }
-                    if !v.in_table {
-                        report.push(Check::fail(
-                            G,
-                            &gname,
-                            format!(
-                                "{src}={idx} is beyond the GID table ({} entries)",
-                                port.gids.len()
-                            ),
-                            auto_hint(port),
-                        ));
-                    } else if !v.populated {
-                        report.push(Check::fail(
+            }
+        }
+        _ => {}
+    }
+    if !v.in_table {
+        report.push(Check::fail(
+            G,
+            &gname,
+            format!(
+                "{src}={idx} is beyond the GID table ({} entries)",
+                port.gids.len()
+            ),
+            auto_hint(port),
+        ));
+    } else if !v.populated {
+        report.push(Check::fail(
                             G,
                             &gname,
                             format!("{src}={idx} is an empty GID slot on {}: Mooncake fails with \"GID is NULL, please check your GID index\"", d.name),
                             auto_hint(port),
                         ));
-                    } else if ethernet && v.gid_type == Some(GidType::RoceV1) {
-                        report.push(Check::fail(
+    } else if ethernet && v.gid_type == Some(GidType::RoceV1) {
+        report.push(Check::fail(
                             G,
                             &gname,
                             format!("{src}={idx} on {} is RoCE v1: on a routed fabric QPs fail with \"transport retry counter exceeded\"", d.name),
                             auto_hint(port),
                         ));
-                    } else if v.link_local && ethernet {
-                        report.push(Check::warn(
-                            G,
-                            &gname,
-                            format!("{src}={idx} on {} is RoCE v2 but IPv6 link-local ({}): it cannot cross a router", d.name, v.gid.map_or(String::new(), |g| g.to_string())),
-                            auto_hint(port),
-                        ));
-                    } else if ethernet && v.netdev.is_none() {
-                        report.push(Check::warn(
-                            G,
-                            &gname,
-                            format!("{src}={idx} on {} has no netdev", d.name),
-                            auto_hint(port),
-                        ));
-                    } else {
-                        let ip = v.ipv4.map_or(String::new(), |a| format!(", IPv4 {a}"));
-                        report.push(Check::ok(
-                            G,
-                            &gname,
-                            format!(
-                                "{src}={idx}: {}{ip}{}",
-                                v.gid_type.map_or("?".into(), |t| t.to_string()),
-                                v.netdev
-                                    .as_ref()
-                                    .map_or(String::new(), |n| format!(", netdev {n}"))
-                            ),
-                        ));
+    } else if v.link_local && ethernet {
+        report.push(Check::warn(
+            G,
+            &gname,
+            format!(
+                "{src}={idx} on {} is RoCE v2 but IPv6 link-local ({}): it cannot cross a router",
+                d.name,
+                v.gid.map_or(String::new(), |g| g.to_string())
+            ),
+            auto_hint(port),
+        ));
+    } else if ethernet && v.netdev.is_none() {
+        report.push(Check::warn(
+            G,
+            &gname,
+            format!("{src}={idx} on {} has no netdev", d.name),
+            auto_hint(port),
+        ));
+    } else {
+        let ip = v.ipv4.map_or(String::new(), |a| format!(", IPv4 {a}"));
+        report.push(Check::ok(
+            G,
+            &gname,
+            format!(
+                "{src}={idx}: {}{ip}{}",
+                v.gid_type.map_or("?".into(), |t| t.to_string()),
+                v.netdev
+                    .as_ref()
+                    .map_or(String::new(), |n| format!(", netdev {n}"))
+            ),
+        ));
+    }
+    Some(idx)
+}
+
+/// Mooncake's automatic GID choice on `d`, and what an older installed Mooncake picks instead.
+/// Returns the index chosen.
+fn check_gid_auto(
+    d: &Device,
+    port: &mcsup_rdma::Port,
+    port_no: u32,
+    auto_because: Option<&str>,
+    legacy: Option<(&str, LegacyGidRule)>,
+    report: &mut Report,
+) -> Option<u32> {
+    let gname = format!("gid index {}", d.name);
+    let sel = select_gid(&port.gids);
+    let chosen = match sel.chosen_candidate() {
+        Some(c) => {
+            let others: Vec<String> = sel
+                .candidates
+                .iter()
+                .filter(|o| o.index != c.index && o.gid_type.is_some())
+                .take(6)
+                .map(|o| match (&o.assessment, &o.outcome) {
+                    (GidAssessment::Rejected { reason }, _) => format!("{}: {reason:?}", o.index),
+                    (GidAssessment::Eligible { rank }, SelectionOutcome::Outranked { .. }) => {
+                        format!("{}: outranked ({})", o.index, rank_text(rank))
                     }
-                }
-            }
-            None => {
-                let sel = select_gid(&port.gids);
-                match sel.chosen_candidate() {
-                    Some(c) => {
-                        chosen_indices.push((d.name.clone(), c.index));
-                        let others: Vec<String> = sel
-                            .candidates
-                            .iter()
-                            .filter(|o| o.index != c.index && o.gid_type.is_some())
-                            .take(6)
-                            .map(|o| match (&o.assessment, &o.outcome) {
-                                (GidAssessment::Rejected { reason }, _) => format!("{}: {reason:?}", o.index),
-                                (GidAssessment::Eligible { rank }, SelectionOutcome::Outranked { .. }) => format!("{}: outranked ({})", o.index, rank_text(rank)),
-                                (_, SelectionOutcome::TieLowerIndexWins { .. }) => format!("{}: same rank, higher index", o.index),
-                                _ => format!("{}", o.index),
-                            })
-                            .collect();
-                        if let Some((version, rule)) = legacy {
-                            let old = select_gid_legacy(&port.gids, rule);
-                            if old != Some(c.index) {
-                                report.push(Check::warn(
+                    (_, SelectionOutcome::TieLowerIndexWins { .. }) => {
+                        format!("{}: same rank, higher index", o.index)
+                    }
+                    _ => format!("{}", o.index),
+                })
+                .collect();
+            if let Some((version, rule)) = legacy {
+                let old = select_gid_legacy(&port.gids, rule);
+                if old != Some(c.index) {
+                    report.push(Check::warn(
                                     G,
                                     &format!("{gname} (Mooncake {version})"),
                                     format!(
@@ -475,25 +602,41 @@ pub fn check(
                                     ),
                                     format!("set MC_GID_INDEX={} (the GID 0.3.12+ picks), or upgrade Mooncake to 0.3.12 or later", c.index),
                                 ));
-                            }
-                        }
-                        let why = c.assessment.rank().map_or(String::new(), rank_text);
-                        report.push(Check::ok(
-                            G,
-                            &gname,
-                            format!("{}: Mooncake will pick {} ({why}){}", auto_because.as_deref().unwrap_or("MC_GID_INDEX unset"), c.index, if others.is_empty() { String::new() } else { format!("; others: {}", others.join("; ")) }),
-                        ));
-                    }
-                    None => report.push(Check::fail(
-                        G,
-                        &gname,
-                        format!("{} and no GID on {} port {port_no} is RoCE v2 or IB: Mooncake cannot pick one", auto_because.as_deref().unwrap_or("MC_GID_INDEX unset"), d.name),
-                        "configure an IP on the RoCE netdev (it creates RoCE v2 GIDs), then set MC_GID_INDEX",
-                    )),
                 }
             }
+            let why = c.assessment.rank().map_or(String::new(), rank_text);
+            report.push(Check::ok(
+                G,
+                &gname,
+                format!(
+                    "{}: Mooncake will pick {} ({why}){}",
+                    auto_because.unwrap_or("MC_GID_INDEX unset"),
+                    c.index,
+                    if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; others: {}", others.join("; "))
+                    }
+                ),
+            ));
+            Some(c.index)
         }
-        match d.uverbs.as_ref() {
+        None => {
+            report.push(Check::fail(
+                        G,
+                        &gname,
+                        format!("{} and no GID on {} port {port_no} is RoCE v2 or IB: Mooncake cannot pick one", auto_because.unwrap_or("MC_GID_INDEX unset"), d.name),
+                        "configure an IP on the RoCE netdev (it creates RoCE v2 GIDs), then set MC_GID_INDEX",
+                    ));
+            None
+        }
+    };
+    chosen
+}
+
+/// The uverbs character device opens.
+fn check_uverbs(d: &Device, report: &mut Report) {
+    match d.uverbs.as_ref() {
             Some(u) => match u.check_open() {
                 Ok(()) => report.push(Check::ok(G, &format!("uverbs {}", d.name), format!("{} opens read/write", u.char_device.display()))),
                 Err(CharDeviceError::PermissionDenied { .. }) => report.push(Check::fail(
@@ -506,17 +649,10 @@ pub fn check(
             },
             None => report.push(Check::fail(G, &format!("uverbs {}", d.name), format!("{} has no uverbs device", d.name), "load ib_uverbs (modprobe ib_uverbs)")),
         }
-        if ethernet {
-            if let Some(mtu) = d
-                .netdevs
-                .iter()
-                .find_map(|n| n.mtu)
-                .and_then(mcsup_rdma::IbMtu::for_roce_netdev_mtu)
-            {
-                mtus.push((d.name.clone(), mtu.to_string()));
-            }
-        }
-    }
+}
+
+/// The RoCE MTUs agree across devices, and the path MTU Mooncake's endpoints use.
+fn check_mtus(mtus: &[(String, String)], env: &McEnv, report: &mut Report) {
     if mtus.len() > 1 && mtus.iter().any(|(_, m)| *m != mtus[0].1) {
         report.push(Check::warn(
             G,
@@ -533,7 +669,7 @@ pub fn check(
     } else if let Some((_, m)) = mtus.first() {
         report.push(Check::ok(G, "active mtu", format!("{m} on every device")));
         report.facts.active_mtu = m.parse().ok();
-        let mc_mtu = lookup(main_spec, inherited, "MC_MTU").map(|(v, _)| v.to_string());
+        let mc_mtu = env.get("MC_MTU").map(|(v, _)| v.to_string());
         let (pmtu, note) = crate::mooncake::path_mtu(m.parse().unwrap_or(4096), mc_mtu.as_deref());
         if let Some(note) = note {
             report.push(Check::warn(
@@ -553,9 +689,6 @@ pub fn check(
         ));
         report.facts.path_mtu = Some(pmtu);
     }
-    report.facts.gid_index = Some(chosen_indices);
-    report.facts.devices = Some(selected.iter().map(|d| d.name.clone()).collect());
-    selected.len()
 }
 
 fn auto_hint(port: &mcsup_rdma::Port) -> String {
