@@ -9,9 +9,10 @@
 //! [`frontends`] resolve this node's processes (with [`placeholders`] and [`policy`]; each
 //! engine's worker launch comes from [`crate::engine`]); `files` lists what the node writes;
 //! `order` gates on other nodes and orders the phases; [`memory`] sizes HiCache and headroom;
-//! [`lints`] words the warnings.
+//! [`lints`] words the warnings. `declared` reads one `services:` entry for [`model`].
 //! [`spec`] is the output.
 
+mod declared;
 mod env;
 mod error;
 mod files;
