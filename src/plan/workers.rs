@@ -15,6 +15,7 @@ use super::env::EnvBuilder;
 use super::error::{err, PlanError};
 use super::lints;
 use super::model::*;
+use super::placeholders::Placeholders;
 use super::policy::*;
 use super::services::{set_local_defaults, NodeScope};
 use super::spec::*;
@@ -140,76 +141,14 @@ pub fn plan_workers(
     let mut out = Vec::new();
     for &role in s.roles {
         let rm = model.roles.get(&role).cloned().unwrap_or_default();
-        let entries: Vec<(String, WorkerConfig, bool, Option<TopoExtra>)> = match mc
-            .workers
-            .for_role(role)
-        {
-            Some(list) => list
-                .iter()
-                .enumerate()
-                .map(|(i, w)| (format!("mcsup.workers.{role}[{i}]"), w.clone(), false, None))
-                .collect(),
-            None if topo.is_some() => {
-                let t = topo.expect("checked");
-                t.here
-                    .iter()
-                    .filter(|p| p.mode == role)
-                    .map(|p| topo_entry(t, p, &rm))
-                    .collect()
-            }
-            None => match derived_worker(model, &rm, role) {
-                Some(w) => vec![(rm.flags_key.clone(), w, true, None)],
-                None => {
-                    let hint = if model.spelling == Spelling::V2 {
-                        format!("roles.{}.args", role.short())
-                    } else {
-                        format!("backend.sglang_config.{role}")
-                    };
-                    warnings.push(format!(
-                        "role {role} has no worker on this node: add mcsup.workers.{role} (or {hint})"
-                    ));
-                    Vec::new()
-                }
-            },
-        };
-        for (key, w, derived, extra) in entries {
-            if w.count == 0 {
-                return Err(err(
-                    format!("{key}.count"),
-                    "count is 0",
-                    "use count: 1 or more, or remove the worker",
-                ));
-            }
-            let total = u64::from(w.count) + out.len() as u64;
-            if total > u64::from(MAX_WORKERS_PER_NODE) {
-                let message = if w.count > MAX_WORKERS_PER_NODE {
-                    format!(
-                        "count {} is more than the {MAX_WORKERS_PER_NODE} worker processes mcsup runs on one node",
-                        w.count
-                    )
-                } else {
-                    format!(
-                        "this entry brings the node to {total} worker processes, more than the {MAX_WORKERS_PER_NODE} mcsup runs on one node"
-                    )
-                };
-                return Err(err(
-                    format!("{key}.count"),
-                    message,
-                    format!("use a count of at most {MAX_WORKERS_PER_NODE} across this node's workers (one per GPU or GPU group is usual)"),
-                ));
-            }
-            if w.name.trim().is_empty()
-                || !w
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            {
-                return Err(err(
-                    format!("{key}.name"),
-                    format!("`{}` is not a usable process name", w.name),
-                    "use letters, digits, '-', '_' or '.' (it names log files)",
-                ));
-            }
+        for entry in role_entries(s, topo, role, &rm, warnings) {
+            check_entry(&entry, out.len())?;
+            let Entry {
+                key,
+                worker: w,
+                derived,
+                extra,
+            } = &entry;
             for index in 0..w.count {
                 let name = if w.count > 1 {
                     format!("{}-{index}", w.name)
@@ -227,97 +166,14 @@ pub fn plan_workers(
                 let mut argv = w.command.0.clone();
                 argv.extend(w.args.0.iter().cloned());
                 let argv = wp.apply_all(&argv);
-                let mut env = EnvBuilder::new();
-                for (k, v) in &s.discovery {
-                    env.set(k, v.clone(), "discovery");
+                let env = WorkerEnv {
+                    s,
+                    entry: &entry,
+                    rm: &rm,
+                    wp: &wp,
+                    name: &name,
                 }
-                if let Some(x) = &extra {
-                    // In 2.0 the discovery plane is the effective etcd/NATS services (an
-                    // external one included), set above; v1 srtctl always points at the infra
-                    // node's.
-                    let v2 = model.spelling == Spelling::V2;
-                    for (k, v) in &x.base {
-                        if v2 && matches!(k.as_str(), "ETCD_ENDPOINTS" | "NATS_SERVER") {
-                            continue;
-                        }
-                        env.set(k, v.clone(), "srtctl");
-                    }
-                    for (k, v, why) in &x.defaults {
-                        env.set(k, v.clone(), why);
-                    }
-                }
-                if model.mooncake.is_some() {
-                    set_local_defaults(&mut env, s.ctx);
-                }
-                env.layer(rm.env.iter().map(|(k, v)| (k, wp.apply(v))), &rm.env_key);
-                env.layer(
-                    model.environment.iter().map(|(k, v)| (k, wp.apply(v))),
-                    "environment",
-                );
-                env.layer(
-                    w.env.iter().map(|(k, v)| (k, wp.apply(v))),
-                    &format!("{key}.env"),
-                );
-                if let Some(x) = &extra {
-                    for (k, v) in &x.after {
-                        env.set(k, v.clone(), "srtctl");
-                    }
-                }
-                if let Some(mm) = &model.mooncake {
-                    let source = format!("{}.env", mm.key);
-                    for (k, v) in mm.worker_env.iter() {
-                        let v = wp.apply(v);
-                        if let Some(prev) = rm.env.get(k) {
-                            if wp.apply(prev) != v {
-                                warnings.push(lints::shared_env_override(
-                                    &name,
-                                    &source,
-                                    k,
-                                    &v,
-                                    &rm.env_key,
-                                    prev,
-                                ));
-                            }
-                        }
-                        env.set(k, v, &source);
-                    }
-                    env.set(mooncake::env::MASTER, s.master_addr.clone(), "forced");
-                    env.set(
-                        mooncake::env::METADATA_SERVER,
-                        s.metadata_url.clone(),
-                        "forced",
-                    );
-                    if model.engine == BackendType::Vllm {
-                        env.set(
-                            mooncake::env::CONFIG_PATH,
-                            vllm_config_path.display().to_string(),
-                            "forced",
-                        );
-                        // vLLM registers as this, not as the file's local_hostname: the same
-                        // address (the node's, or the recipe's MOONCAKE_LOCAL_HOSTNAME), unless
-                        // the recipe sets it.
-                        if env.get(mooncake::env::REQUESTER_LOCAL_HOSTNAME).is_none() {
-                            let host = env
-                                .get(mooncake::env::LOCAL_HOSTNAME)
-                                .map_or_else(|| s.ctx.ip.clone(), |v| v.value.clone());
-                            env.set(mooncake::env::REQUESTER_LOCAL_HOSTNAME, host, "default");
-                        }
-                    }
-                    if store_here && model.engine != BackendType::Vllm {
-                        lints::worker_segment(
-                            &name,
-                            env.get(mooncake::env::GLOBAL_SEGMENT_SIZE)
-                                .map(|v| v.value.as_str()),
-                            &rm.env_key,
-                            warnings,
-                        );
-                    }
-                    if model.engine == BackendType::Sglang {
-                        if let Some(v) = env.get(mooncake::env::GLOBAL_SEGMENT_SIZE) {
-                            lints::sglang_size(&name, &v.value, warnings);
-                        }
-                    }
-                }
+                .build(store_here, vllm_config_path, warnings);
                 let (stop, restart) = policy_defaults(ProcessKind::Worker);
                 let stop = apply_stop(
                     apply_stop(stop, mc.worker_defaults.stop.as_ref()),
@@ -330,55 +186,6 @@ pub fn plan_workers(
                 )?;
                 let restart =
                     apply_restart(restart, w.restart.as_ref(), &format!("{key}.restart"))?;
-                let readiness = match &w.readiness {
-                    Some(r) => {
-                        let mut probes = probe_list(
-                            &wp,
-                            r.tcp.as_ref(),
-                            r.http.as_ref(),
-                            r.exec.as_ref(),
-                            r.file.as_ref(),
-                            &s.ctx.cwd,
-                        );
-                        if let Some(pat) = &r.log_line {
-                            probes.push(ProbeSpec::LogLine {
-                                pattern: pat.0.clone(),
-                            });
-                        }
-                        if probes.is_empty() {
-                            return Err(err(
-                                format!("{key}.readiness"),
-                                "readiness names no probe",
-                                "add one of tcp, http, exec, log_line, file (or remove readiness)",
-                            ));
-                        }
-                        let mut spec = readiness(
-                            probes,
-                            r.timeout_seconds
-                                .map_or(Duration::from_secs(600), |s| s.duration()),
-                        );
-                        if let Some(d) = r.initial_delay_seconds {
-                            spec.initial_delay = d.duration();
-                        }
-                        if let Some(i) = r.interval_seconds {
-                            spec.interval = i.duration();
-                            spec.max_interval = spec.max_interval.max(i.duration());
-                        }
-                        Some(spec)
-                    }
-                    None if extra.is_some() => extra.as_ref().and_then(|x| x.readiness.clone()),
-                    None if derived => Some(readiness(
-                        vec![ProbeSpec::Http {
-                            host: "127.0.0.1".into(),
-                            port: server_port(model.engine, rm.flags.as_ref()),
-                            path: "/health".into(),
-                            status: 200,
-                            body_contains: None,
-                        }],
-                        DERIVED_READY_TIMEOUT,
-                    )),
-                    None => None,
-                };
                 let liveness = match &w.liveness {
                     Some(l) => Some(liveness_spec(
                         &wp,
@@ -400,11 +207,11 @@ pub fn plan_workers(
                     env: env.build(),
                     cwd: w.cwd.as_ref().map(|c| s.ctx.cwd.join(wp.apply(c))),
                     depends_on: Vec::new(),
-                    readiness,
+                    readiness: worker_readiness(s, &entry, &rm, &wp)?,
                     liveness,
                     restart,
                     stop,
-                    critical: if derived {
+                    critical: if *derived {
                         rm.critical.unwrap_or(w.critical)
                     } else {
                         w.critical
@@ -414,6 +221,300 @@ pub fn plan_workers(
         }
     }
     Ok(out)
+}
+
+/// One worker entry of a role: its key path, its config, whether mcsup derived it, and what
+/// srtctl's layout adds.
+struct Entry {
+    key: String,
+    worker: WorkerConfig,
+    derived: bool,
+    extra: Option<TopoExtra>,
+}
+
+/// A role's worker entries: `mcsup.workers.<role>`, else srtctl's layout, else one derived
+/// worker (or a note that the role has none here).
+fn role_entries(
+    s: &NodeScope<'_>,
+    topo: Option<&TopoPlan>,
+    role: Role,
+    rm: &RoleModel,
+    warnings: &mut Vec<String>,
+) -> Vec<Entry> {
+    let model = s.model;
+    let entry = |key: String, worker: WorkerConfig, derived, extra| Entry {
+        key,
+        worker,
+        derived,
+        extra,
+    };
+    if let Some(list) = s.mc.workers.for_role(role) {
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, w)| entry(format!("mcsup.workers.{role}[{i}]"), w.clone(), false, None))
+            .collect();
+    }
+    if let Some(t) = topo {
+        return t
+            .here
+            .iter()
+            .filter(|p| p.mode == role)
+            .map(|p| {
+                let (key, w, derived, extra) = topo_entry(t, p, rm);
+                entry(key, w, derived, extra)
+            })
+            .collect();
+    }
+    match derived_worker(model, rm, role) {
+        Some(w) => vec![entry(rm.flags_key.clone(), w, true, None)],
+        None => {
+            let hint = if model.spelling == Spelling::V2 {
+                format!("roles.{}.args", role.short())
+            } else {
+                format!("backend.sglang_config.{role}")
+            };
+            warnings.push(format!(
+                "role {role} has no worker on this node: add mcsup.workers.{role} (or {hint})"
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// An entry's count (with the node's total so far) and name.
+fn check_entry(e: &Entry, planned: usize) -> Result<(), PlanError> {
+    let (key, w) = (&e.key, &e.worker);
+    if w.count == 0 {
+        return Err(err(
+            format!("{key}.count"),
+            "count is 0",
+            "use count: 1 or more, or remove the worker",
+        ));
+    }
+    let total = u64::from(w.count) + planned as u64;
+    if total > u64::from(MAX_WORKERS_PER_NODE) {
+        let message = if w.count > MAX_WORKERS_PER_NODE {
+            format!(
+                        "count {} is more than the {MAX_WORKERS_PER_NODE} worker processes mcsup runs on one node",
+                        w.count
+                    )
+        } else {
+            format!(
+                        "this entry brings the node to {total} worker processes, more than the {MAX_WORKERS_PER_NODE} mcsup runs on one node"
+                    )
+        };
+        return Err(err(
+                    format!("{key}.count"),
+                    message,
+                    format!("use a count of at most {MAX_WORKERS_PER_NODE} across this node's workers (one per GPU or GPU group is usual)"),
+                ));
+    }
+    if w.name.trim().is_empty()
+        || !w
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(err(
+            format!("{key}.name"),
+            format!("`{}` is not a usable process name", w.name),
+            "use letters, digits, '-', '_' or '.' (it names log files)",
+        ));
+    }
+    Ok(())
+}
+
+/// One worker process's environment, built in srtctl's layer order.
+struct WorkerEnv<'a> {
+    s: &'a NodeScope<'a>,
+    entry: &'a Entry,
+    rm: &'a RoleModel,
+    wp: &'a Placeholders,
+    name: &'a str,
+}
+
+impl WorkerEnv<'_> {
+    /// discovery < srtctl's base env < mcsup's defaults < the role's env < `environment:` < the
+    /// worker's env < srtctl's after-env < the Mooncake block's env < the forced addresses.
+    fn build(
+        &self,
+        store_here: bool,
+        vllm_config_path: &std::path::Path,
+        warnings: &mut Vec<String>,
+    ) -> EnvBuilder {
+        let (s, rm, wp) = (self.s, self.rm, self.wp);
+        let (key, w, extra) = (&self.entry.key, &self.entry.worker, &self.entry.extra);
+        let model = s.model;
+        let mut env = EnvBuilder::new();
+        for (k, v) in &s.discovery {
+            env.set(k, v.clone(), "discovery");
+        }
+        if let Some(x) = &extra {
+            // In 2.0 the discovery plane is the effective etcd/NATS services (an
+            // external one included), set above; v1 srtctl always points at the infra
+            // node's.
+            let v2 = model.spelling == Spelling::V2;
+            for (k, v) in &x.base {
+                if v2 && matches!(k.as_str(), "ETCD_ENDPOINTS" | "NATS_SERVER") {
+                    continue;
+                }
+                env.set(k, v.clone(), "srtctl");
+            }
+            for (k, v, why) in &x.defaults {
+                env.set(k, v.clone(), why);
+            }
+        }
+        if model.mooncake.is_some() {
+            set_local_defaults(&mut env, s.ctx);
+        }
+        env.layer(rm.env.iter().map(|(k, v)| (k, wp.apply(v))), &rm.env_key);
+        env.layer(
+            model.environment.iter().map(|(k, v)| (k, wp.apply(v))),
+            "environment",
+        );
+        env.layer(
+            w.env.iter().map(|(k, v)| (k, wp.apply(v))),
+            &format!("{key}.env"),
+        );
+        if let Some(x) = &extra {
+            for (k, v) in &x.after {
+                env.set(k, v.clone(), "srtctl");
+            }
+        }
+        if let Some(mm) = &model.mooncake {
+            self.mooncake(mm, &mut env, store_here, vllm_config_path, warnings);
+        }
+        env
+    }
+
+    /// The Mooncake block's worker env, the forced master and metadata addresses, vLLM's
+    /// config file, and the segment lints.
+    fn mooncake(
+        &self,
+        mm: &MooncakeModel,
+        env: &mut EnvBuilder,
+        store_here: bool,
+        vllm_config_path: &std::path::Path,
+        warnings: &mut Vec<String>,
+    ) {
+        let (s, rm, wp, name) = (self.s, self.rm, self.wp, self.name);
+        let model = s.model;
+        let source = format!("{}.env", mm.key);
+        for (k, v) in mm.worker_env.iter() {
+            let v = wp.apply(v);
+            if let Some(prev) = rm.env.get(k) {
+                if wp.apply(prev) != v {
+                    warnings.push(lints::shared_env_override(
+                        name,
+                        &source,
+                        k,
+                        &v,
+                        &rm.env_key,
+                        prev,
+                    ));
+                }
+            }
+            env.set(k, v, &source);
+        }
+        env.set(mooncake::env::MASTER, s.master_addr.clone(), "forced");
+        env.set(
+            mooncake::env::METADATA_SERVER,
+            s.metadata_url.clone(),
+            "forced",
+        );
+        if model.engine == BackendType::Vllm {
+            env.set(
+                mooncake::env::CONFIG_PATH,
+                vllm_config_path.display().to_string(),
+                "forced",
+            );
+            // vLLM registers as this, not as the file's local_hostname: the same
+            // address (the node's, or the recipe's MOONCAKE_LOCAL_HOSTNAME), unless
+            // the recipe sets it.
+            if env.get(mooncake::env::REQUESTER_LOCAL_HOSTNAME).is_none() {
+                let host = env
+                    .get(mooncake::env::LOCAL_HOSTNAME)
+                    .map_or_else(|| s.ctx.ip.clone(), |v| v.value.clone());
+                env.set(mooncake::env::REQUESTER_LOCAL_HOSTNAME, host, "default");
+            }
+        }
+        if store_here && model.engine != BackendType::Vllm {
+            lints::worker_segment(
+                name,
+                env.get(mooncake::env::GLOBAL_SEGMENT_SIZE)
+                    .map(|v| v.value.as_str()),
+                &rm.env_key,
+                warnings,
+            );
+        }
+        if model.engine == BackendType::Sglang {
+            if let Some(v) = env.get(mooncake::env::GLOBAL_SEGMENT_SIZE) {
+                lints::sglang_size(name, &v.value, warnings);
+            }
+        }
+    }
+}
+
+/// A worker's readiness: the entry's probes, else the layout's, else a derived worker's
+/// `/health`.
+fn worker_readiness(
+    s: &NodeScope<'_>,
+    e: &Entry,
+    rm: &RoleModel,
+    wp: &Placeholders,
+) -> Result<Option<ReadinessSpec>, PlanError> {
+    let (key, w, extra, derived) = (&e.key, &e.worker, &e.extra, e.derived);
+    let model = s.model;
+    Ok(match &w.readiness {
+        Some(r) => {
+            let mut probes = probe_list(
+                wp,
+                r.tcp.as_ref(),
+                r.http.as_ref(),
+                r.exec.as_ref(),
+                r.file.as_ref(),
+                &s.ctx.cwd,
+            );
+            if let Some(pat) = &r.log_line {
+                probes.push(ProbeSpec::LogLine {
+                    pattern: pat.0.clone(),
+                });
+            }
+            if probes.is_empty() {
+                return Err(err(
+                    format!("{key}.readiness"),
+                    "readiness names no probe",
+                    "add one of tcp, http, exec, log_line, file (or remove readiness)",
+                ));
+            }
+            let mut spec = readiness(
+                probes,
+                r.timeout_seconds
+                    .map_or(Duration::from_secs(600), |s| s.duration()),
+            );
+            if let Some(d) = r.initial_delay_seconds {
+                spec.initial_delay = d.duration();
+            }
+            if let Some(i) = r.interval_seconds {
+                spec.interval = i.duration();
+                spec.max_interval = spec.max_interval.max(i.duration());
+            }
+            Some(spec)
+        }
+        None if extra.is_some() => extra.as_ref().and_then(|x| x.readiness.clone()),
+        None if derived => Some(readiness(
+            vec![ProbeSpec::Http {
+                host: "127.0.0.1".into(),
+                port: server_port(model.engine, rm.flags.as_ref()),
+                path: "/health".into(),
+                status: 200,
+                body_contains: None,
+            }],
+            DERIVED_READY_TIMEOUT,
+        )),
+        None => None,
+    })
 }
 
 fn store_placed_here(s: &NodeScope<'_>, svc: &ServiceModel) -> bool {
