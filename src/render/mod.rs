@@ -119,6 +119,36 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
         redacted(plan)
     };
     let mut o = String::new();
+    plan_header(&mut o, &p);
+    plan_services(&mut o, &p);
+    plan_before_start(&mut o, &p);
+    let _ = writeln!(o, "\nprocesses, in start order:");
+    for (i, s) in p.processes.iter().enumerate() {
+        plan_process(&mut o, i, s);
+    }
+    if p.processes.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    plan_dram(&mut o, &p);
+    plan_shutdown(&mut o, &p);
+    if !p.ignored_sections.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nignored (not interpreted by mcsup): {}",
+            p.ignored_sections.join(", ")
+        );
+    }
+    if !p.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings:");
+        for w in &p.warnings {
+            let _ = writeln!(o, "  - {w}");
+        }
+    }
+    o
+}
+
+/// The node, its mode, the infra node, the log dir, the recipe's spelling and the endpoint.
+fn plan_header(o: &mut String, p: &Plan) {
     let n = &p.node;
     let roles = p
         .roles
@@ -156,6 +186,10 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
     if let Some(e) = &p.endpoint {
         let _ = writeln!(o, "endpoint: {e}");
     }
+}
+
+/// The job's services as srtctl's dry-run lists them, and what each does on this node.
+fn plan_services(o: &mut String, p: &Plan) {
     if !p.services.is_empty() {
         let _ = writeln!(
             o,
@@ -183,7 +217,10 @@ services (the job's, as srtctl's dry-run lists them):"
             let _ = writeln!(o, "    {here}; readiness {}; from {}", r.readiness, r.key);
         }
     }
+}
 
+/// The remote waits, the files and the directories made before the first process.
+fn plan_before_start(o: &mut String, p: &Plan) {
     if !p.gates.is_empty() {
         let _ = writeln!(o, "\nwaits for (remote):");
         for g in &p.gates {
@@ -205,147 +242,148 @@ services (the job's, as srtctl's dry-run lists them):"
             let _ = writeln!(o, "  {}", d.display());
         }
     }
-    let _ = writeln!(o, "\nprocesses, in start order:");
-    for (i, s) in p.processes.iter().enumerate() {
-        let mut tags = vec![s.kind.as_str().to_string()];
-        if !s.roles.is_empty() {
-            tags.push(format!(
-                "roles: {}",
-                s.roles
-                    .iter()
-                    .map(|r| r.as_str())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ));
-        }
-        if s.critical {
-            tags.push("critical".into());
-        }
-        let _ = writeln!(o, "\n{}. {}  [{}]", i + 1, s.name, tags.join(", "));
-        if let Some(w) = &s.placement {
-            let gpus = w
-                .gpus
+}
+
+/// One process: tags, worker placement, argv, env with sources, waits, probes, policies.
+fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
+    let mut tags = vec![s.kind.as_str().to_string()];
+    if !s.roles.is_empty() {
+        tags.push(format!(
+            "roles: {}",
+            s.roles
                 .iter()
-                .map(u32::to_string)
+                .map(|r| r.as_str())
                 .collect::<Vec<_>>()
-                .join(",");
-            let ports = w
-                .ports
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let _ = writeln!(o, "   worker {}: GPUs {gpus}; ports {ports}", w.endpoint);
-            if w.nodes.len() > 1 {
-                let _ = writeln!(
-                    o,
-                    "   multi-node: rank {} of {} ({}), leader {}",
-                    w.rank,
-                    w.nodes.len(),
-                    w.nodes.join(", "),
-                    w.nodes[0]
-                );
-            }
-        }
-        if let Some(pre) = &s.preamble {
-            let _ = writeln!(o, "   preamble: {pre}");
-        }
-        let _ = writeln!(
-            o,
-            "   argv: {}",
-            s.argv
-                .iter()
-                .map(|w| shell_word(w))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-        if let Some(c) = &s.cwd {
-            let _ = writeln!(o, "   cwd: {}", c.display());
-        }
-        if s.env.is_empty() {
-            let _ = writeln!(o, "   env: (inherited only)");
-        } else {
-            let _ = writeln!(o, "   env (on top of the inherited environment):");
-            let width = s
-                .env
-                .iter()
-                .map(|v| v.name.len() + v.value.len() + 1)
-                .max()
-                .unwrap_or(0)
-                .min(60);
-            for v in &s.env {
-                let kv = format!("{}={}", v.name, v.value);
-                let mut note = v.source.clone();
-                if SIZE_VARIABLES.contains(&v.name.as_str()) {
-                    if let Ok(b) = size::parse_mooncake_size(&v.value) {
-                        note = format!("{note}; = {}", size::Bytes(b));
-                    }
-                }
-                for ov in &v.overrode {
-                    let _ = write!(note, "; overrode {}={}", ov.source, ov.value);
-                }
-                let _ = writeln!(o, "     {kv:<width$}  ({note})");
-            }
-        }
-        if !s.depends_on.is_empty() {
-            let deps = s
-                .depends_on
-                .iter()
-                .map(|d| {
-                    format!(
-                        "{} ({})",
-                        d.target,
-                        serde_json::to_value(d.condition)
-                            .ok()
-                            .and_then(|v| v.as_str().map(String::from))
-                            .unwrap_or_default()
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let _ = writeln!(o, "   starts after: {deps}");
-        }
-        match &s.readiness {
-            Some(r) => {
-                let _ = writeln!(o, "   ready when: {}", readiness_text(r));
-            }
-            None => {
-                let _ = writeln!(o, "   ready when: started (no probe)");
-            }
-        }
-        if let Some(l) = &s.liveness {
+                .join(",")
+        ));
+    }
+    if s.critical {
+        tags.push("critical".into());
+    }
+    let _ = writeln!(o, "\n{}. {}  [{}]", i + 1, s.name, tags.join(", "));
+    if let Some(w) = &s.placement {
+        let gpus = w
+            .gpus
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let ports = w
+            .ports
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(o, "   worker {}: GPUs {gpus}; ports {ports}", w.endpoint);
+        if w.nodes.len() > 1 {
             let _ = writeln!(
                 o,
-                "   liveness: {} every {}, restart after {} failures",
-                l.probe,
-                secs(l.period),
-                l.failure_threshold
+                "   multi-node: rank {} of {} ({}), leader {}",
+                w.rank,
+                w.nodes.len(),
+                w.nodes.join(", "),
+                w.nodes[0]
             );
         }
+    }
+    if let Some(pre) = &s.preamble {
+        let _ = writeln!(o, "   preamble: {pre}");
+    }
+    let _ = writeln!(
+        o,
+        "   argv: {}",
+        s.argv
+            .iter()
+            .map(|w| shell_word(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if let Some(c) = &s.cwd {
+        let _ = writeln!(o, "   cwd: {}", c.display());
+    }
+    if s.env.is_empty() {
+        let _ = writeln!(o, "   env: (inherited only)");
+    } else {
+        let _ = writeln!(o, "   env (on top of the inherited environment):");
+        let width = s
+            .env
+            .iter()
+            .map(|v| v.name.len() + v.value.len() + 1)
+            .max()
+            .unwrap_or(0)
+            .min(60);
+        for v in &s.env {
+            let kv = format!("{}={}", v.name, v.value);
+            let mut note = v.source.clone();
+            if SIZE_VARIABLES.contains(&v.name.as_str()) {
+                if let Ok(b) = size::parse_mooncake_size(&v.value) {
+                    note = format!("{note}; = {}", size::Bytes(b));
+                }
+            }
+            for ov in &v.overrode {
+                let _ = write!(note, "; overrode {}={}", ov.source, ov.value);
+            }
+            let _ = writeln!(o, "     {kv:<width$}  ({note})");
+        }
+    }
+    if !s.depends_on.is_empty() {
+        let deps = s
+            .depends_on
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} ({})",
+                    d.target,
+                    serde_json::to_value(d.condition)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(o, "   starts after: {deps}");
+    }
+    match &s.readiness {
+        Some(r) => {
+            let _ = writeln!(o, "   ready when: {}", readiness_text(r));
+        }
+        None => {
+            let _ = writeln!(o, "   ready when: started (no probe)");
+        }
+    }
+    if let Some(l) = &s.liveness {
         let _ = writeln!(
             o,
-            "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
-            s.stop.signal,
-            secs(s.stop.grace)
+            "   liveness: {} every {}, restart after {} failures",
+            l.probe,
+            secs(l.period),
+            l.failure_threshold
         );
-        let r = &s.restart;
-        let restart = match r.policy {
-            RestartPolicy::Never => "never".to_string(),
-            pol => format!(
-                "{pol}, backoff {} x{} up to {}, at most {} in {}",
-                secs(r.backoff_initial),
-                r.backoff_factor,
-                secs(r.backoff_max),
-                r.max_restarts,
-                secs(r.window)
-            ),
-        };
-        let _ = writeln!(o, "   restart: {restart}");
     }
-    if p.processes.is_empty() {
-        let _ = writeln!(o, "  (none)");
-    }
-    // What the preflight's DRAM budget will count on this node.
+    let _ = writeln!(
+        o,
+        "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
+        s.stop.signal,
+        secs(s.stop.grace)
+    );
+    let r = &s.restart;
+    let restart = match r.policy {
+        RestartPolicy::Never => "never".to_string(),
+        pol => format!(
+            "{pol}, backoff {} x{} up to {}, at most {} in {}",
+            secs(r.backoff_initial),
+            r.backoff_factor,
+            secs(r.backoff_max),
+            r.max_restarts,
+            secs(r.window)
+        ),
+    };
+    let _ = writeln!(o, "   restart: {restart}");
+}
+
+/// What the preflight's DRAM budget will count on this node.
+fn plan_dram(o: &mut String, p: &Plan) {
     let segments: Vec<String> = p
         .processes
         .iter()
@@ -383,6 +421,10 @@ services (the job's, as srtctl's dry-run lists them):"
         items.push(format!("headroom {}", size::Bytes(p.memory.headroom_bytes)));
         let _ = writeln!(o, "\nDRAM the preflight budgets: {}", items.join(" + "));
     }
+}
+
+/// The teardown order, its deadline and its worst case.
+fn plan_shutdown(o: &mut String, p: &Plan) {
     let sd = &p.shutdown;
     let tiers = crate::plan::teardown_tiers(&p.processes);
     let order = if tiers.is_empty() {
@@ -408,20 +450,6 @@ services (the job's, as srtctl's dry-run lists them):"
     if let Some(worst) = crate::preflight::slurm::worst_case_text(&tiers, sd.deadline) {
         let _ = writeln!(o, "  {worst}");
     }
-    if !p.ignored_sections.is_empty() {
-        let _ = writeln!(
-            o,
-            "\nignored (not interpreted by mcsup): {}",
-            p.ignored_sections.join(", ")
-        );
-    }
-    if !p.warnings.is_empty() {
-        let _ = writeln!(o, "\nwarnings:");
-        for w in &p.warnings {
-            let _ = writeln!(o, "  - {w}");
-        }
-    }
-    o
 }
 
 #[cfg(test)]
