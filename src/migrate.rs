@@ -69,20 +69,86 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
         .and_then(Value::as_str)
         .unwrap_or("sglang")
         .to_string();
-    let flags_key = match engine_type.as_str() {
+    let mut resources = top.get("resources").and_then(Value::as_mapping).cloned();
+    let mut roles = v1_roles(&parsed, &backend, &engine_type, resources.as_mut());
+    kv_events_to_roles(&backend, &mut roles);
+    let mut services: Vec<Value> = Vec::new();
+    let mut leftover = Mapping::new();
+    if let Some(mk) = backend.get("mooncake_kv_store").and_then(Value::as_mapping) {
+        services.push(master_service(mk, &parsed, &mut notes));
+        if let Some(env) = mk
+            .get("env")
+            .and_then(Value::as_mapping)
+            .filter(|e| !e.is_empty())
+        {
+            if roles.is_empty() {
+                leftover.insert(key("env"), Value::Mapping(env.clone()));
+                notes.push("backend.mooncake_kv_store.env left as is (no roles in this recipe to carry it)".into());
+            } else {
+                env_into_roles(env, &mut roles);
+            }
+        }
+        if let Some(sa) = mk.get("standalone").and_then(Value::as_mapping) {
+            services.extend(store_services(sa, &roles, &mut notes));
+        }
+    }
+    let frontend = top
+        .get("frontend")
+        .and_then(|f| f.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("dynamo");
+    if frontend == "dynamo" {
+        notes.push("2.0 implies an etcd service for the default dynamo frontend (srtctl ran one for v1 too); mcsup's v1 reading ran none, the 2.0 form will".into());
+    }
+    let engine = engine_value(&backend, &engine_type, leftover);
+    let mut out = Mapping::new();
+    out.insert(key("schema"), Value::Number(2.into()));
+    // Keep the original order: the engine, roles and services where `backend:` was.
+    for (k, v) in &top {
+        match k.as_str() {
+            Some("backend") => {
+                out.insert(key("engine"), engine.clone());
+                if !roles.is_empty() {
+                    out.insert(key("roles"), Value::Mapping(roles.clone()));
+                }
+                if !services.is_empty() {
+                    out.insert(key("services"), Value::Sequence(services.clone()));
+                }
+            }
+            Some("resources") => {
+                if let Some(r) = &resources {
+                    out.insert(k.clone(), Value::Mapping(r.clone()));
+                }
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let yaml = serde_yaml::to_string(&Value::Mapping(out))
+        .map_err(|e| MigrateError::Yaml(e.to_string()))?;
+    Ok(Migrated { yaml, notes })
+}
+
+/// `roles:` from v1's per-role resources, `<mode>_environment` and `<engine>_config.<mode>`;
+/// the role counts leave `resources`.
+fn v1_roles(
+    parsed: &Recipe,
+    backend: &Mapping,
+    engine_type: &str,
+    mut resources: Option<&mut Mapping>,
+) -> Mapping {
+    let flags_key = match engine_type {
         "vllm" => "vllm_config",
         "trtllm" => "trtllm_config",
         "mocker" => "mocker_config",
         _ => "sglang_config",
     };
-
-    // ---- roles ----
     let mut roles = Mapping::new();
-    let mut resources = top.get("resources").and_then(Value::as_mapping).cloned();
     for role in Role::ALL {
         let (mode, name) = (role.as_str(), role.short());
         let mut r = Mapping::new();
-        if let Some(res) = resources.as_mut() {
+        if let Some(res) = resources.as_deref_mut() {
             for (from, to) in [
                 (format!("{name}_nodes"), "nodes"),
                 (format!("{name}_workers"), "workers"),
@@ -116,8 +182,12 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
         }
     }
 
-    // kv_events_config → roles.<role>.kv_events: `true` (prefill and decode, as the v1 backend
-    // reads it) or per mode.
+    roles
+}
+
+/// kv_events_config → roles.<role>.kv_events: `true` (prefill and decode, as the v1 backend
+/// reads it) or per mode.
+fn kv_events_to_roles(backend: &Mapping, roles: &mut Mapping) {
     if let Some(kv) = backend.get("kv_events_config").filter(|v| !v.is_null()) {
         for role in Role::ALL {
             let name = role.short();
@@ -132,160 +202,99 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
             }
         }
     }
+}
 
-    // ---- the Mooncake block → services ----
-    let mut services: Vec<Value> = Vec::new();
-    let mut leftover = Mapping::new();
-    if let Some(mk) = backend.get("mooncake_kv_store").and_then(Value::as_mapping) {
-        let mut master = Mapping::new();
-        master.insert(key("name"), key("mooncake-master"));
-        master.insert(key("type"), key("mooncake-master"));
-        if let Some(c) = mk.get("container").filter(|c| !c.is_null()) {
-            master.insert(key("container"), c.clone());
-        }
-        let extra = mk
-            .get("master_extra_args")
-            .cloned()
-            .unwrap_or(Value::Sequence(vec![]));
-        if let Some(replaced) = mk.get("master_args").filter(|a| !a.is_null()) {
-            // The seed's master_args replaced the tunables: 2.0 appends args after them, so the
-            // whole argv becomes the command (mcsup's managed ports included).
-            let mc = parsed.mcsup.clone().unwrap_or_default();
-            let ports = [
-                mc.master
-                    .rpc_port
-                    .map_or(mooncake::DEFAULT_RPC_PORT, |p| p.0),
-                mc.master
-                    .metadata_port
-                    .map_or(mooncake::DEFAULT_METADATA_PORT, |p| p.0),
-                mc.master
-                    .metrics_port
-                    .map_or(mooncake::DEFAULT_METRICS_PORT, |p| p.0),
-            ];
-            let mut argv: Vec<Value> = mc
-                .master
-                .command
-                .as_ref()
-                .map_or_else(
-                    || vec![mooncake::MASTER_PROGRAM.to_string()],
-                    |c| c.0.clone(),
-                )
+/// The implied master as a `mooncake-master` service.
+fn master_service(mk: &Mapping, parsed: &Recipe, notes: &mut Vec<String>) -> Value {
+    let mut master = Mapping::new();
+    master.insert(key("name"), key("mooncake-master"));
+    master.insert(key("type"), key("mooncake-master"));
+    if let Some(c) = mk.get("container").filter(|c| !c.is_null()) {
+        master.insert(key("container"), c.clone());
+    }
+    let extra = mk
+        .get("master_extra_args")
+        .cloned()
+        .unwrap_or(Value::Sequence(vec![]));
+    if let Some(replaced) = mk.get("master_args").filter(|a| !a.is_null()) {
+        // The seed's master_args replaced the tunables: 2.0 appends args after them, so the
+        // whole argv becomes the command (mcsup's managed ports included).
+        let mc = parsed.mcsup.clone().unwrap_or_default();
+        let ports = [
+            mc.master
+                .rpc_port
+                .map_or(mooncake::DEFAULT_RPC_PORT, |p| p.0),
+            mc.master
+                .metadata_port
+                .map_or(mooncake::DEFAULT_METADATA_PORT, |p| p.0),
+            mc.master
+                .metrics_port
+                .map_or(mooncake::DEFAULT_METRICS_PORT, |p| p.0),
+        ];
+        let mut argv: Vec<Value> =
+            mooncake::master_argv(mc.master.command.as_ref().map(|c| &c.0[..]), ports)
                 .into_iter()
                 .map(Value::String)
                 .collect();
-            argv.extend(
-                [
-                    format!("--rpc_port={}", ports[0]),
-                    "--enable_http_metadata_server=true".into(),
-                    format!("--http_metadata_server_port={}", ports[1]),
-                    "--enable_metric_reporting=true".into(),
-                    format!("--metrics_port={}", ports[2]),
-                ]
-                .map(Value::String),
-            );
-            argv.extend(replaced.as_sequence().cloned().unwrap_or_default());
-            argv.extend(extra.as_sequence().cloned().unwrap_or_default());
-            master.insert(key("command"), Value::Sequence(argv));
-            notes.push("mooncake_kv_store.master_args replaced the master's tunables; 2.0 appends args after them, so the master's whole argv is its `command`".into());
-        } else if extra.as_sequence().is_some_and(|s| !s.is_empty()) {
-            master.insert(key("args"), extra);
+        argv.extend(replaced.as_sequence().cloned().unwrap_or_default());
+        argv.extend(extra.as_sequence().cloned().unwrap_or_default());
+        master.insert(key("command"), Value::Sequence(argv));
+        notes.push("mooncake_kv_store.master_args replaced the master's tunables; 2.0 appends args after them, so the master's whole argv is its `command`".into());
+    } else if extra.as_sequence().is_some_and(|s| !s.is_empty()) {
+        master.insert(key("args"), extra);
+    }
+    if let Some(sc) = mk.get("store_config").filter(|c| !c.is_null()) {
+        let mut o = Mapping::new();
+        o.insert(key("store_config"), sc.clone());
+        master.insert(key("options"), Value::Mapping(o));
+    }
+    Value::Mapping(master)
+}
+
+/// The shared worker env goes into every role (srtctl: "Mooncake values win").
+fn env_into_roles(env: &Mapping, roles: &mut Mapping) {
+    for (_, r) in roles.iter_mut() {
+        let Some(r) = r.as_mapping_mut() else {
+            continue;
+        };
+        let role_env = r
+            .entry(key("env"))
+            .or_insert_with(|| Value::Mapping(Mapping::new()));
+        if let Some(m) = role_env.as_mapping_mut() {
+            for (k, v) in env {
+                m.insert(k.clone(), v.clone());
+            }
         }
-        if let Some(sc) = mk.get("store_config").filter(|c| !c.is_null()) {
-            let mut o = Mapping::new();
-            o.insert(key("store_config"), sc.clone());
-            master.insert(key("options"), Value::Mapping(o));
-        }
-        services.push(Value::Mapping(master));
-        // The shared worker env goes into every role (srtctl: "Mooncake values win").
-        if let Some(env) = mk
-            .get("env")
-            .and_then(Value::as_mapping)
-            .filter(|e| !e.is_empty())
+    }
+}
+
+/// srtctl's `_fold_engine`: what is left of `backend` rides on the engine mapping;
+/// kv_events_config moves to the roles.
+fn engine_value(backend: &Mapping, engine_type: &str, leftover: Mapping) -> Value {
+    let mut rest = Mapping::new();
+    for (bk, bv) in backend.iter() {
+        let Some(name) = bk.as_str() else { continue };
+        if recipe::BACKEND_KEYS.contains(&name)
+            || name == "trtllm_config"
+            || name == "kv_events_config"
         {
-            if roles.is_empty() {
-                leftover.insert(key("env"), Value::Mapping(env.clone()));
-                notes.push("backend.mooncake_kv_store.env left as is (no roles in this recipe to carry it)".into());
-            } else {
-                for (_, r) in roles.iter_mut() {
-                    let r = r.as_mapping_mut().expect("roles are mappings");
-                    let role_env = r
-                        .entry(key("env"))
-                        .or_insert_with(|| Value::Mapping(Mapping::new()));
-                    if let Some(m) = role_env.as_mapping_mut() {
-                        for (k, v) in env {
-                            m.insert(k.clone(), v.clone());
-                        }
-                    }
-                }
-            }
+            continue;
         }
-        if let Some(sa) = mk.get("standalone").and_then(Value::as_mapping) {
-            services.extend(store_services(sa, &roles, &mut notes));
+        rest.insert(bk.clone(), bv.clone());
+    }
+    if !leftover.is_empty() {
+        rest.insert(key("mooncake_kv_store"), Value::Mapping(leftover));
+    }
+    if rest.is_empty() {
+        key(engine_type)
+    } else {
+        let mut e = Mapping::new();
+        e.insert(key("type"), key(engine_type));
+        for (rk, rv) in rest {
+            e.insert(rk, rv);
         }
+        Value::Mapping(e)
     }
-
-    let frontend = top
-        .get("frontend")
-        .and_then(|f| f.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("dynamo");
-    if frontend == "dynamo" {
-        notes.push("2.0 implies an etcd service for the default dynamo frontend (srtctl ran one for v1 too); mcsup's v1 reading ran none, the 2.0 form will".into());
-    }
-
-    // ---- assemble, keeping the original order ----
-    let mut out = Mapping::new();
-    out.insert(key("schema"), Value::Number(2.into()));
-    for (k, v) in &top {
-        match k.as_str() {
-            Some("backend") => {
-                // srtctl's _fold_engine: what is left of backend rides on the engine mapping;
-                // kv_events_config moves to the roles.
-                let mut rest = Mapping::new();
-                for (bk, bv) in backend.iter() {
-                    let Some(name) = bk.as_str() else { continue };
-                    if recipe::BACKEND_KEYS.contains(&name)
-                        || name == "trtllm_config"
-                        || name == "kv_events_config"
-                    {
-                        continue;
-                    }
-                    rest.insert(bk.clone(), bv.clone());
-                }
-                if !leftover.is_empty() {
-                    rest.insert(key("mooncake_kv_store"), Value::Mapping(leftover.clone()));
-                }
-                let engine = if rest.is_empty() {
-                    key(&engine_type)
-                } else {
-                    let mut e = Mapping::new();
-                    e.insert(key("type"), key(&engine_type));
-                    for (rk, rv) in rest {
-                        e.insert(rk, rv);
-                    }
-                    Value::Mapping(e)
-                };
-                out.insert(key("engine"), engine);
-                if !roles.is_empty() {
-                    out.insert(key("roles"), Value::Mapping(roles.clone()));
-                }
-                if !services.is_empty() {
-                    out.insert(key("services"), Value::Sequence(services.clone()));
-                }
-            }
-            Some("resources") => {
-                if let Some(r) = &resources {
-                    out.insert(k.clone(), Value::Mapping(r.clone()));
-                }
-            }
-            _ => {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-    }
-    let yaml = serde_yaml::to_string(&Value::Mapping(out))
-        .map_err(|e| MigrateError::Yaml(e.to_string()))?;
-    Ok(Migrated { yaml, notes })
 }
 
 /// The seed's `standalone:` block as `mooncake-store` services.

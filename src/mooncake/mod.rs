@@ -22,6 +22,21 @@ pub const DEFAULT_MASTER_TUNABLES: [&str; 3] = [
 /// The master program (from the Mooncake wheel).
 pub const MASTER_PROGRAM: &str = "mooncake_master";
 
+/// The master's argv before its tunables: the program (`command`, else [`MASTER_PROGRAM`]) and
+/// the ports mcsup manages, `[rpc, metadata, metrics]`, with the HTTP metadata server and metric
+/// reporting on.
+pub fn master_argv(command: Option<&[String]>, [rpc, meta, metrics]: [u16; 3]) -> Vec<String> {
+    let mut argv = command.map_or_else(|| vec![MASTER_PROGRAM.to_string()], <[String]>::to_vec);
+    argv.extend([
+        format!("--rpc_port={rpc}"),
+        "--enable_http_metadata_server=true".into(),
+        format!("--http_metadata_server_port={meta}"),
+        "--enable_metric_reporting=true".into(),
+        format!("--metrics_port={metrics}"),
+    ]);
+    argv
+}
+
 /// `python -m mooncake.mooncake_store_service`: the standalone store's default command.
 pub const STORE_COMMAND: [&str; 3] = ["python", "-m", "mooncake.mooncake_store_service"];
 

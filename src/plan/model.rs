@@ -832,19 +832,8 @@ fn check_across(declared: &[ServiceConfig], model: &JobModel) -> Result<(), Plan
 }
 
 /// The master's argv before tunables: the program and mcsup's managed ports.
-pub(super) fn master_base_argv(mc: &McsupSection, [rpc, meta, metrics]: [u16; 3]) -> Vec<String> {
-    let mut argv = mc.master.command.as_ref().map_or_else(
-        || vec![mooncake::MASTER_PROGRAM.to_string()],
-        |c| c.0.clone(),
-    );
-    argv.extend([
-        format!("--rpc_port={rpc}"),
-        "--enable_http_metadata_server=true".into(),
-        format!("--http_metadata_server_port={meta}"),
-        "--enable_metric_reporting=true".into(),
-        format!("--metrics_port={metrics}"),
-    ]);
-    argv
+pub(super) fn master_base_argv(mc: &McsupSection, ports: [u16; 3]) -> Vec<String> {
+    mooncake::master_argv(mc.master.command.as_ref().map(|c| &c.0[..]), ports)
 }
 
 /// The discovery services srtctl 2.0 implies (`services/implicit.py`): etcd under a dynamo
