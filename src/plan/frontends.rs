@@ -150,50 +150,8 @@ pub fn plan_frontends(
         }),
         ..FrontendPlan::default()
     };
-    // The workers on other nodes, each by its health port (a follower rank serves nothing).
-    let worker_gates: Vec<GateSpec> = t
-        .all
-        .iter()
-        .filter(|p| t.launch.node_names[p.node] != ctx.name)
-        .filter_map(|p| {
-            let w = t.engine.launch(&t.launch, p, None, None);
-            let port = w.health_port?;
-            let node = &t.launch.node_names[p.node];
-            Some(remote_gate(
-                &format!("{}@{node}", w.name),
-                vec![ProbeSpec::Http {
-                    host: t.launch.node_ips[p.node].clone(),
-                    port,
-                    path: "/health".into(),
-                    status: 200,
-                    body_contains: None,
-                }],
-                t.ready_timeout,
-            ))
-        })
-        .collect();
-    let here: Vec<&FrontendProcess> = stage
-        .processes
-        .iter()
-        .filter(|p| p.node == ctx.name)
-        .collect();
-    for fp in here {
-        let mut env = EnvBuilder::new();
-        for (k, v, source) in &fp.env {
-            env.set(k, v.clone(), source);
-        }
-        let probe = if fp.public {
-            ProbeSpec::Servable(ServableProbe {
-                host: "127.0.0.1".into(),
-                port: fp.port,
-                frontend: settings.kind,
-                expected,
-                model: t.launch.served_model_name.clone(),
-                url: format!("http://{}:{}", ctx.ip, fp.port),
-            })
-        } else {
-            tcp("127.0.0.1", fp.port)
-        };
+    let worker_gates = remote_worker_gates(t, ctx);
+    for fp in stage.processes.iter().filter(|p| p.node == ctx.name) {
         let mut waits: Vec<String> = Vec::new();
         match fp.role {
             // Dynamo's frontend finds the workers itself (etcd/NATS discovery), as they
@@ -212,63 +170,128 @@ pub fn plan_frontends(
                 }
             }
             FrontendRole::Nginx => {
-                for other in stage
-                    .processes
-                    .iter()
-                    .filter(|p| p.role == FrontendRole::Frontend)
-                {
-                    if other.node == ctx.name {
-                        waits.push(other.name.clone());
-                        continue;
-                    }
-                    let g = remote_gate(
-                        &format!("{}@{}", other.name, other.node),
-                        vec![tcp(&job.ip_of(&other.node), other.port)],
-                        t.ready_timeout,
-                    );
-                    waits.push(g.name.clone());
-                    out.gates.push(g);
-                }
-                if let Some((path, text)) = &stage.nginx_conf {
-                    out.files.push(FileSpec {
-                        path: path.into(),
-                        contents: text.clone(),
-                        purpose: "nginx in front of the job's frontends (srtctl's nginx.conf)"
-                            .into(),
-                    });
-                }
+                nginx_waits(t, ctx, &stage, &job, &mut waits, &mut out);
             }
         }
-        let (stop, restart) = policy_defaults(ProcessKind::Frontend);
-        out.processes.push(ProcessSpec {
-            name: fp.name.clone(),
-            kind: ProcessKind::Frontend,
-            phase: Phase::Frontend,
-            service: None,
-            placement: None,
-            roles: Vec::new(),
-            argv: fp.argv.clone(),
-            preamble: fp.preamble.clone(),
-            env: env.build(),
-            cwd: None,
-            depends_on: waits.iter().flat_map(|w| healthy(Some(w))).collect(),
-            readiness: Some(if fp.public {
-                // Each attempt is an HTTP read (and, once every worker is listed, a one-token
-                // completion): often enough to see the moment within a fraction of a second.
-                ReadinessSpec {
-                    interval: Duration::from_millis(50),
-                    max_interval: Duration::from_millis(500),
-                    attempt_timeout: Duration::from_secs(10),
-                    ..readiness(vec![probe], t.ready_timeout)
-                }
-            } else {
-                readiness(vec![probe], t.ready_timeout)
-            }),
-            liveness: None,
-            restart,
-            stop,
-            critical: true,
-        });
+        out.processes
+            .push(frontend_process(t, ctx, settings, fp, expected, &waits));
     }
     Ok(out)
+}
+
+/// The workers on other nodes, each by its health port (a follower rank serves nothing).
+fn remote_worker_gates(t: &TopoPlan, ctx: &NodeContext) -> Vec<GateSpec> {
+    t.all
+        .iter()
+        .filter(|p| t.launch.node_names[p.node] != ctx.name)
+        .filter_map(|p| {
+            let w = t.engine.launch(&t.launch, p, None, None);
+            let port = w.health_port?;
+            let node = &t.launch.node_names[p.node];
+            Some(remote_gate(
+                &format!("{}@{node}", w.name),
+                vec![ProbeSpec::Http {
+                    host: t.launch.node_ips[p.node].clone(),
+                    port,
+                    path: "/health".into(),
+                    status: 200,
+                    body_contains: None,
+                }],
+                t.ready_timeout,
+            ))
+        })
+        .collect()
+}
+
+/// nginx waits for the job's frontends (here, or by their port elsewhere) and writes its
+/// config.
+fn nginx_waits(
+    t: &TopoPlan,
+    ctx: &NodeContext,
+    stage: &frontend::FrontendStage,
+    job: &FrontendJob,
+    waits: &mut Vec<String>,
+    out: &mut FrontendPlan,
+) {
+    for other in stage
+        .processes
+        .iter()
+        .filter(|p| p.role == FrontendRole::Frontend)
+    {
+        if other.node == ctx.name {
+            waits.push(other.name.clone());
+            continue;
+        }
+        let g = remote_gate(
+            &format!("{}@{}", other.name, other.node),
+            vec![tcp(&job.ip_of(&other.node), other.port)],
+            t.ready_timeout,
+        );
+        waits.push(g.name.clone());
+        out.gates.push(g);
+    }
+    if let Some((path, text)) = &stage.nginx_conf {
+        out.files.push(FileSpec {
+            path: path.into(),
+            contents: text.clone(),
+            purpose: "nginx in front of the job's frontends (srtctl's nginx.conf)".into(),
+        });
+    }
+}
+
+/// One frontend process: its env, and its readiness (the public one: the servable probe).
+fn frontend_process(
+    t: &TopoPlan,
+    ctx: &NodeContext,
+    settings: &frontend::FrontendSettings,
+    fp: &FrontendProcess,
+    expected: Expected,
+    waits: &[String],
+) -> ProcessSpec {
+    let mut env = EnvBuilder::new();
+    for (k, v, source) in &fp.env {
+        env.set(k, v.clone(), source);
+    }
+    let probe = if fp.public {
+        ProbeSpec::Servable(ServableProbe {
+            host: "127.0.0.1".into(),
+            port: fp.port,
+            frontend: settings.kind,
+            expected,
+            model: t.launch.served_model_name.clone(),
+            url: format!("http://{}:{}", ctx.ip, fp.port),
+        })
+    } else {
+        tcp("127.0.0.1", fp.port)
+    };
+    let (stop, restart) = policy_defaults(ProcessKind::Frontend);
+    ProcessSpec {
+        name: fp.name.clone(),
+        kind: ProcessKind::Frontend,
+        phase: Phase::Frontend,
+        service: None,
+        placement: None,
+        roles: Vec::new(),
+        argv: fp.argv.clone(),
+        preamble: fp.preamble.clone(),
+        env: env.build(),
+        cwd: None,
+        depends_on: waits.iter().flat_map(|w| healthy(Some(w))).collect(),
+        readiness: Some(if fp.public {
+            // Each attempt is an HTTP read (and, once every worker is listed, a one-token
+            // completion): often enough to see the moment within a fraction of a second.
+            ReadinessSpec {
+                interval: Duration::from_millis(50),
+                max_interval: Duration::from_millis(500),
+                attempt_timeout: Duration::from_secs(10),
+                ..readiness(vec![probe], t.ready_timeout)
+            }
+        } else {
+            readiness(vec![probe], t.ready_timeout)
+        }),
+        liveness: None,
+        restart,
+        stop,
+        critical: true,
+    }
 }
