@@ -336,7 +336,69 @@ fn instance(
         argv.extend(o.args.iter().cloned());
     }
     let argv = ph.apply_all(&argv);
+    let (stop, restart, liveness) = instance_policy(s, svc, kind, ph)?;
+    let phase = match svc.start {
+        StartPhase::Infra => Phase::Infra,
+        StartPhase::BeforeWorkers => Phase::BeforeWorkers,
+        StartPhase::WithWorkers => Phase::WithWorkers,
+        StartPhase::AfterFrontend => Phase::AfterFrontend,
+    };
+    let roles = match &svc.place {
+        Place::Roles(o) => o
+            .iter()
+            .map(|r| r.role)
+            .filter(|r| s.roles.contains(r))
+            .collect(),
+        Place::Node { .. } => match worker {
+            Some(w) => vec![w.role],
+            None => Vec::new(),
+        },
+    };
+    let ports = match (&svc.place, &svc.readiness.probe) {
+        (
+            Place::Node {
+                per_worker: true, ..
+            },
+            _,
+        ) => Vec::new(),
+        _ => svc.owned_ports(s.model.master_ports),
+    };
+    Ok(Instance {
+        spec: ProcessSpec {
+            name,
+            kind,
+            phase,
+            placement: None,
+            service: Some(ServiceOrigin {
+                service: svc.name.clone(),
+                r#type: svc.kind.to_string(),
+                key: svc.key.clone(),
+                implied_by: svc.implied_by.clone(),
+            }),
+            roles,
+            argv,
+            preamble: svc.preamble.as_ref().map(|p| ph.apply(p)),
+            env: instance_env(s, svc, ph, overlays).build(),
+            cwd: None,
+            depends_on: Vec::new(),
+            readiness: instance_readiness(s, svc, ph),
+            liveness,
+            restart,
+            stop,
+            critical: svc.critical,
+        },
+        ports,
+    })
+}
 
+/// An instance's environment, later layers winning: discovery < the kind's defaults < the
+/// service's env layers < the role overlay's env < the kind's forced variables.
+fn instance_env(
+    s: &NodeScope<'_>,
+    svc: &ServiceModel,
+    ph: &Placeholders,
+    overlays: &[&RoleOverlay],
+) -> EnvBuilder {
     let mut env = EnvBuilder::new();
     if svc.inherit_discovery_env && !matches!(svc.kind, ServiceType::Etcd | ServiceType::Nats) {
         for (k, v) in &s.discovery {
@@ -365,6 +427,17 @@ fn instance(
             "forced",
         );
     }
+    env
+}
+
+/// Stop, restart and liveness: the kind's defaults, then `mcsup.master` / `mcsup.store` /
+/// `mcsup.services.<name>`.
+fn instance_policy(
+    s: &NodeScope<'_>,
+    svc: &ServiceModel,
+    kind: ProcessKind,
+    ph: &Placeholders,
+) -> Result<(StopSpec, RestartSpec, Option<LivenessSpec>), PlanError> {
     let policy = s.mc.services.get(&svc.name);
     let (mut stop, restart) = policy_defaults(kind);
     if let Some(sig) = super::kinds::defaults(svc.kind).stop_signal {
@@ -417,6 +490,15 @@ fn instance(
         Some(l) => Some(liveness_spec(ph, l, &liveness_key, &s.ctx.cwd)?),
         None => None,
     };
+    Ok((stop, restart, liveness))
+}
+
+/// The service's readiness probes on this node; `None` when it has none.
+fn instance_readiness(
+    s: &NodeScope<'_>,
+    svc: &ServiceModel,
+    ph: &Placeholders,
+) -> Option<ReadinessSpec> {
     let r = &svc.readiness;
     let timeout = Duration::from_secs_f64(r.timeout_s);
     let [rpc, meta, metrics] = s.model.master_ports;
@@ -442,64 +524,12 @@ fn instance(
             tcp("127.0.0.1", metrics),
         ],
     };
-    let readiness = (!probes.is_empty()).then(|| {
+    (!probes.is_empty()).then(|| {
         let mut spec = readiness(probes, timeout);
         if let Some(i) = r.interval_s {
             spec.max_interval = Duration::from_secs_f64(i).max(spec.interval);
         }
         spec
-    });
-    let phase = match svc.start {
-        StartPhase::Infra => Phase::Infra,
-        StartPhase::BeforeWorkers => Phase::BeforeWorkers,
-        StartPhase::WithWorkers => Phase::WithWorkers,
-        StartPhase::AfterFrontend => Phase::AfterFrontend,
-    };
-    let roles = match &svc.place {
-        Place::Roles(o) => o
-            .iter()
-            .map(|r| r.role)
-            .filter(|r| s.roles.contains(r))
-            .collect(),
-        Place::Node { .. } => match worker {
-            Some(w) => vec![w.role],
-            None => Vec::new(),
-        },
-    };
-    let ports = match (&svc.place, &r.probe) {
-        (
-            Place::Node {
-                per_worker: true, ..
-            },
-            _,
-        ) => Vec::new(),
-        _ => svc.owned_ports(s.model.master_ports),
-    };
-    Ok(Instance {
-        spec: ProcessSpec {
-            name,
-            kind,
-            phase,
-            placement: None,
-            service: Some(ServiceOrigin {
-                service: svc.name.clone(),
-                r#type: svc.kind.to_string(),
-                key: svc.key.clone(),
-                implied_by: svc.implied_by.clone(),
-            }),
-            roles,
-            argv,
-            preamble: svc.preamble.as_ref().map(|p| ph.apply(p)),
-            env: env.build(),
-            cwd: None,
-            depends_on: Vec::new(),
-            readiness,
-            liveness,
-            restart,
-            stop,
-            critical: svc.critical,
-        },
-        ports,
     })
 }
 
