@@ -382,16 +382,46 @@ fn print_report(report: &crate::preflight::Report, args: &PreflightArgs) -> Resu
 /// drain, a bounded worker count, names usable as file names), plus what only a plan file can
 /// get wrong: files written outside its log directory, secrets replaced by `<redacted>`, and a
 /// file someone else could have written (mcsup runs its commands, often as root).
+/// A plan is a few KiB per process: even `MAX_WORKERS_PER_NODE` workers stay far below.
+const MAX_PLAN_BYTES: u64 = 16 << 20;
+/// Workers are bounded as in a recipe; services add a few more per node.
+const MAX_PLAN_PROCESSES: usize = 2 * crate::plan::workers::MAX_WORKERS_PER_NODE as usize;
+
 fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
-    use std::os::unix::fs::MetadataExt as _;
-    /// A plan is a few KiB per process: even `MAX_WORKERS_PER_NODE` workers stay far below.
-    const MAX_PLAN_BYTES: u64 = 16 << 20;
-    /// Workers are bounded as in a recipe; services add a few more per node.
-    const MAX_PROCESSES: usize = 2 * crate::plan::workers::MAX_WORKERS_PER_NODE as usize;
+    let bytes = read_trusted_plan(path)?;
+    let plan: Plan = serde_json::from_slice(&bytes).map_err(|e| {
+        CliError::usage(format!(
+            "{}:{}:{}: not a plan: {e}\n  fix: create it with `mcsup plan --json ... > FILE`",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    // A plan printed without --show-secrets would run its children with `<redacted>` values.
+    let has_placeholder = plan.processes.iter().any(|p| {
+        p.env.iter().any(|v| v.value == crate::secrets::REDACTED)
+            || p.argv.iter().any(|a| a.contains(crate::secrets::REDACTED))
+    });
+    if plan.redacted || has_placeholder {
+        return Err(CliError::usage(format!(
+            "{}: this plan has secret values replaced by `<redacted>`; running it would hand them to the processes\n  fix: write the plan with `mcsup plan --json --show-secrets ... > FILE` (and keep the file private)",
+            path.display()
+        )));
+    }
     let at = path.display();
     let refuse = |key: &str, message: String, fix: &str| {
         CliError::usage(format!("{at}: {key}: {message}\n  fix: {fix}"))
     };
+    check_plan_processes(&plan, &refuse)?;
+    check_plan_paths(&plan, &refuse)?;
+    Ok(plan)
+}
+
+/// The plan file's bytes, if only its reader (or root) could have written it: whoever can write
+/// the plan chooses what mcsup runs, as whoever runs mcsup.
+fn read_trusted_plan(path: &Path) -> Result<Vec<u8>, CliError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let at = path.display();
     let file = recipe::read_input_file(path, MAX_PLAN_BYTES).map_err(|e| {
         let fix = match e {
             recipe::InputFileError::Io(_) => "check the path given to --plan-file".to_string(),
@@ -424,25 +454,14 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
             meta.uid()
         )));
     }
-    let plan: Plan = serde_json::from_slice(&file.bytes).map_err(|e| {
-        CliError::usage(format!(
-            "{}:{}:{}: not a plan: {e}\n  fix: create it with `mcsup plan --json ... > FILE`",
-            path.display(),
-            e.line(),
-            e.column()
-        ))
-    })?;
-    // A plan printed without --show-secrets would run its children with `<redacted>` values.
-    let has_placeholder = plan.processes.iter().any(|p| {
-        p.env.iter().any(|v| v.value == crate::secrets::REDACTED)
-            || p.argv.iter().any(|a| a.contains(crate::secrets::REDACTED))
-    });
-    if plan.redacted || has_placeholder {
-        return Err(CliError::usage(format!(
-            "{}: this plan has secret values replaced by `<redacted>`; running it would hand them to the processes\n  fix: write the plan with `mcsup plan --json --show-secrets ... > FILE` (and keep the file private)",
-            path.display()
-        )));
-    }
+    Ok(file.bytes)
+}
+
+/// Names that become file names, bounded counts, signals mcsup can use, valid env names.
+fn check_plan_processes(
+    plan: &Plan,
+    refuse: &dyn Fn(&str, String, &str) -> CliError,
+) -> Result<(), CliError> {
     // Names become file names in log_dir (`<node>.<process>.log`).
     let component = |n: &str| {
         !n.is_empty()
@@ -467,12 +486,12 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
         .filter(|p| p.kind == crate::plan::ProcessKind::Worker)
         .count();
     if workers > crate::plan::workers::MAX_WORKERS_PER_NODE as usize
-        || plan.processes.len() > MAX_PROCESSES
+        || plan.processes.len() > MAX_PLAN_PROCESSES
     {
         return Err(refuse(
             "processes",
             format!(
-                "{} processes ({workers} workers): mcsup runs at most {} workers and {MAX_PROCESSES} processes on one node",
+                "{} processes ({workers} workers): mcsup runs at most {} workers and {MAX_PLAN_PROCESSES} processes on one node",
                 plan.processes.len(),
                 crate::plan::workers::MAX_WORKERS_PER_NODE
             ),
@@ -524,7 +543,14 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
             ));
         }
     }
-    // Lexically: nothing but plain names below log_dir (no `..`, no absolute detour).
+    Ok(())
+}
+
+/// Lexically: nothing but plain names below log_dir (no `..`, no absolute detour).
+fn check_plan_paths(
+    plan: &Plan,
+    refuse: &dyn Fn(&str, String, &str) -> CliError,
+) -> Result<(), CliError> {
     let inside = |path: &std::path::Path| {
         path.strip_prefix(&plan.log_dir).is_ok_and(|rest| {
             rest.components().next().is_some()
@@ -556,7 +582,7 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
             ));
         }
     }
-    Ok(plan)
+    Ok(())
 }
 
 impl From<LogFormatArg> for LogFormat {
