@@ -353,117 +353,22 @@ pub fn stage(
             conf.clone(),
             nginx_config(s, &hosts, port, layout.public_port),
         ));
-        processes.push(FrontendProcess {
-            node: node.clone(),
-            name: "nginx".into(),
-            role: FrontendRole::Nginx,
-            argv: vec![
-                "nginx".into(),
-                "-c".into(),
-                conf,
-                // Not srtctl's (it runs nginx as root in its own container): the error log to
-                // stderr (mcsup's log of the process) and the pid file in the log directory, so
-                // nginx needs no root and writes nothing outside the job's files.
-                "-e".into(),
-                "stderr".into(),
-                "-g".into(),
-                format!(
-                    "daemon off; pid {}/{node}.nginx.pid;",
-                    job.log_dir.trim_end_matches('/')
-                ),
-            ],
-            preamble: s
-                .nginx_raise_ulimit
-                .then(|| "ulimit -n 1048576".to_string()),
-            env: Vec::new(),
-            port: layout.public_port,
-            public: true,
-        });
+        processes.push(nginx_process(s, node, conf, layout.public_port, job));
     }
     let public = layout.nginx.is_none();
     for (idx, node) in layout.frontends.iter().enumerate() {
         let (name, argv, mut env) = match s.kind {
-            FrontendType::Dynamo => {
-                let mut argv: Vec<String> = ["python3", "-m", "dynamo.frontend"]
-                    .map(String::from)
-                    .to_vec();
-                argv.push(format!("--http-port={}", layout.frontend_port));
-                argv.extend(s.args_list());
-                let mut env = vec![
-                    (
-                        "ETCD_ENDPOINTS".to_string(),
-                        format!("http://{}:{}", job.infra_node, super::layout::ports::ETCD),
-                        "srtctl",
-                    ),
-                    (
-                        "NATS_SERVER".to_string(),
-                        format!("nats://{}:{}", job.infra_node, super::layout::ports::NATS),
-                        "srtctl",
-                    ),
-                    (
-                        "DYN_REQUEST_PLANE".to_string(),
-                        job.request_plane.to_string(),
-                        "srtctl",
-                    ),
-                    (
-                        "DYN_SKIP_SGLANG_LOG_FORMATTING".to_string(),
-                        "1".into(),
-                        "srtctl",
-                    ),
-                ];
-                if let Some(e) = job.event_plane {
-                    env.push(("DYN_EVENT_PLANE".into(), e.to_string(), "srtctl"));
-                }
-                env.extend(
-                    job.observability
-                        .otel_env("frontend")
-                        .into_iter()
-                        .map(|(k, v)| (k, v, "observability")),
-                );
-                env.extend(
-                    job.environment
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone(), "environment")),
-                );
-                (format!("frontend_{idx}"), argv, env)
-            }
-            FrontendType::SglangRouter => {
-                let mut argv: Vec<String> = ["python", "-m", "sglang_router.launch_router"]
-                    .map(String::from)
-                    .to_vec();
-                let scheme = |l: &Leader| if l.grpc { "grpc://" } else { "http://" };
-                if job.disaggregated {
-                    argv.push("--pd-disaggregation".into());
-                    for l in job.leaders.iter().filter(|l| l.mode == Role::Prefill) {
-                        argv.push("--prefill".into());
-                        argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
-                        if let Some(b) = l.bootstrap_port {
-                            argv.push(b.to_string());
-                        }
-                    }
-                    for l in job.leaders.iter().filter(|l| l.mode == Role::Decode) {
-                        argv.push("--decode".into());
-                        argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
-                    }
-                } else {
-                    argv.push("--worker-urls".into());
-                    for l in job.leaders.iter().filter(|l| l.mode == Role::Aggregated) {
-                        argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
-                    }
-                }
-                argv.extend(
-                    [
-                        "--host".to_string(),
-                        "0.0.0.0".into(),
-                        "--port".into(),
-                        layout.frontend_port.to_string(),
-                    ]
-                    .into_iter()
-                    .chain(s.args_list()),
-                );
-                (format!("sglang_router_{idx}"), argv, Vec::new())
-            }
-            FrontendType::Vllm => unreachable!("returned above"),
+            FrontendType::Dynamo => (
+                format!("frontend_{idx}"),
+                dynamo_argv(s, layout.frontend_port),
+                dynamo_env(job),
+            ),
+            FrontendType::SglangRouter => (
+                format!("sglang_router_{idx}"),
+                router_argv(s, layout.frontend_port, job),
+                Vec::new(),
+            ),
+            FrontendType::Vllm => continue,
         };
         env.extend(
             s.env
@@ -492,6 +397,132 @@ pub fn stage(
         processes,
         nginx_conf,
     })
+}
+
+/// nginx on the head node with srtctl's config, run without root.
+fn nginx_process(
+    s: &FrontendSettings,
+    node: &str,
+    conf: String,
+    public_port: u16,
+    job: &FrontendJob<'_>,
+) -> FrontendProcess {
+    FrontendProcess {
+        node: node.to_string(),
+        name: "nginx".into(),
+        role: FrontendRole::Nginx,
+        argv: vec![
+            "nginx".into(),
+            "-c".into(),
+            conf,
+            // Not srtctl's (it runs nginx as root in its own container): the error log to
+            // stderr (mcsup's log of the process) and the pid file in the log directory, so
+            // nginx needs no root and writes nothing outside the job's files.
+            "-e".into(),
+            "stderr".into(),
+            "-g".into(),
+            format!(
+                "daemon off; pid {}/{node}.nginx.pid;",
+                job.log_dir.trim_end_matches('/')
+            ),
+        ],
+        preamble: s
+            .nginx_raise_ulimit
+            .then(|| "ulimit -n 1048576".to_string()),
+        env: Vec::new(),
+        port: public_port,
+        public: true,
+    }
+}
+
+/// `python3 -m dynamo.frontend --http-port=P` and `frontend.args`.
+fn dynamo_argv(s: &FrontendSettings, port: u16) -> Vec<String> {
+    let mut argv: Vec<String> = ["python3", "-m", "dynamo.frontend"]
+        .map(String::from)
+        .to_vec();
+    argv.push(format!("--http-port={}", port));
+    argv.extend(s.args_list());
+    argv
+}
+
+/// srtctl's Dynamo frontend env: discovery and planes, then the spans' and the recipe's.
+fn dynamo_env(job: &FrontendJob<'_>) -> Vec<(String, String, &'static str)> {
+    let mut env = vec![
+        (
+            "ETCD_ENDPOINTS".to_string(),
+            format!("http://{}:{}", job.infra_node, super::layout::ports::ETCD),
+            "srtctl",
+        ),
+        (
+            "NATS_SERVER".to_string(),
+            format!("nats://{}:{}", job.infra_node, super::layout::ports::NATS),
+            "srtctl",
+        ),
+        (
+            "DYN_REQUEST_PLANE".to_string(),
+            job.request_plane.to_string(),
+            "srtctl",
+        ),
+        (
+            "DYN_SKIP_SGLANG_LOG_FORMATTING".to_string(),
+            "1".into(),
+            "srtctl",
+        ),
+    ];
+    if let Some(e) = job.event_plane {
+        env.push(("DYN_EVENT_PLANE".into(), e.to_string(), "srtctl"));
+    }
+    env.extend(
+        job.observability
+            .otel_env("frontend")
+            .into_iter()
+            .map(|(k, v)| (k, v, "observability")),
+    );
+    env.extend(
+        job.environment
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone(), "environment")),
+    );
+    env
+}
+
+/// SGLang's router with the workers' leader URLs (prefill with its bootstrap port), then
+/// `frontend.args`.
+fn router_argv(s: &FrontendSettings, port: u16, job: &FrontendJob<'_>) -> Vec<String> {
+    let mut argv: Vec<String> = ["python", "-m", "sglang_router.launch_router"]
+        .map(String::from)
+        .to_vec();
+    let scheme = |l: &Leader| if l.grpc { "grpc://" } else { "http://" };
+    if job.disaggregated {
+        argv.push("--pd-disaggregation".into());
+        for l in job.leaders.iter().filter(|l| l.mode == Role::Prefill) {
+            argv.push("--prefill".into());
+            argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
+            if let Some(b) = l.bootstrap_port {
+                argv.push(b.to_string());
+            }
+        }
+        for l in job.leaders.iter().filter(|l| l.mode == Role::Decode) {
+            argv.push("--decode".into());
+            argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
+        }
+    } else {
+        argv.push("--worker-urls".into());
+        for l in job.leaders.iter().filter(|l| l.mode == Role::Aggregated) {
+            argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
+        }
+    }
+    argv.extend(
+        [
+            "--host".to_string(),
+            "0.0.0.0".into(),
+            "--port".into(),
+            port.to_string(),
+        ]
+        .into_iter()
+        .chain(s.args_list()),
+    );
+    argv
 }
 
 /// The nginx configuration srtctl's `nginx.conf.j2` renders, directive for directive (the
