@@ -158,22 +158,62 @@ fn servable_line(s: &StatusFile, now_ms: u64) -> Option<String> {
 /// and failed probe attempts, labelled `node`, `process`, `kind`; mcsup's phase; and, once the
 /// node is done, how long its teardown took. Pure: the runtime writes it next to the status file.
 pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
-    fn esc(v: &str) -> String {
-        v.replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n")
+    let node = prom_escape(&s.node);
+    let mut out = Prom::default();
+    unit_families(&mut out, s, &node);
+    out.family(
+        "mcsup_phase",
+        "gauge",
+        "The node's phase in mcsup (1 for the current one).",
+        vec![(
+            format!("node=\"{node}\",phase=\"{}\"", prom_escape(&s.phase)),
+            "1".into(),
+        )],
+    );
+    if let Some(v) = &s.servable {
+        servable_families(&mut out, v, s.started_ts_ms, &node);
     }
-    let node = esc(&s.node);
-    let mut out = String::new();
-    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+    out.family(
+        "mcsup_teardown_seconds",
+        "gauge",
+        "Seconds mcsup's ordered teardown took (from the shutdown request to every process gone).",
+        teardown_seconds
+            .map(|t| vec![(format!("node=\"{node}\""), format!("{t:.3}"))])
+            .unwrap_or_default(),
+    );
+    out.0
+}
+
+/// A label value in the Prometheus text format.
+fn prom_escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The text of the families written so far.
+#[derive(Default)]
+struct Prom(String);
+
+impl Prom {
+    /// One metric family; none at all when it has no sample.
+    fn family(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(String, String)>) {
         if samples.is_empty() {
             return;
         }
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
+        let _ = writeln!(self.0, "# HELP {name} {help}");
+        let _ = writeln!(self.0, "# TYPE {name} {kind}");
         for (labels, value) in samples {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+            let _ = writeln!(self.0, "{name}{{{labels}}} {value}");
         }
+    }
+}
+
+/// Per process and per gate: up, ready, restarts, last exit, time to ready, probe failures.
+fn unit_families(out: &mut Prom, s: &StatusFile, node: &str) {
+    let esc = prom_escape;
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        out.family(name, kind, help, samples)
     };
     type Unit = crate::runfiles::StatusProcess;
     // One sample per unit of a kind (processes, or gates: a process on another node that this
@@ -256,18 +296,21 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
         "Probe attempts of the gate that failed.",
         gates(&|u| Some(u.probe_failures.to_string())),
     );
+}
+
+/// The job's endpoint, on the node that runs it: servable, when, and the workers it lists.
+fn servable_families(
+    out: &mut Prom,
+    v: &crate::runfiles::ServableStatus,
+    started_ts_ms: u64,
+    node: &str,
+) {
+    let esc = prom_escape;
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<(String, String)>| {
+        out.family(name, kind, help, samples)
+    };
+    let url = esc(&v.url);
     family(
-        "mcsup_phase",
-        "gauge",
-        "The node's phase in mcsup (1 for the current one).",
-        vec![(
-            format!("node=\"{node}\",phase=\"{}\"", esc(&s.phase)),
-            "1".into(),
-        )],
-    );
-    if let Some(v) = &s.servable {
-        let url = esc(&v.url);
-        family(
             "mcsup_servable",
             "gauge",
             "Whether the job's endpoint serves with every expected worker (1) or not (0); only on the node that runs it, once it has been servable.",
@@ -276,50 +319,40 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
                 u8::from(v.state == ServableState::Servable).to_string(),
             )],
         );
-        family(
-            "mcsup_servable_seconds",
-            "gauge",
-            "Seconds from mcsup's start on this node to the job's first servable moment.",
-            vec![(
-                format!("node=\"{node}\",url=\"{url}\""),
-                format!(
-                    "{:.3}",
-                    v.servable_ts_ms.saturating_sub(s.started_ts_ms) as f64 / 1000.0
-                ),
-            )],
-        );
-        let by_kind = |prefill: u32, decode: u32| {
-            [("prefill", prefill), ("decode", decode)]
-                .map(|(kind, n)| {
-                    (
-                        format!("node=\"{node}\",url=\"{url}\",kind=\"{kind}\""),
-                        n.to_string(),
-                    )
-                })
-                .to_vec()
-        };
-        family(
-            "mcsup_frontend_workers",
-            "gauge",
-            "Workers the job's frontend lists, by kind (aggregated workers count as decode).",
-            by_kind(v.seen.prefill, v.seen.decode),
-        );
-        family(
-            "mcsup_frontend_workers_expected",
-            "gauge",
-            "Workers the job's frontend must list to be servable, by kind.",
-            by_kind(v.expected.prefill, v.expected.decode),
-        );
-    }
     family(
-        "mcsup_teardown_seconds",
+        "mcsup_servable_seconds",
         "gauge",
-        "Seconds mcsup's ordered teardown took (from the shutdown request to every process gone).",
-        teardown_seconds
-            .map(|t| vec![(format!("node=\"{node}\""), format!("{t:.3}"))])
-            .unwrap_or_default(),
+        "Seconds from mcsup's start on this node to the job's first servable moment.",
+        vec![(
+            format!("node=\"{node}\",url=\"{url}\""),
+            format!(
+                "{:.3}",
+                v.servable_ts_ms.saturating_sub(started_ts_ms) as f64 / 1000.0
+            ),
+        )],
     );
-    out
+    let by_kind = |prefill: u32, decode: u32| {
+        [("prefill", prefill), ("decode", decode)]
+            .map(|(kind, n)| {
+                (
+                    format!("node=\"{node}\",url=\"{url}\",kind=\"{kind}\""),
+                    n.to_string(),
+                )
+            })
+            .to_vec()
+    };
+    family(
+        "mcsup_frontend_workers",
+        "gauge",
+        "Workers the job's frontend lists, by kind (aggregated workers count as decode).",
+        by_kind(v.seen.prefill, v.seen.decode),
+    );
+    family(
+        "mcsup_frontend_workers_expected",
+        "gauge",
+        "Workers the job's frontend must list to be servable, by kind.",
+        by_kind(v.expected.prefill, v.expected.decode),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
