@@ -397,7 +397,20 @@ pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, repor
         ));
         return;
     }
-    // Sizes too large to be real were saturated upstream: say which, rather than budget them.
+    let b = budget(sizes, hicache, headroom, facts);
+    if overflows(hicache, &b, report) {
+        report.budget = Some(b);
+        return;
+    }
+    check_budget(&b, sizes, report);
+    if let Some(s) = sizes.filter(|s| s.hugepages) {
+        check_hugepages(s, facts, report);
+    }
+    report.budget = Some(b);
+}
+
+/// Sizes too large to be real were saturated upstream: say which, rather than budget them.
+fn overflows(hicache: &[L2], b: &Budget, report: &mut Report) -> bool {
     let mut overflow = false;
     for l in hicache {
         if let L2::Sized {
@@ -424,7 +437,6 @@ pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, repor
             }
         }
     }
-    let b = budget(sizes, hicache, headroom, facts);
     if !overflow
         && b.need
             .iter()
@@ -446,10 +458,11 @@ pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, repor
             "check the store sizes, hicache-size and mcsup.preflight.headroom_gib",
         ));
     }
-    if overflow {
-        report.budget = Some(b);
-        return;
-    }
+    overflow
+}
+
+/// What the node needs against what is available.
+fn check_budget(b: &Budget, sizes: Option<&StoreSizes>, report: &mut Report) {
     match b.available_total {
         None => report.push(Check::warn(
             G,
@@ -490,43 +503,43 @@ pub fn check(plan: &Plan, sizes: Option<&StoreSizes>, facts: &MemoryFacts, repor
             ));
         }
     }
-    if let (Some(s), true) = (sizes, sizes.is_some_and(|s| s.hugepages)) {
-        match &facts.hugepages {
-            Some(h) => {
-                let free = h
-                    .free
-                    .saturating_sub(h.reserved)
-                    .saturating_mul(h.page_size);
-                if free >= s.segment {
-                    report.push(Check::ok(
-                        G,
-                        "hugepages",
-                        format!(
-                            "{} free in {} pages for a {} segment",
-                            Bytes(free),
-                            Bytes(h.page_size),
-                            Bytes(s.segment)
-                        ),
-                    ));
-                } else {
-                    report.push(Check::fail(
+}
+
+/// A hugepage-backed segment fits in the free hugepages.
+fn check_hugepages(s: &StoreSizes, facts: &MemoryFacts, report: &mut Report) {
+    match &facts.hugepages {
+        Some(h) => {
+            let free = h
+                .free
+                .saturating_sub(h.reserved)
+                .saturating_mul(h.page_size);
+            if free >= s.segment {
+                report.push(Check::ok(
+                    G,
+                    "hugepages",
+                    format!(
+                        "{} free in {} pages for a {} segment",
+                        Bytes(free),
+                        Bytes(h.page_size),
+                        Bytes(s.segment)
+                    ),
+                ));
+            } else {
+                report.push(Check::fail(
                         G,
                         "hugepages",
                         format!("MC_STORE_USE_HUGEPAGE is set but only {} of hugepages are free (free - reserved) for a {} segment", Bytes(free), Bytes(s.segment)),
                         "reserve more hugepages (vm.nr_hugepages) or unset MC_STORE_USE_HUGEPAGE",
                     ));
-                }
             }
-            None => report.push(Check::fail(
-                G,
-                "hugepages",
-                "MC_STORE_USE_HUGEPAGE is set but the node has no hugepages",
-                "reserve hugepages (vm.nr_hugepages) or unset MC_STORE_USE_HUGEPAGE",
-            )),
         }
+        None => report.push(Check::fail(
+            G,
+            "hugepages",
+            "MC_STORE_USE_HUGEPAGE is set but the node has no hugepages",
+            "reserve hugepages (vm.nr_hugepages) or unset MC_STORE_USE_HUGEPAGE",
+        )),
     }
-    let _ = plan;
-    report.budget = Some(b);
 }
 
 /// RLIMIT_MEMLOCK: RDMA registers the segment and local buffer on every NIC.
