@@ -88,58 +88,10 @@ pub fn vllm_argv(
     flags: Option<&FlagMap>,
     kv_events: Option<Vec<(String, serde_json::Value)>>,
 ) -> Vec<String> {
-    let multi = p.endpoint_nodes.len() > 1;
-    let leader_ip = c.node_ips[p.endpoint_nodes[0]].clone();
-    let rank_in_endpoint = p.rank_in_endpoint();
-    let device_ids = || {
-        [
-            "--device-ids".to_string(),
-            p.gpus
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(","),
-        ]
-    };
-    let mut skip: Vec<&str> = vec!["connector"];
     if v.direct {
-        let mut argv = vec!["vllm".to_string(), "serve".into(), c.model_arg.clone()];
-        skip.extend([
-            "headless",
-            "host",
-            "port",
-            "master-addr",
-            "nnodes",
-            "node-rank",
-        ]);
-        if rank_in_endpoint == 0 {
-            argv.extend([
-                "--host".into(),
-                "0.0.0.0".into(),
-                "--port".into(),
-                "8000".into(),
-            ]);
-        }
-        if multi {
-            argv.extend(rendezvous(leader_ip, p, rank_in_endpoint));
-            if rank_in_endpoint > 0 {
-                argv.push("--headless".into());
-                skip.push("api-server-count");
-            }
-        }
-        if !v.set_cvd {
-            argv.extend(device_ids());
-        }
-        let mut f = flags.cloned().unwrap_or_default();
-        if !has(Some(&f), &["served-model-name"]) {
-            f.0.push((
-                "served-model-name".into(),
-                serde_yaml::Value::from(c.served_model_name.clone()),
-            ));
-        }
-        argv.extend(config_to_cli_args(&f, &skip));
-        return argv;
+        return vllm_serve_argv(c, v, p, flags);
     }
+    let mut skip: Vec<&str> = vec!["connector"];
     let mut argv: Vec<String> = [
         "python3",
         "-m",
@@ -159,14 +111,98 @@ pub fn vllm_argv(
         argv.extend(["--kv-transfer-config".into(), kv_transfer_config(&conn)]);
     }
     if !v.set_cvd {
-        argv.extend(device_ids());
+        argv.extend(device_ids(p));
     }
-    if v.dp && v.per_node {
-        let rpc = p
-            .dp_rpc_port
+    argv.extend(parallel_args(c, v, p, flags, &mut skip));
+    argv.extend(["--request-plane".into(), c.request_plane.clone()]);
+    argv.extend([
+        "--dump-config-to".into(),
+        format!("{}/{}_config.json", c.log_dir, c.node_names[p.node]),
+    ]);
+    if let Some(kv) = kv_events {
+        argv.extend(kv_events_args(kv, p.kv_events_port));
+    }
+    if let Some(f) = flags {
+        argv.extend(config_to_cli_args(f, &skip));
+    }
+    argv
+}
+
+/// `--device-ids` with the process's GPUs.
+fn device_ids(p: &TopoProcess) -> [String; 2] {
+    ["--device-ids".to_string(), p.cuda_visible_devices()]
+}
+
+/// `vllm serve` as its own frontend (srtctl's `frontend.type: vllm`).
+fn vllm_serve_argv(
+    c: &LaunchContext,
+    v: &VllmMode,
+    p: &TopoProcess,
+    flags: Option<&FlagMap>,
+) -> Vec<String> {
+    let multi = p.endpoint_nodes.len() > 1;
+    let leader_ip = c.node_ips[p.endpoint_nodes[0]].clone();
+    let rank_in_endpoint = p.rank_in_endpoint();
+    let mut skip: Vec<&str> = vec!["connector"];
+    let mut argv = vec!["vllm".to_string(), "serve".into(), c.model_arg.clone()];
+    skip.extend([
+        "headless",
+        "host",
+        "port",
+        "master-addr",
+        "nnodes",
+        "node-rank",
+    ]);
+    if rank_in_endpoint == 0 {
+        argv.extend([
+            "--host".into(),
+            "0.0.0.0".into(),
+            "--port".into(),
+            "8000".into(),
+        ]);
+    }
+    if multi {
+        argv.extend(rendezvous(leader_ip, p, rank_in_endpoint));
+        if rank_in_endpoint > 0 {
+            argv.push("--headless".into());
+            skip.push("api-server-count");
+        }
+    }
+    if !v.set_cvd {
+        argv.extend(device_ids(p));
+    }
+    let mut f = flags.cloned().unwrap_or_default();
+    if !has(Some(&f), &["served-model-name"]) {
+        f.0.push((
+            "served-model-name".into(),
+            serde_yaml::Value::from(c.served_model_name.clone()),
+        ));
+    }
+    argv.extend(config_to_cli_args(&f, &skip));
+    argv
+}
+
+/// Data parallelism (per node with hybrid load balancing, or one rank per process) or a
+/// multi-node rendezvous; the flags mcsup sets itself join `skip`.
+fn parallel_args(
+    c: &LaunchContext,
+    v: &VllmMode,
+    p: &TopoProcess,
+    flags: Option<&FlagMap>,
+    skip: &mut Vec<&str>,
+) -> Vec<String> {
+    let multi = p.endpoint_nodes.len() > 1;
+    let leader_ip = c.node_ips[p.endpoint_nodes[0]].clone();
+    let rank_in_endpoint = p.rank_in_endpoint();
+    let rpc = || {
+        p.dp_rpc_port
             .map(|r| r.to_string())
             .or_else(|| flag_value(flags, &["data-parallel-rpc-port", "data_parallel_rpc_port"]))
-            .unwrap_or_else(|| ports::DP_RPC.to_string());
+            .unwrap_or_else(|| ports::DP_RPC.to_string())
+    };
+    let mut argv = Vec::new();
+    if v.dp && v.per_node {
+        let rpc = rpc();
         skip.extend([
             "data-parallel-rpc-port",
             "data_parallel_rpc_port",
@@ -204,11 +240,7 @@ pub fn vllm_argv(
             ]);
         }
     } else if v.dp {
-        let rpc = p
-            .dp_rpc_port
-            .map(|r| r.to_string())
-            .or_else(|| flag_value(flags, &["data-parallel-rpc-port", "data_parallel_rpc_port"]))
-            .unwrap_or_else(|| ports::DP_RPC.to_string());
+        let rpc = rpc();
         skip.extend(["data-parallel-rpc-port", "data_parallel_rpc_port"]);
         argv.extend([
             "--data-parallel-rank".into(),
@@ -223,17 +255,6 @@ pub fn vllm_argv(
         if rank_in_endpoint > 0 {
             argv.push("--headless".into());
         }
-    }
-    argv.extend(["--request-plane".into(), c.request_plane.clone()]);
-    argv.extend([
-        "--dump-config-to".into(),
-        format!("{}/{}_config.json", c.log_dir, c.node_names[p.node]),
-    ]);
-    if let Some(kv) = kv_events {
-        argv.extend(kv_events_args(kv, p.kv_events_port));
-    }
-    if let Some(f) = flags {
-        argv.extend(config_to_cli_args(f, &skip));
     }
     argv
 }
