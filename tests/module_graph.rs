@@ -1,6 +1,7 @@
-//! The crate's top-level modules form a layering: no module reaches, through any chain of
-//! `crate::` paths in code, back to itself. Read from the source text (doc comments and
-//! comments left out), so a new upward import fails here with the chain that closes the cycle.
+//! The crate's shape, read from the source text: the top-level modules form a layering (no
+//! module reaches, through any chain of `crate::` paths in code, back to itself; a new upward
+//! import fails here with the chain that closes the cycle), and no function in `src/` is longer
+//! than [`MAX_FUNCTION_LINES`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -120,4 +121,79 @@ fn the_cycle_finder_finds_a_cycle() {
     let c = cycles(&g);
     assert!(c.contains(&("a".into(), "c".into())), "{c:?}");
     assert!(!c.iter().any(|(x, y)| x == "d" || y == "d"), "{c:?}");
+}
+
+/// The longest a function in `src/` may be: past it, a function is split into named steps.
+const MAX_FUNCTION_LINES: usize = 150;
+
+/// Functions allowed past [`MAX_FUNCTION_LINES`], each with its reason (also in CONTRIBUTING.md).
+const LONG_FUNCTIONS: &[(&str, &str)] = &[];
+
+/// `(lines, name, first line)` of every function in rustfmt-formatted `text`: from its `fn` line
+/// to the closing brace at the same indentation. Declarations without a body are skipped.
+fn function_lengths(text: &str) -> Vec<(usize, String, usize)> {
+    let re = regex::Regex::new(
+        r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?(?:extern\s+\S+\s+)?fn\s+(\w+)",
+    )
+    .unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(c) = re.captures(line) else {
+            continue;
+        };
+        // The signature ends at its first line ending in `{` (a body) or `;` (none).
+        let Some(open) = lines[i..]
+            .iter()
+            .position(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';'))
+        else {
+            continue;
+        };
+        if lines[i + open].trim_end().ends_with(';') {
+            continue;
+        }
+        let close = format!("{}}}", &c[1]);
+        if let Some(n) = lines[i..].iter().position(|l| l.trim_end() == close) {
+            out.push((n + 1, c[2].to_string(), i + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn function_lengths_are_measured_to_the_closing_brace() {
+    let text = "fn a() {\n    let x = 1;\n}\n\nimpl S {\n    pub fn b(&self) -> u8 {\n        if true {\n        }\n        1\n    }\n}\ntrait T {\n    fn c(&self);\n}\n";
+    assert_eq!(
+        function_lengths(text),
+        vec![(3, "a".to_string(), 1), (5, "b".to_string(), 6)]
+    );
+}
+
+#[test]
+fn no_function_in_src_is_longer_than_the_limit() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut long = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                let rel = p.strip_prefix(&src).unwrap().display().to_string();
+                for (n, name, line) in function_lengths(&text) {
+                    let id = format!("{rel}:{name}");
+                    if n > MAX_FUNCTION_LINES && !LONG_FUNCTIONS.iter().any(|(f, _)| *f == id) {
+                        long.push(format!("src/{rel}:{line} {name}: {n} lines"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them into named steps, or list one in LONG_FUNCTIONS and CONTRIBUTING.md with its reason):\n{}",
+        long.join("\n")
+    );
 }
