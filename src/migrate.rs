@@ -2,7 +2,8 @@
 //! of a v1 recipe, including the seed's `mooncake_kv_store.standalone`, which `srtctl migrate`
 //! has no rule for.
 //!
-//! The fold follows `srtctl migrate` (`core/migrate.py`; shared/reference/srt-slurm-2.md §3):
+//! The fold follows `srtctl migrate` (NVIDIA/srt-slurm 2.0 `src/srtctl/core/migrate.py`, and the
+//! key map of `docs/legacy-v1.md` @17c4ece9):
 //! `resources.<role>_{nodes,workers}` / `gpus_per_<role>` and `backend.<role>_environment` /
 //! `backend.<engine>_config.<role>` move under `roles.<role>`; `backend.mooncake_kv_store`
 //! becomes a `mooncake-master` service (container, `master_extra_args` → `args`, `store_config`

@@ -5,7 +5,7 @@
 # running as root, all talking over 127.0.0.1, with every file (config, munge key and socket,
 # state, spool, pid and log files) under one base directory. Nothing in /etc is used or changed:
 # clients find the cluster through SLURM_CONF (`eval "$(scripts/slurm/cluster.sh env)"`).
-# The recipe is the one measured in shared/reference/slurm.md (Debian 12, Slurm 22.05.8).
+# Measured on Debian 12 with its Slurm 22.05.8 packages (tests/slurm/FINDINGS.md).
 #
 #   scripts/slurm/cluster.sh start [--nodes N] [--proctrack cgroup|linuxproc|pgid]
 #                                  [--base DIR] [--port-base P]

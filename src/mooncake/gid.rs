@@ -4,8 +4,9 @@
 //! predict which index the Mooncake transfer engine picks when no index is configured
 //! (`MC_GID_INDEX`/`NCCL_IB_GID_INDEX` unset), with a per-index explanation, and describe an
 //! explicitly configured index. The rule is Mooncake's (`findBestGidIndex` and
-//! `rdma_gid_probe.h`), as described in shared/reference/mooncake-internals.md §A1 for
-//! HEAD = v0.3.12 (= v0.3.12.post1), which is also what 0.3.13 ships. This module reproduces
+//! `rdma_gid_probe.h`: `classifyAutoGidCandidate`, `rankAutoGidCandidates`, in
+//! kvcache-ai/Mooncake `mooncake-transfer-engine/` at v0.3.12.post1, #2269 `4d7c1a19b` and #2741
+//! `275e84cf7`), which is also what 0.3.13 ships. This module reproduces
 //! that policy rather than inventing one: the point is to tell the user in advance what
 //! Mooncake will do. It lives here, not in the `mcsup-rdma` crate, because that crate knows
 //! devices and nothing about Mooncake.
@@ -275,8 +276,8 @@ pub fn select_gid(gids: &[GidEntry]) -> GidSelection {
     GidSelection { chosen, candidates }
 }
 
-/// The automatic GID rules Mooncake shipped before 0.3.12 (shared/reference/mooncake-internals.md
-/// §A2), for a node that runs such a release: mcsup's main prediction ([`select_gid`]) is the
+/// The automatic GID rules Mooncake shipped before 0.3.12 (`getBestGidIndex` up to 0.3.7; #1077
+/// `fe4e67ddb` in 0.3.8; #1597 `34dacaec1` in 0.3.10), for a node that runs such a release: mcsup's main prediction ([`select_gid`]) is the
 /// 0.3.12+ rule, and these say where an older release's pick differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LegacyGidRule {

@@ -2,7 +2,8 @@
 //! processes read, the size strings it parses, and the store-service command.
 //!
 //! Facts only, no I/O: the planner, the preflight and the renderer read them from here so that a
-//! Mooncake detail lives in one place. Sources are in shared/reference/mooncake*.md.
+//! Mooncake detail lives in one place. Each fact names its source in kvcache-ai/Mooncake (file,
+//! and the release or commit it was read at).
 
 pub mod gid;
 pub mod size;

@@ -1,5 +1,6 @@
-//! The service kinds of srt-slurm 2.0 and their defaults (srtctl's `services/registry.py` and
-//! the kinds' modules; shared/reference/srt-slurm-2.md §1.2): default argv, start phase,
+//! The service kinds of srt-slurm 2.0 and their defaults (NVIDIA/srt-slurm
+//! `src/srtctl/services/registry.py` @009a4fa3 and the kinds' modules, e.g.
+//! `services/mooncake_master.py` @2166ef58): default argv, start phase,
 //! criticality, placement, readiness, options, and which kinds mcsup does not run, with why.
 //!
 //! Data only. Where mcsup must differ from srtctl (a data directory inside srtctl's private

@@ -3,7 +3,8 @@
 //! The version comes from the wheel's metadata next to the `mooncake_master` found on `PATH`
 //! (`<prefix>/bin/mooncake_master` → `<prefix>/lib/python3.*/site-packages/
 //! mooncake_transfer_engine*.dist-info/METADATA`, `Version:`). File reads only: nothing is run.
-//! The auto-GID rule changed across releases (shared/reference/mooncake-internals.md §A2):
+//! The auto-GID rule changed across releases (kvcache-ai/Mooncake `rdma_context.cpp`; #947
+//! `51160174c`, #1077 `fe4e67ddb`, #1597 `34dacaec1`, #2269 `4d7c1a19b`):
 //! ≤ 0.3.7 auto only when the index is 0; 0.3.8–0.3.9 IPv4-mapped RoCE v2 or IB only;
 //! 0.3.10–0.3.11 adds IPv6 and stops at the first hole in the table; 0.3.12 and later the
 //! tiered rule mcsup implements (`mooncake::gid`). The older rules are predicted too

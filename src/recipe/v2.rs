@@ -1,7 +1,7 @@
 //! srt-slurm 2.0's recipe sections: `schema`, `engine`, `roles` and the typed `services:` list.
 //!
 //! Syntax and per-entry rules only, with srtctl's own messages where it has them (source:
-//! `src/srtctl/services/config.py`, shared/reference/srt-slurm-2.md §1). Rules that need the
+//! NVIDIA/srt-slurm `src/srtctl/services/config.py` @17c4ece9). Rules that need the
 //! whole recipe (unique names, one master, port clashes on a node) live in the planner's
 //! normalisation step. The key set is the union of the 2.0 snapshots; which keys mcsup runs,
 //! records or ignores is decided there too.

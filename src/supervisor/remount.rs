@@ -3,7 +3,8 @@
 //!
 //! Mooncake stores ping the master every second and remount their segments when a restarted
 //! master answers `NEED_REMOUNT` (since 0.3.6.post1); only the cached keys are lost
-//! (shared/reference/mooncake-internals.md). The supervisor keeps the workers running through a
+//! (kvcache-ai/Mooncake v0.3.12.post1: `mooncake-store/src/client_service.cpp`
+//! `StorageHeartbeatThreadMain`, `master_service.cpp` `Ping`). The supervisor keeps the workers running through a
 //! master restart; this module is how it verifies the recovery instead of assuming it: it polls
 //! the master's HTTP metrics server (`/get_all_segments`, `/metrics`) until every store of this
 //! node is listed again and the master's capacity covers their segments, within a bound. The
