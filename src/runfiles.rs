@@ -30,6 +30,149 @@ pub fn metrics_path(log_dir: &Path, node: &str) -> PathBuf {
     log_dir.join(format!("{node}.prom"))
 }
 
+/// An enum of names written into the run's files, with its wire names; a name this version
+/// does not know (a newer mcsup wrote the file) reads as `Other` instead of failing the read.
+macro_rules! wire_names {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident => $s:literal,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v,)+
+            /// A name this version of mcsup does not know.
+            #[serde(other, rename = "other")]
+            Other,
+        }
+
+        impl $name {
+            /// Every known name, in declaration order.
+            pub const ALL: &'static [Self] = &[$(Self::$v,)+];
+
+            /// The name in the file.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$v => $s,)+
+                    Self::Other => "other",
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            /// The value a name in the file reads as.
+            fn from(name: &str) -> Self {
+                match name {
+                    $($s => Self::$v,)+
+                    _ => Self::Other,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+wire_names! {
+    /// What a unit of the status file is.
+    UnitKind {
+        Master => "master",
+        Store => "store",
+        Service => "service",
+        Worker => "worker",
+        Frontend => "frontend",
+        /// A process on another node this node waits for.
+        Gate => "gate",
+    }
+}
+
+wire_names! {
+    /// A unit's state in the status file.
+    UnitState {
+        /// Dependencies not satisfied yet (a gate: mcsup has not started).
+        Waiting => "waiting",
+        Spawning => "spawning",
+        /// Spawned, readiness pending.
+        Starting => "starting",
+        /// A gate being probed.
+        Probing => "probing",
+        Ready => "ready",
+        BackingOff => "backing-off",
+        Stopping => "stopping",
+        /// Completed, or stopped by the teardown.
+        Exited => "exited",
+        Failed => "failed",
+        /// A gate no longer needed (the teardown started).
+        Cancelled => "cancelled",
+    }
+}
+
+impl UnitState {
+    /// Waiting for something, before it is up.
+    pub fn waiting(self) -> bool {
+        matches!(self, Self::Waiting | Self::Starting | Self::Probing)
+    }
+}
+
+wire_names! {
+    /// The node's phase in the status file.
+    NodePhase {
+        /// Not started yet.
+        Idle => "idle",
+        /// Something is still waiting, spawning or not ready.
+        Starting => "starting",
+        /// Everything that should run is ready.
+        Running => "running",
+        /// Ordered teardown in progress.
+        Stopping => "stopping",
+        /// Every process is gone.
+        Stopped => "stopped",
+    }
+}
+
+wire_names! {
+    /// What an event of the events file reports.
+    EventKind {
+        Spawned => "spawned",
+        Ready => "ready",
+        Exited => "exited",
+        Completed => "completed",
+        Restarting => "restarting",
+        Waiting => "waiting",
+        /// A readiness wait goes on: what is awaited, for how long (at a calm cadence).
+        StillWaiting => "still-waiting",
+        LivenessFailed => "liveness-failed",
+        Stopping => "stopping",
+        Killing => "killing",
+        Stopped => "stopped",
+        Failed => "failed",
+        ShutdownRequested => "shutdown-requested",
+        Escalated => "escalated",
+        SignalIgnored => "signal-ignored",
+        Deadline => "deadline",
+        Abandoned => "abandoned",
+        OrphanKilled => "orphan-killed",
+        /// A restarted master lists this node's stores again (written by the runtime, not the
+        /// machine: see `supervisor::remount`).
+        Remounted => "remounted",
+        /// A restarted master still misses this node's stores after the bound.
+        RemountLate => "remount-late",
+        /// The job is servable through this frontend (written by the runtime: see
+        /// `supervisor::servable`).
+        Servable => "servable",
+        /// The frontend lists fewer workers than expected, or does not answer.
+        WorkersLost => "workers-lost",
+        /// It lists every expected worker again.
+        WorkersBack => "workers-back",
+        /// A process's output could not be written to its log file (and is counted).
+        OutputLost => "output-lost",
+        /// The log directory was removed while mcsup ran, and made again.
+        LogDirRecreated => "log-dir-recreated",
+        Finished => "finished",
+    }
+}
+
 /// How a process last ended, in the status file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusExit {
@@ -54,12 +197,9 @@ pub struct OutputLost {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusProcess {
     pub name: String,
-    /// `master`, `store`, `worker`, or `gate`.
-    pub kind: String,
+    pub kind: UnitKind,
     pub critical: bool,
-    /// waiting, spawning, starting, ready, backing-off, stopping, exited, failed (gates: probing,
-    /// ready, failed, cancelled).
-    pub state: String,
+    pub state: UnitState,
     pub pid: Option<i32>,
     pub restarts: u32,
     pub last_exit: Option<StatusExit>,
@@ -89,8 +229,7 @@ pub struct StatusProcess {
 pub struct StatusFile {
     pub node: String,
     pub mcsup_pid: u32,
-    /// idle, starting, running, stopping, stopped.
-    pub phase: String,
+    pub phase: NodePhase,
     pub started_ts_ms: u64,
     pub updated_ts_ms: u64,
     /// Why the teardown started, once it has.
@@ -116,9 +255,7 @@ pub struct EventRecord {
     pub node: String,
     /// The process (or gate, or `mcsup` itself).
     pub process: String,
-    /// `spawned`, `ready`, `exited`, `restarting`, `failed`, `stopping`, `stopped`,
-    /// `shutdown-requested`, `remounted`, `finished`, ... (`RecordKind::as_str`).
-    pub event: String,
+    pub event: EventKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,4 +324,49 @@ pub struct ServableStatus {
     /// Why the frontend was unreachable, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trips<T>(all: &[T])
+    where
+        T: Copy + PartialEq + std::fmt::Debug + std::fmt::Display + Serialize,
+        T: for<'a> Deserialize<'a> + for<'a> From<&'a str>,
+    {
+        for &v in all {
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(
+                json,
+                format!("\"{v}\""),
+                "{v:?} is written by its wire name"
+            );
+            assert_eq!(
+                serde_json::from_str::<T>(&json).unwrap(),
+                v,
+                "{json} reads back"
+            );
+            assert_eq!(T::from(v.to_string().as_str()), v);
+        }
+    }
+
+    #[test]
+    fn every_name_round_trips_through_the_file() {
+        round_trips(UnitKind::ALL);
+        round_trips(UnitState::ALL);
+        round_trips(NodePhase::ALL);
+        round_trips(EventKind::ALL);
+    }
+
+    #[test]
+    fn a_name_from_a_newer_mcsup_reads_as_other() {
+        let e: EventKind = serde_json::from_str("\"warp-drive-engaged\"").unwrap();
+        assert_eq!(e, EventKind::Other);
+        assert_eq!(UnitState::from("hibernating"), UnitState::Other);
+        let line = r#"{"ts_ms":1,"t_ms":0.5,"node":"n0","process":"p","event":"new-thing"}"#;
+        let r: EventRecord = serde_json::from_str(line).unwrap();
+        assert_eq!(r.event, EventKind::Other);
+        assert_eq!(r.process, "p", "the rest of the record is kept");
+    }
 }

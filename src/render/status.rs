@@ -5,7 +5,10 @@
 use std::fmt::Write as _;
 
 use crate::engine::frontend::describe as servable_describe;
-use crate::runfiles::{ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead};
+use crate::runfiles::{
+    NodePhase, ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead, UnitKind,
+    UnitState,
+};
 
 // ---------------------------------------------------------------------------------------------
 // `mcsup status`
@@ -60,7 +63,7 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
         "node {}  mcsup pid {}  phase {}",
         s.node, s.mcsup_pid, s.phase
     );
-    if s.phase != "stopped" && !alive {
+    if s.phase != NodePhase::Stopped && !alive {
         out.push_str("  (mcsup is not running: this status is stale)");
     }
     if let Some(r) = &s.reason {
@@ -87,7 +90,7 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
             [
                 u.name.clone(),
                 format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
-                u.state.clone(),
+                u.state.to_string(),
                 u.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
                 u.restarts.to_string(),
                 exit_text(u.last_exit.as_ref()),
@@ -166,7 +169,7 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
         "gauge",
         "The node's phase in mcsup (1 for the current one).",
         vec![(
-            format!("node=\"{node}\",phase=\"{}\"", prom_escape(&s.phase)),
+            format!("node=\"{node}\",phase=\"{}\"", s.phase.as_str()),
             "1".into(),
         )],
     );
@@ -222,7 +225,7 @@ fn unit_families(out: &mut Prom, s: &StatusFile, node: &str) {
         |gates: bool, labels: &dyn Fn(&Unit) -> String, f: &dyn Fn(&Unit) -> Option<String>| {
             s.units
                 .iter()
-                .filter(|u| (u.kind == "gate") == gates)
+                .filter(|u| (u.kind == UnitKind::Gate) == gates)
                 .filter_map(|u| f(u).map(|v| (labels(u), v)))
                 .collect::<Vec<_>>()
         };
@@ -230,7 +233,7 @@ fn unit_families(out: &mut Prom, s: &StatusFile, node: &str) {
         format!(
             "node=\"{node}\",process=\"{}\",kind=\"{}\"",
             esc(&u.name),
-            esc(&u.kind)
+            u.kind.as_str()
         )
     };
     let gate_labels = |u: &Unit| format!("node=\"{node}\",gate=\"{}\"", esc(&u.name));
@@ -246,7 +249,7 @@ fn unit_families(out: &mut Prom, s: &StatusFile, node: &str) {
         "mcsup_process_ready",
         "gauge",
         "Whether the process is ready (1) or not (0).",
-        per(&|u| Some(u8::from(u.state == "ready").to_string())),
+        per(&|u| Some(u8::from(u.state == UnitState::Ready).to_string())),
     );
     family(
         "mcsup_process_restarts_total",
@@ -279,7 +282,7 @@ fn unit_families(out: &mut Prom, s: &StatusFile, node: &str) {
         "mcsup_gate_ready",
         "gauge",
         "Whether the gate (a process on another node that this node waits for) is ready (1) or not (0).",
-        gates(&|u| Some(u8::from(u.state == "ready").to_string())),
+        gates(&|u| Some(u8::from(u.state == UnitState::Ready).to_string())),
     );
     family(
         "mcsup_gate_ready_seconds",
@@ -394,8 +397,8 @@ fn units(nodes: &[(String, StatusRead)]) -> impl Iterator<Item = NodeUnit<'_>> {
 fn ready_at(u: &StatusProcess) -> Option<u64> {
     if let Some(t) = u.first_ready_ts_ms {
         Some(t)
-    } else if u.kind == "gate" {
-        (u.state == "ready").then_some(u.state_since_ts_ms)
+    } else if u.kind == UnitKind::Gate {
+        (u.state == UnitState::Ready).then_some(u.state_since_ts_ms)
     } else {
         Some(u.spawned_ts_ms? + u.ready_after_ms?)
     }
@@ -465,7 +468,7 @@ fn critical_path(nodes: &[(String, StatusRead)]) -> Vec<(NodeUnit<'_>, u64)> {
 /// The other node's process a gate waits for (`<process>@<node>`), when that node is in the job
 /// and the process has been ready.
 fn remote<'a>(nodes: &'a [(String, StatusRead)], gate: &StatusProcess) -> Option<NodeUnit<'a>> {
-    if gate.kind != "gate" {
+    if gate.kind != UnitKind::Gate {
         return None;
     }
     let (process, node) = gate.name.rsplit_once('@')?;
@@ -482,14 +485,14 @@ fn waiting(nodes: &[(String, StatusRead)], now_ms: u64) -> Vec<(NodeUnit<'_>, St
     for (node, r) in nodes {
         if !r.writer_alive
             || r.status.exit_code.is_some()
-            || !matches!(r.status.phase.as_str(), "starting" | "running")
+            || !matches!(r.status.phase, NodePhase::Starting | NodePhase::Running)
         {
             continue;
         }
         for u in &r.status.units {
             let since = (now_ms.saturating_sub(u.state_since_ts_ms)) as f64 / 1000.0;
-            let what = match u.state.as_str() {
-                "waiting" => {
+            let what = match u.state {
+                UnitState::Waiting => {
                     let on: Vec<String> = u
                         .depends_on
                         .iter()
@@ -502,7 +505,7 @@ fn waiting(nodes: &[(String, StatusRead)], now_ms: u64) -> Vec<(NodeUnit<'_>, St
                     }
                     format!("on {}, for {since:.1} s", on.join(", "))
                 }
-                "starting" | "probing" => format!(
+                UnitState::Starting | UnitState::Probing => format!(
                     "for its readiness, {since:.1} s so far, {} probe failure(s)",
                     u.probe_failures
                 ),
@@ -534,7 +537,7 @@ pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
             node.to_string(),
             u.name.clone(),
             format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
-            u.state.clone(),
+            u.state.to_string(),
             u.pid.map_or_else(|| "-".into(), |p| p.to_string()),
             u.restarts.to_string(),
             u.ready_after_ms
@@ -571,9 +574,11 @@ pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
         }
     }
     if !nodes.iter().any(|(_, r)| r.status.servable.is_some()) {
-        if let Some((node, u)) = units(nodes)
-            .find(|(_, u)| u.kind == "frontend" && u.state != "ready" && u.state != "exited")
-        {
+        if let Some((node, u)) = units(nodes).find(|(_, u)| {
+            u.kind == UnitKind::Frontend
+                && u.state != UnitState::Ready
+                && u.state != UnitState::Exited
+        }) {
             let _ = writeln!(out, "not servable yet: {node}/{} is {}", u.name, u.state);
         }
     }

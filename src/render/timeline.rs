@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::runfiles::EventRecord;
+use crate::runfiles::{EventKind, EventRecord};
 
 /// One drawn stretch of a process's life.
 struct Span {
@@ -41,8 +41,8 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
     for e in events {
         let detail = e.detail.clone().unwrap_or_default();
         let t = e.ts_ms;
-        match e.event.as_str() {
-            "spawned" => {
+        match e.event {
+            EventKind::Spawned => {
                 close(&mut open, t, &mut spans);
                 open = Some((
                     t,
@@ -50,19 +50,19 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
                     format!("{} spawned (pid {})", e.process, e.pid.unwrap_or(0)),
                 ));
             }
-            "probing" | "waiting" | "still-waiting" => {
+            EventKind::Waiting | EventKind::StillWaiting => {
                 if open.is_none() {
                     open = Some((t, "starting", format!("{} waiting", e.process)));
                 }
-                if e.event == "still-waiting" {
+                if e.event == EventKind::StillWaiting {
                     marks.push((t, "wait".to_string(), format!("still waiting: {detail}")));
                 }
             }
-            "ready" => {
+            EventKind::Ready => {
                 close(&mut open, t, &mut spans);
                 open = Some((t, "ready", format!("{} ready", e.process)));
             }
-            "stopping" | "killing" => {
+            EventKind::Stopping | EventKind::Killing => {
                 if open.as_ref().is_some_and(|o| o.1 == "stopping") {
                     continue;
                 }
@@ -73,7 +73,7 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
                     format!("{} {}: {detail}", e.process, e.event),
                 ));
             }
-            "failed" => {
+            EventKind::Failed => {
                 if open.as_ref().is_some_and(|o| o.1 != "failed") {
                     close(&mut open, t, &mut spans);
                 }
@@ -83,24 +83,27 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
                     format!("{} failed: {detail}", e.process),
                 ));
             }
-            "servable" => marks.push((t, "servable".to_string(), format!("servable: {detail}"))),
-            "workers-lost" => {
+            EventKind::Servable => {
+                marks.push((t, "servable".to_string(), format!("servable: {detail}")))
+            }
+            EventKind::WorkersLost => {
                 marks.push((t, "lost".to_string(), format!("workers lost: {detail}")))
             }
-            "workers-back" => {
+            EventKind::WorkersBack => {
                 marks.push((t, "back".to_string(), format!("workers back: {detail}")))
             }
-            "restarting" => marks.push((
+            EventKind::Restarting => marks.push((
                 t,
                 "restart".to_string(),
                 format!("{} restarting: {detail}", e.process),
             )),
-            "exited" | "stopped" | "completed" => {
+            EventKind::Exited | EventKind::Stopped | EventKind::Completed => {
                 let code = e
                     .exit_code
                     .map(|c| format!(", exit code {c}"))
                     .unwrap_or_default();
-                let mut failed = e.event == "exited" && e.exit_code.is_some_and(|c| c != 0);
+                let mut failed =
+                    e.event == EventKind::Exited && e.exit_code.is_some_and(|c| c != 0);
                 if let Some((from, phase, title)) = open.take() {
                     failed &= phase != "stopping";
                     spans.push(Span {
@@ -201,7 +204,7 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
         }
         for e in evs
             .iter()
-            .filter(|e| e.process == "mcsup" && e.event == "shutdown-requested")
+            .filter(|e| e.process == "mcsup" && e.event == EventKind::ShutdownRequested)
         {
             let _ = write!(
                 lines,
@@ -216,7 +219,7 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
         // What is still open when the node's mcsup finished (a gate) ends there.
         let node_end = evs
             .iter()
-            .rfind(|e| e.process == "mcsup" && e.event == "finished")
+            .rfind(|e| e.process == "mcsup" && e.event == EventKind::Finished)
             .map_or(end, |e| e.ts_ms);
         for name in names {
             let mine: Vec<&EventRecord> = evs.iter().filter(|e| e.process == name).collect();
@@ -260,7 +263,7 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
     }
     // The job's servable moment, across every node's rows.
     for (node, evs) in nodes {
-        for e in evs.iter().filter(|e| e.event == "servable") {
+        for e in evs.iter().filter(|e| e.event == EventKind::Servable) {
             let _ = write!(
                 lines,
                 r#"<line class="servable" data-node="{n}" x1="{x:.1}" x2="{x:.1}" y1="{y0:.1}" y2="{y1:.1}"><title>{n}: servable: {d}</title></line>"#,

@@ -21,9 +21,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use super::logs::{self, OpenMode, RunDir};
 use super::machine::{ExitStatus, Record, UnitStatus};
 use super::SupervisorError;
+use crate::plan::ProcessKind;
 use crate::runfiles::{
-    events_path, read_events, status_path, EventRecord, StatusExit, StatusFile, StatusProcess,
-    StatusRead,
+    events_path, read_events, status_path, EventKind, EventRecord, StatusExit, StatusFile,
+    StatusProcess, StatusRead, UnitKind,
 };
 
 /// The largest status file `mcsup status` reads (one written by mcsup is a few KiB).
@@ -75,12 +76,16 @@ impl From<ExitStatus> for StatusExit {
 pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
     StatusProcess {
         name: u.name.clone(),
-        kind: u
-            .kind
-            .map(|k| k.as_str().to_string())
-            .unwrap_or_else(|| "gate".into()),
+        kind: match u.kind {
+            None => UnitKind::Gate,
+            Some(ProcessKind::Master) => UnitKind::Master,
+            Some(ProcessKind::Store) => UnitKind::Store,
+            Some(ProcessKind::Service) => UnitKind::Service,
+            Some(ProcessKind::Worker) => UnitKind::Worker,
+            Some(ProcessKind::Frontend) => UnitKind::Frontend,
+        },
         critical: u.critical,
-        state: u.state.to_string(),
+        state: u.state,
         pid: u.pid,
         restarts: u.restarts,
         last_exit: u.last_exit.map(StatusExit::from),
@@ -189,14 +194,14 @@ fn open_events(path: &Path) -> std::io::Result<File> {
 
 /// Append one event that does not come from the machine (output lost, directory recreated) to
 /// the run's events file.
-pub(super) fn append_event(run: &RunDir, process: &str, event: &'static str, detail: &str) {
+pub(super) fn append_event(run: &RunDir, process: &str, event: EventKind, detail: &str) {
     let now = Instant::now();
     let line = EventRecord {
         ts_ms: run.clock.wall_ms(now),
         t_ms: (run.clock.since_start_ms(now) * 1000.0).round() / 1000.0,
         node: run.node.clone(),
         process: process.to_string(),
-        event: event.to_string(),
+        event,
         pid: None,
         exit_code: None,
         signal: None,
@@ -210,7 +215,7 @@ pub(super) fn append_event(run: &RunDir, process: &str, event: &'static str, det
             open_events(&path)?.write_all(&v)
         });
     if let Err(e) = written {
-        tracing::warn!(path = %path.display(), error = %e, event, "cannot append to the events file");
+        tracing::warn!(path = %path.display(), error = %e, event = event.as_str(), "cannot append to the events file");
     }
 }
 
@@ -246,7 +251,7 @@ impl EventsWriter {
             t_ms: (clock.since_start_ms(now) * 1000.0).round() / 1000.0,
             node: self.node.clone(),
             process: r.unit.clone(),
-            event: r.kind.as_str().to_string(),
+            event: r.kind,
             pid: r.pid,
             exit_code: r.status.map(|s| s.code()),
             signal: r.status.and_then(|s| s.signal_name()).map(str::to_string),

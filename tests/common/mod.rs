@@ -582,9 +582,15 @@ pub fn read_events(path: &Path) -> Vec<Ev> {
         .map(|v| {
             let r: mcsup::supervisor::EventRecord = serde_json::from_value(v.clone())
                 .unwrap_or_else(|e| panic!("{}: not an EventRecord ({e}): {v}", path.display()));
+            assert_ne!(
+                r.event,
+                mcsup::runfiles::EventKind::Other,
+                "{}: an event name mcsup's own EventKind does not know: {v}",
+                path.display()
+            );
             Ev {
                 process: r.process,
-                event: r.event,
+                event: r.event.to_string(),
                 t_ms: r.t_ms,
                 pid: r.pid,
                 exit_code: r.exit_code,

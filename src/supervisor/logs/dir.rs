@@ -8,6 +8,8 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+
+use crate::runfiles::EventKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -365,7 +367,7 @@ pub(in crate::supervisor) fn ensure_dir(dir: &Path) -> io::Result<()> {
         status::append_event(
             &run,
             "mcsup",
-            "log-dir-recreated",
+            EventKind::LogDirRecreated,
             &format!(
                 "{} was removed while mcsup ran; recreated (mode 0700)",
                 dir.display()

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::runfiles::EventKind;
 use crate::supervisor::status;
 
 use super::dir::{ensure_dir, open_private, rotate, run_for_log, OpenMode, RunDir, KEEP_ROTATED};
@@ -142,7 +143,7 @@ impl LogFile {
             status::append_event(
                 &run,
                 &self.process,
-                "output-lost",
+                EventKind::OutputLost,
                 &format!(
                     "log file {}: {error}: output is being lost (the status file counts it)",
                     self.path.display()
@@ -171,7 +172,7 @@ impl Drop for LogFile {
             status::append_event(
                 run,
                 &self.process,
-                "output-lost",
+                EventKind::OutputLost,
                 &format!(
                     "{} bytes ({} lines) of output not written to {}: {error}",
                     self.lost.bytes,

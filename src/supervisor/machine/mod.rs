@@ -27,6 +27,7 @@ use crate::plan::{
 };
 
 use crate::exit::ExitCode;
+use crate::runfiles::UnitState;
 
 mod graph;
 mod probing;
@@ -89,16 +90,16 @@ enum ProcState {
 }
 
 impl ProcState {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> UnitState {
         match self {
-            ProcState::Waiting => "waiting",
-            ProcState::Spawning => "spawning",
-            ProcState::Starting { .. } => "starting",
-            ProcState::Ready { .. } => "ready",
-            ProcState::BackingOff { .. } => "backing-off",
-            ProcState::Stopping { .. } => "stopping",
-            ProcState::Exited => "exited",
-            ProcState::Failed => "failed",
+            ProcState::Waiting => UnitState::Waiting,
+            ProcState::Spawning => UnitState::Spawning,
+            ProcState::Starting { .. } => UnitState::Starting,
+            ProcState::Ready { .. } => UnitState::Ready,
+            ProcState::BackingOff { .. } => UnitState::BackingOff,
+            ProcState::Stopping { .. } => UnitState::Stopping,
+            ProcState::Exited => UnitState::Exited,
+            ProcState::Failed => UnitState::Failed,
         }
     }
 
@@ -385,14 +386,14 @@ impl Machine {
             kind: None,
             critical: false,
             state: match g.state {
-                GateState::Probing(_) => "probing",
-                GateState::Ready => "ready",
-                GateState::Failed => "failed",
+                GateState::Probing(_) => UnitState::Probing,
+                GateState::Ready => UnitState::Ready,
+                GateState::Failed => UnitState::Failed,
                 GateState::Cancelled => {
                     if self.phase == Phase::Idle {
-                        "waiting"
+                        UnitState::Waiting
                     } else {
-                        "cancelled"
+                        UnitState::Cancelled
                     }
                 }
             },

@@ -161,75 +161,8 @@ pub enum Action {
     Record(Record),
 }
 
-/// What a [`Record`] reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RecordKind {
-    Spawned,
-    Ready,
-    Exited,
-    Completed,
-    Restarting,
-    Waiting,
-    /// A readiness wait goes on: what is awaited, for how long (at a calm cadence).
-    StillWaiting,
-    LivenessFailed,
-    Stopping,
-    Killing,
-    Stopped,
-    Failed,
-    ShutdownRequested,
-    Escalated,
-    SignalIgnored,
-    Deadline,
-    Abandoned,
-    OrphanKilled,
-    /// A restarted master lists this node's stores again (written by the runtime, not the
-    /// machine: see `supervisor::remount`).
-    Remounted,
-    /// A restarted master still misses this node's stores after the bound.
-    RemountLate,
-    /// The job is servable through this frontend (written by the runtime: see
-    /// `supervisor::servable`).
-    Servable,
-    /// The frontend lists fewer workers than expected, or does not answer.
-    WorkersLost,
-    /// It lists every expected worker again.
-    WorkersBack,
-    Finished,
-}
-
-impl RecordKind {
-    /// The name written to the events file (`spawned`, `ready`, `stopping`...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecordKind::Spawned => "spawned",
-            RecordKind::Ready => "ready",
-            RecordKind::Exited => "exited",
-            RecordKind::Completed => "completed",
-            RecordKind::Restarting => "restarting",
-            RecordKind::Waiting => "waiting",
-            RecordKind::StillWaiting => "still-waiting",
-            RecordKind::LivenessFailed => "liveness-failed",
-            RecordKind::Stopping => "stopping",
-            RecordKind::Killing => "killing",
-            RecordKind::Stopped => "stopped",
-            RecordKind::Failed => "failed",
-            RecordKind::ShutdownRequested => "shutdown-requested",
-            RecordKind::Escalated => "escalated",
-            RecordKind::SignalIgnored => "signal-ignored",
-            RecordKind::Deadline => "deadline",
-            RecordKind::Abandoned => "abandoned",
-            RecordKind::OrphanKilled => "orphan-killed",
-            RecordKind::Remounted => "remounted",
-            RecordKind::RemountLate => "remount-late",
-            RecordKind::Servable => "servable",
-            RecordKind::WorkersLost => "workers-lost",
-            RecordKind::WorkersBack => "workers-back",
-            RecordKind::Finished => "finished",
-        }
-    }
-}
+/// What a [`Record`] reports: the events file's names.
+pub use crate::runfiles::EventKind as RecordKind;
 
 /// One machine-readable event about a unit (or about mcsup itself: `unit == "mcsup"`).
 #[derive(Debug, Clone, PartialEq)]
@@ -261,15 +194,16 @@ pub enum Phase {
     Done,
 }
 
-impl Phase {
+impl From<Phase> for crate::runfiles::NodePhase {
     /// The name written to the status file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Idle => "idle",
-            Phase::Starting => "starting",
-            Phase::Running => "running",
-            Phase::Stopping => "stopping",
-            Phase::Done => "stopped",
+    fn from(p: Phase) -> Self {
+        use crate::runfiles::NodePhase;
+        match p {
+            Phase::Idle => NodePhase::Idle,
+            Phase::Starting => NodePhase::Starting,
+            Phase::Running => NodePhase::Running,
+            Phase::Stopping => NodePhase::Stopping,
+            Phase::Done => NodePhase::Stopped,
         }
     }
 }
@@ -314,8 +248,8 @@ pub struct UnitStatus {
     pub kind: Option<ProcessKind>,
     /// Whether its failure tears the node down.
     pub critical: bool,
-    /// State name (see [`crate::supervisor::StatusProcess::state`]).
-    pub state: &'static str,
+    /// Its state, as the status file names it.
+    pub state: crate::runfiles::UnitState,
     /// Current process (group leader) while one exists.
     pub pid: Option<Pid>,
     /// Restarts so far.

@@ -780,7 +780,7 @@ impl Runtime {
         let status = StatusFile {
             node: self.plan.node.name.clone(),
             mcsup_pid: std::process::id(),
-            phase: self.machine.phase().as_str().to_string(),
+            phase: self.machine.phase().into(),
             started_ts_ms: self.clock.wall_ms(self.clock.start()),
             updated_ts_ms: self.clock.wall_ms(now),
             reason: self.machine.reason().map(|r| r.to_string()),

@@ -173,7 +173,7 @@ impl H {
         }
         all
     }
-    pub(super) fn state(&self, i: usize) -> &'static str {
+    pub(super) fn state(&self, i: usize) -> UnitState {
         self.m.procs[i].state.name()
     }
     /// Leader exit + group empty.

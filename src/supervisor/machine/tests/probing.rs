@@ -57,7 +57,7 @@ fn readiness_probes_start_at_once_ramp_up_retry_fast_then_back_off_to_max_interv
         detail: String::new(),
     });
     assert!(has(&a, "m", RecordKind::Ready));
-    assert_eq!(h.state(0), "ready");
+    assert_eq!(h.state(0), UnitState::Ready);
     // The status no longer shows the last refusal once the process is ready.
     assert_eq!(h.m.snapshot()[0].detail, None);
 }
@@ -106,7 +106,7 @@ fn stale_probe_results_and_exits_are_ignored() {
             status: ExitStatus::Code(1)
         })
         .is_empty());
-    assert_eq!(h.state(0), "starting");
+    assert_eq!(h.state(0), UnitState::Starting);
 }
 
 #[test]
@@ -125,7 +125,7 @@ fn readiness_timeout_stops_the_process_and_fails_with_code_5() {
         signals(&a),
         [(100, Signal::SIGTERM), (100, Signal::SIGCONT)]
     );
-    assert_eq!(h.state(0), "stopping");
+    assert_eq!(h.state(0), UnitState::Stopping);
     let a = h.gone(100, ExitStatus::Signal(15));
     assert!(has(&a, "m", RecordKind::Failed));
     assert!(has(&a, "mcsup", RecordKind::Finished));
@@ -174,7 +174,7 @@ fn log_line_match_makes_ready_only_for_the_current_generation() {
         generation: 7,
         probe: 0,
     });
-    assert_eq!(h.state(0), "starting");
+    assert_eq!(h.state(0), UnitState::Starting);
     let a = h.ev(Event::LogMatched {
         proc: 0,
         generation: 1,
@@ -269,7 +269,7 @@ fn liveness_restart_stop_turns_into_teardown_when_shutdown_arrives() {
         ok: false,
         detail: "refused".into(),
     });
-    assert_eq!(h.state(0), "stopping");
+    assert_eq!(h.state(0), UnitState::Stopping);
     h.ev(Event::Signal(Signal::SIGTERM));
     let a = h.gone(100, ExitStatus::Signal(15));
     assert!(spawns(&a).is_empty());

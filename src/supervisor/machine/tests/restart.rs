@@ -19,7 +19,7 @@ fn crash_restarts_with_exponential_backoff_up_to_the_cap() {
             status: ExitStatus::Code(1),
         });
         assert!(has(&a, "s", RecordKind::Restarting));
-        assert_eq!(h.state(0), "backing-off");
+        assert_eq!(h.state(0), UnitState::BackingOff);
         assert_eq!(h.m.next_deadline(), Some(h.t0 + d(t + expect)));
         assert!(spawns(&h.at(t + expect - 1)).is_empty());
         let a = h.at(t + expect);
@@ -136,7 +136,7 @@ fn restart_storm_is_bounded_by_the_window() {
             pid,
             status: ExitStatus::Signal(11),
         });
-        if h.state(0) == "failed" {
+        if h.state(0) == UnitState::Failed {
             break;
         }
         let a = h.at(step * 100);
@@ -147,7 +147,7 @@ fn restart_storm_is_bounded_by_the_window() {
         spawned += 1;
         h.ev(Event::Spawned { proc: 0, pid });
     }
-    assert_eq!(h.state(0), "failed");
+    assert_eq!(h.state(0), UnitState::Failed);
     assert_eq!(spawned, 6, "first start + 5 restarts");
     // The only worker failed: the node finishes, reporting the failure.
     assert_eq!(h.m.phase(), Phase::Done);
@@ -176,7 +176,7 @@ fn restarts_outside_the_window_do_not_count() {
         pid: 101,
         status: ExitStatus::Code(1),
     });
-    assert_eq!(h.state(0), "backing-off");
+    assert_eq!(h.state(0), UnitState::BackingOff);
 }
 
 #[test]
@@ -239,12 +239,12 @@ fn a_sigterm_death_nobody_followed_up_is_judged_after_the_settle_time() {
     h.start_all();
     let a = h.gone(100, ExitStatus::Signal(libc::SIGTERM));
     assert!(a.is_empty(), "{a:?}");
-    assert_eq!(h.state(0), "ready", "not judged yet");
+    assert_eq!(h.state(0), UnitState::Ready, "not judged yet");
     let settle = SIGNAL_DEATH_SETTLE.as_millis() as u64;
     assert!(records(&h.at(settle - 1)).is_empty());
     let a = h.at(settle);
     assert!(has(&a, "s", RecordKind::Restarting), "{a:?}");
-    assert_eq!(h.state(0), "backing-off");
+    assert_eq!(h.state(0), UnitState::BackingOff);
     // A SIGKILL death (not a stop signal) is judged at once.
     let mut h = H::new(plan(vec![restarting(
         proc("s", ProcessKind::Store),

@@ -92,12 +92,12 @@ fn dependents_keep_waiting_while_a_dependency_restarts() {
         pid: 100,
         status: ExitStatus::Code(1),
     });
-    assert_eq!(h.state(1), "waiting");
+    assert_eq!(h.state(1), UnitState::Waiting);
     let a = h.at(100);
     assert_eq!(spawns(&a), [0]);
     let a = h.ev(Event::Spawned { proc: 0, pid: 110 });
     let attempt = probes(&a)[0];
-    assert_eq!(h.state(1), "waiting");
+    assert_eq!(h.state(1), UnitState::Waiting);
     let a = h.ev(Event::ProbeDone {
         attempt,
         ok: true,
@@ -125,7 +125,7 @@ fn restarting_process_rechecks_its_own_dependencies() {
     });
     let a = h.at(100);
     assert!(spawns(&a).is_empty(), "the master is still backing off");
-    assert_eq!(h.state(1), "waiting");
+    assert_eq!(h.state(1), UnitState::Waiting);
     let a = h.at(1000);
     assert_eq!(spawns(&a), [0]);
     let a = h.ev(Event::Spawned { proc: 0, pid: 200 });
@@ -247,7 +247,7 @@ fn snapshot_reports_states_and_versions_move() {
     let s = h.m.snapshot();
     assert_eq!(
         s.iter().map(|u| u.state).collect::<Vec<_>>(),
-        ["ready", "ready", "ready"]
+        [UnitState::Ready; 3]
     );
     assert_eq!(s[0].pid, Some(100));
     let v = h.m.version();

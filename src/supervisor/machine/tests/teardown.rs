@@ -18,7 +18,7 @@ fn teardown_goes_in_tiers_and_waits_for_empty_groups() {
         status: ExitStatus::Signal(15),
     });
     assert!(signals(&a).is_empty(), "{a:?}");
-    assert_eq!(h.state(2), "stopping");
+    assert_eq!(h.state(2), UnitState::Stopping);
     // The grace expires: SIGKILL to the whole group.
     let a = h.at(1000);
     assert_eq!(signals(&a), [(102, Signal::SIGKILL)]);
@@ -146,7 +146,7 @@ fn process_spawned_after_teardown_began_is_stopped_at_once() {
     let mut h = H::new(chain());
     h.ev(Event::Start);
     h.ev(Event::Signal(Signal::SIGTERM));
-    assert_eq!(h.state(0), "spawning");
+    assert_eq!(h.state(0), UnitState::Spawning);
     let a = h.ev(Event::Spawned { proc: 0, pid: 100 });
     assert_eq!(
         signals(&a),
