@@ -562,4 +562,4 @@ impl Machine {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

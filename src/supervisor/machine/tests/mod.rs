@@ -12,7 +12,7 @@ pub(super) fn d(ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
-pub(super) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
+pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
     ProcessSpec {
         name: name.into(),
         kind,
