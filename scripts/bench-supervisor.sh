@@ -20,7 +20,11 @@ if ! command -v supervisord >/dev/null 2>&1; then
   apt_install supervisor >&2 || echo "could not install supervisord: its columns are skipped" >&2
 fi
 
-(cd "$REPO_ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --bin mcsup --bin mcsup-testchild --bin mcsup-floor)
+# mcsup as users get it; the two helpers need the test-support feature (they are not product
+# binaries), built after it so that mcsup itself is measured without that feature.
+(cd "$REPO_ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --bin mcsup \
+  && CARGO_TARGET_DIR="$TARGET" cargo build --release --quiet --features test-support \
+       --bin mcsup-testchild --bin mcsup-floor)
 
 # Working directories on a tmpfs: the figures measure the supervisor, not the state of the disk's
 # file system (see the bench's docstring). BENCH_TMPDIR=/some/dir measures there instead.
