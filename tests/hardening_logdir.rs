@@ -206,6 +206,17 @@ fn deleted_log_dir_is_recreated_on_restart_and_healthy_workers_keep_running() {
             .filter(|s| s.contains("flaky up"))
     });
     wait_for("a status file again", T, || m.status());
+    // Said in the new events file, and the lock taken again in the new directory.
+    let ev = m.wait_event("mcsup", "log-dir-recreated", T);
+    assert!(
+        ev.raw["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("recreated"),
+        "{:?}",
+        ev.raw
+    );
+    assert!(dir.join("n1.lock").is_file(), "the lock file again");
     assert!(
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(healthy_pid), None).is_ok(),
         "the healthy worker was torn down"

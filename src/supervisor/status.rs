@@ -18,13 +18,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::logs::{self, OpenMode, RunDir};
+use super::logs::{self, OpenMode};
 use super::machine::{ExitStatus, Record, UnitStatus};
 use super::SupervisorError;
 use crate::plan::ProcessKind;
 use crate::runfiles::{
-    events_path, read_events, status_path, EventKind, EventRecord, StatusExit, StatusFile,
-    StatusProcess, StatusRead, UnitKind,
+    events_path, read_events, status_path, EventRecord, StatusExit, StatusFile, StatusProcess,
+    StatusRead, UnitKind,
 };
 
 /// The largest status file `mcsup status` reads (one written by mcsup is a few KiB).
@@ -100,32 +100,9 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
     }
 }
 
-/// Replace the status file atomically: write a temp file (0600) and rename it over. The output
-/// each process lost (from the run that owns the directory) is filled in, and the log directory
-/// recreated if it was deleted.
+/// Replace the status file atomically: write a temp file (0600) and rename it over, recreating
+/// the log directory if it was deleted.
 pub fn write_status(path: &Path, status: &StatusFile) -> Result<(), SupervisorError> {
-    let run = path
-        .parent()
-        .and_then(|dir| logs::run_for(dir, &status.node));
-    match run {
-        Some(run) => {
-            let mut status = status.clone();
-            fill_losses(&run, &mut status);
-            let r = write_status_file(path, &status);
-            *run.last_status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
-            r
-        }
-        None => write_status_file(path, status),
-    }
-}
-
-fn fill_losses(run: &RunDir, status: &mut StatusFile) {
-    for u in &mut status.units {
-        u.output_lost = run.loss(&u.name);
-    }
-}
-
-fn write_status_file(path: &Path, status: &StatusFile) -> Result<(), SupervisorError> {
     let mut json =
         serde_json::to_vec_pretty(status).map_err(|e| SupervisorError::Setup(e.to_string()))?;
     json.push(b'\n');
@@ -133,24 +110,6 @@ fn write_status_file(path: &Path, status: &StatusFile) -> Result<(), SupervisorE
         logs::ensure_dir(dir).map_err(|e| SupervisorError::io(dir, e))?;
     }
     write_private_atomic(path, &json)
-}
-
-/// Rewrite the run's last status with the output lost so far (a loss is news even when no unit
-/// changed state).
-pub(super) fn refresh_status(run: &RunDir) {
-    let last = run
-        .last_status
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    let Some(mut status) = last else { return };
-    fill_losses(run, &mut status);
-    status.updated_ts_ms = run.clock.wall_ms(Instant::now());
-    let path = status_path(&run.dir, &run.node);
-    match write_status_file(&path, &status) {
-        Ok(()) => *run.last_status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status),
-        Err(e) => tracing::warn!(error = %e, "cannot write the status file"),
-    }
 }
 
 /// Write `contents` to `path` readable only by this user (0600), atomically: a reader sees the
@@ -190,33 +149,6 @@ fn open_events(path: &Path) -> std::io::Result<File> {
         logs::ensure_dir(dir)?;
     }
     logs::open_private(path, OpenMode::Append)
-}
-
-/// Append one event that does not come from the machine (output lost, directory recreated) to
-/// the run's events file.
-pub(super) fn append_event(run: &RunDir, process: &str, event: EventKind, detail: &str) {
-    let now = Instant::now();
-    let line = EventRecord {
-        ts_ms: run.clock.wall_ms(now),
-        t_ms: (run.clock.since_start_ms(now) * 1000.0).round() / 1000.0,
-        node: run.node.clone(),
-        process: process.to_string(),
-        event,
-        pid: None,
-        exit_code: None,
-        signal: None,
-        detail: Some(detail.to_string()),
-    };
-    let path = events_path(&run.dir, &run.node);
-    let written = serde_json::to_vec(&line)
-        .map_err(std::io::Error::other)
-        .and_then(|mut v| {
-            v.push(b'\n');
-            open_events(&path)?.write_all(&v)
-        });
-    if let Err(e) = written {
-        tracing::warn!(path = %path.display(), error = %e, event = event.as_str(), "cannot append to the events file");
-    }
 }
 
 impl EventsWriter {

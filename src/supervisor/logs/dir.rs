@@ -1,6 +1,5 @@
 //! The log directory's safety: file names, private files opened without following links or
-//! blocking on FIFOs, rotation, the per-node lock, and the run registry that losses and events
-//! are recorded in (see the module doc of [`super`]).
+//! blocking on FIFOs, rotation, and the per-node lock (see the module doc of [`super`]).
 
 use std::collections::BTreeMap;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -9,15 +8,11 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOp
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::runfiles::EventKind;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::plan::Plan;
 
-use crate::runfiles::{OutputLost, StatusFile};
-use crate::supervisor::status::{self, Clock};
 use crate::supervisor::SupervisorError;
 
 /// Rotated logs kept per process (`.1` .. `.N`).
@@ -228,86 +223,6 @@ pub fn rotate(path: &Path, keep: u32) -> io::Result<()> {
     std::fs::rename(path, numbered(1))
 }
 
-/// The log directory of one run: its lock, the output each process lost, the last status written
-/// (so a loss can be reported at once). Shared by the readers and the status writer of the run.
-pub(in crate::supervisor) struct RunDir {
-    pub(in crate::supervisor) dir: PathBuf,
-    pub(in crate::supervisor) node: String,
-    pub(in crate::supervisor) clock: Clock,
-    lock: Mutex<Option<File>>,
-    losses: Mutex<BTreeMap<String, OutputLost>>,
-    pub(in crate::supervisor) last_status: Mutex<Option<StatusFile>>,
-}
-
-/// The runs of this process (one, unless a library user runs several at once). A registry and not
-/// a parameter so that the readers and the status writer reach their run's directory state from
-/// the paths they already have.
-static RUNS: Mutex<Vec<Arc<RunDir>>> = Mutex::new(Vec::new());
-
-fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The run that owns `<dir>` for `node`.
-pub(in crate::supervisor) fn run_for(dir: &Path, node: &str) -> Option<Arc<RunDir>> {
-    locked(&RUNS)
-        .iter()
-        .find(|r| r.dir == dir && r.node == node)
-        .cloned()
-}
-
-/// The run and process a `<dir>/<node>.<process>.log` path belongs to.
-pub(super) fn run_for_log(path: &Path) -> Option<(Arc<RunDir>, String)> {
-    let dir = path.parent()?;
-    let file = path.file_name()?.to_str()?;
-    let runs = locked(&RUNS);
-    runs.iter()
-        .filter(|r| r.dir == dir)
-        .filter_map(|r| {
-            let process = file
-                .strip_prefix(r.node.as_str())?
-                .strip_prefix('.')?
-                .strip_suffix(".log")?;
-            Some((r.node.len(), r.clone(), process.to_string()))
-        })
-        .max_by_key(|(len, _, _)| *len)
-        .map(|(_, r, p)| (r, p))
-}
-
-impl RunDir {
-    /// Count `bytes` (`lines` lines) a process could not write to its log file.
-    pub(super) fn add_loss(&self, process: &str, bytes: u64, lines: u64, error: &str) {
-        let mut l = locked(&self.losses);
-        let e = l.entry(process.to_string()).or_default();
-        e.bytes += bytes;
-        e.lines += lines;
-        e.error = error.to_string();
-    }
-
-    /// What `process` has lost so far, if anything.
-    pub(in crate::supervisor) fn loss(&self, process: &str) -> Option<OutputLost> {
-        locked(&self.losses).get(process).cloned()
-    }
-
-    /// Take the lock again after the directory was recreated (the old lock file went with it).
-    fn relock(&self) {
-        let mut held = locked(&self.lock);
-        match take_lock(&self.dir, &self.node) {
-            Ok(f) => *held = Some(f),
-            Err(LockError::Held(pid)) => tracing::warn!(
-                lock = %lock_path(&self.dir, &self.node).display(),
-                holder = %pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()),
-                "another mcsup took the log directory's lock while it was gone: both now write here"
-            ),
-            Err(LockError::Io(e)) => tracing::warn!(
-                lock = %lock_path(&self.dir, &self.node).display(),
-                error = %e,
-                "cannot take the log directory's lock again"
-            ),
-        }
-    }
-}
-
 enum LockError {
     /// Another open file holds it; the pid it wrote, if it could be read.
     Held(Option<u32>),
@@ -347,48 +262,66 @@ fn take_lock(dir: &Path, node: &str) -> Result<File, LockError> {
     Ok(f)
 }
 
-/// Create `dir` (0700, with any missing parents) if it does not exist; when it is the directory of
-/// a run that went missing, say so and take the run's lock again.
+/// Create `dir` (0700, with any missing parents) if it does not exist. The run that owns it
+/// notices a recreated directory itself ([`LogDirLock::recreated`]).
 pub(in crate::supervisor) fn ensure_dir(dir: &Path) -> io::Result<()> {
     match std::fs::metadata(dir) {
-        Ok(_) => return Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)
+        }
+        Err(e) => Err(e),
     }
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let runs: Vec<Arc<RunDir>> = locked(&RUNS)
-        .iter()
-        .filter(|r| r.dir == dir)
-        .cloned()
-        .collect();
-    for run in runs {
-        tracing::warn!(dir = %dir.display(), "the log directory was removed while mcsup ran: recreated it (mode 0700)");
-        run.relock();
-        status::append_event(
-            &run,
-            "mcsup",
-            EventKind::LogDirRecreated,
-            &format!(
-                "{} was removed while mcsup ran; recreated (mode 0700)",
-                dir.display()
-            ),
-        );
-    }
-    Ok(())
 }
 
-/// Holds the log directory for one run (see the module doc); dropping it releases the lock.
+/// Holds the log directory for one run (see the module doc); dropping it releases the lock. The
+/// runtime owns it: nothing else knows which run a directory belongs to.
 #[must_use = "the log directory is locked only while this is held"]
 pub struct LogDirLock {
-    run: Arc<RunDir>,
+    dir: PathBuf,
+    node: String,
+    /// The directory's (device, inode) when it was claimed or last recreated.
+    id: (u64, u64),
+    /// Held open for the run: closing it releases the flock. The file stays when the run ends
+    /// (removing it would let a waiting opener lock a name nobody else sees).
+    lock: Option<File>,
 }
 
-impl Drop for LogDirLock {
-    fn drop(&mut self) {
-        locked(&RUNS).retain(|r| !Arc::ptr_eq(r, &self.run));
-        // Closing the descriptor releases the flock; the file stays (removing it would let a
-        // waiting opener lock a name nobody else sees).
-        locked(&self.run.lock).take();
+impl LogDirLock {
+    /// Whether the directory was removed and created again since it was claimed (or since the last
+    /// call that said so): then the lock is taken again on the new directory's lock file.
+    pub(in crate::supervisor) fn recreated(&mut self) -> bool {
+        let Ok(now) = std::fs::metadata(&self.dir).map(|m| (m.dev(), m.ino())) else {
+            return false; // gone now: the next file opened there recreates it
+        };
+        if self.id == now {
+            return false;
+        }
+        self.id = now;
+        self.relock();
+        true
+    }
+
+    /// The directory this lock is for.
+    pub(in crate::supervisor) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Take the lock again after the directory was recreated (the old lock file went with it).
+    fn relock(&mut self) {
+        match take_lock(&self.dir, &self.node) {
+            Ok(f) => self.lock = Some(f),
+            Err(LockError::Held(pid)) => tracing::warn!(
+                lock = %lock_path(&self.dir, &self.node).display(),
+                holder = %pid.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into()),
+                "another mcsup took the log directory's lock while it was gone: both now write here"
+            ),
+            Err(LockError::Io(e)) => tracing::warn!(
+                lock = %lock_path(&self.dir, &self.node).display(),
+                error = %e,
+                "cannot take the log directory's lock again"
+            ),
+        }
     }
 }
 
@@ -476,16 +409,12 @@ pub fn claim_log_dir(plan: &Plan) -> Result<LogDirLock, SupervisorError> {
             return Err(SupervisorError::io(&path, not_regular(ft)));
         }
     }
-    let run = Arc::new(RunDir {
+    Ok(LogDirLock {
         dir: dir.clone(),
         node: node.clone(),
-        clock: Clock::new(),
-        lock: Mutex::new(Some(lock)),
-        losses: Mutex::new(BTreeMap::new()),
-        last_status: Mutex::new(None),
-    });
-    locked(&RUNS).push(run.clone());
-    Ok(LogDirLock { run })
+        id: (meta.dev(), meta.ino()),
+        lock: Some(lock),
+    })
 }
 
 #[cfg(test)]

@@ -4,12 +4,8 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use crate::runfiles::EventKind;
-use crate::supervisor::status;
-
-use super::dir::{ensure_dir, open_private, rotate, run_for_log, OpenMode, RunDir, KEEP_ROTATED};
+use super::dir::{ensure_dir, open_private, rotate, OpenMode, KEEP_ROTATED};
 
 /// Output not written to the log file (a write error: disk full, file too large).
 #[derive(Debug, Clone, Copy, Default)]
@@ -18,12 +14,40 @@ struct Lost {
     lines: u64,
 }
 
+/// Output a log file could not take, as it reports it to the runtime (which alone writes the
+/// events and status files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLoss {
+    pub process: String,
+    pub path: PathBuf,
+    /// Bytes and lines lost by this write; at the end of the output, by the whole run of the
+    /// process.
+    pub bytes: u64,
+    pub lines: u64,
+    pub error: String,
+    pub when: LossWhen,
+}
+
+/// Which report a [`LogLoss`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossWhen {
+    /// The first write this run of the process lost.
+    First,
+    /// A later one.
+    Again,
+    /// The end of the output: `bytes` and `lines` are the totals (already reported one by one).
+    End,
+}
+
+/// Where a log file sends its [`LogLoss`] reports.
+pub type LossReport = Box<dyn Fn(LogLoss) + Send>;
+
 /// A process's open log file: writes what it can and counts (and reports) what it cannot.
 pub struct LogFile {
     file: File,
     path: PathBuf,
     process: String,
-    run: Option<Arc<RunDir>>,
+    report: Option<LossReport>,
     /// Lost since the last successful write: marked in the file once writes work again.
     gap: Lost,
     /// Lost by this run of the process in total.
@@ -33,8 +57,9 @@ pub struct LogFile {
     at_line_start: bool,
 }
 
-/// Open (after rotating) a process's log file, recreating the log directory if it is gone.
-pub fn open_log(path: &Path) -> io::Result<LogFile> {
+/// Open (after rotating) `process`'s log file, recreating the log directory if it is gone; what
+/// cannot be written is reported to `report`.
+pub fn open_log(path: &Path, process: &str, report: Option<LossReport>) -> io::Result<LogFile> {
     // Most spawns find no log of an earlier run: the file is created at once, one system call.
     // Only when something is there is it rotated first (and refused if it is not a regular
     // file), and only when the directory is gone is that recreated.
@@ -49,20 +74,11 @@ pub fn open_log(path: &Path) -> io::Result<LogFile> {
         }
         Err(e) => return Err(e),
     };
-    let (run, process) = match run_for_log(path) {
-        Some((r, p)) => (Some(r), p),
-        None => (
-            None,
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        ),
-    };
     Ok(LogFile {
         file,
         path: path.to_path_buf(),
-        process,
-        run,
+        process: process.to_string(),
+        report,
         gap: Lost::default(),
         lost: Lost::default(),
         error: None,
@@ -131,8 +147,6 @@ impl LogFile {
         let error = e.to_string();
         let first = self.error.is_none();
         self.error = Some(error.clone());
-        let Some(run) = self.run.clone() else { return };
-        run.add_loss(&self.process, bytes, lines, &error);
         if first {
             tracing::warn!(
                 process = %self.process,
@@ -140,16 +154,25 @@ impl LogFile {
                 error = %error,
                 "output lost: cannot write the log file; what is lost is counted (status file, events)"
             );
-            status::append_event(
-                &run,
-                &self.process,
-                EventKind::OutputLost,
-                &format!(
-                    "log file {}: {error}: output is being lost (the status file counts it)",
-                    self.path.display()
-                ),
-            );
-            status::refresh_status(&run);
+        }
+        let when = if first {
+            LossWhen::First
+        } else {
+            LossWhen::Again
+        };
+        self.send(bytes, lines, error, when);
+    }
+
+    fn send(&self, bytes: u64, lines: u64, error: String, when: LossWhen) {
+        if let Some(report) = &self.report {
+            report(LogLoss {
+                process: self.process.clone(),
+                path: self.path.clone(),
+                bytes,
+                lines,
+                error,
+                when,
+            });
         }
     }
 }
@@ -168,20 +191,7 @@ impl Drop for LogFile {
             error = %error,
             "output lost: not written to the log file"
         );
-        if let Some(run) = &self.run {
-            status::append_event(
-                run,
-                &self.process,
-                EventKind::OutputLost,
-                &format!(
-                    "{} bytes ({} lines) of output not written to {}: {error}",
-                    self.lost.bytes,
-                    self.lost.lines,
-                    self.path.display()
-                ),
-            );
-            status::refresh_status(run);
-        }
+        self.send(self.lost.bytes, self.lost.lines, error, LossWhen::End);
     }
 }
 
@@ -200,14 +210,14 @@ mod tests {
         std::fs::create_dir(&logs).unwrap();
         let path = logs.join("n1.w.log");
         // New: created 0600, empty.
-        let mut lf = open_log(&path).unwrap();
+        let mut lf = open_log(&path, "p", None).unwrap();
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
         lf.write_lines(b"first run\n");
         // There: the previous log becomes .1.
-        let mut lf = open_log(&path).unwrap();
+        let mut lf = open_log(&path, "p", None).unwrap();
         lf.write_lines(b"second run\n");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "second run\n");
         let rotated = logs.join("n1.w.log.1");
@@ -216,16 +226,18 @@ mod tests {
         let victim = dir.path().join("victim");
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(&victim, &path).unwrap();
-        let e = open_log(&path).err().expect("a symlink is refused");
+        let e = open_log(&path, "p", None)
+            .err()
+            .expect("a symlink is refused");
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert!(!victim.exists());
         std::fs::remove_file(&path).unwrap();
         nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let e = open_log(&path).err().expect("a FIFO is refused");
+        let e = open_log(&path, "p", None).err().expect("a FIFO is refused");
         assert!(e.to_string().contains("FIFO"), "{e}");
         // The directory removed: recreated (0700) and the file created in it.
         std::fs::remove_dir_all(&logs).unwrap();
-        open_log(&path).unwrap();
+        open_log(&path, "p", None).unwrap();
         assert_eq!(
             std::fs::metadata(&logs).unwrap().permissions().mode() & 0o777,
             0o700
@@ -239,11 +251,13 @@ mod tests {
         let path = dir.path().join("n1.p.log");
         // /dev/full fails every write with ENOSPC.
         let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
         let mut lf = LogFile {
             file: full,
             path: path.clone(),
             process: "p".into(),
-            run: None,
+            report: Some(Box::new(move |l| tx.lock().unwrap().send(l).unwrap())),
             gap: Lost::default(),
             lost: Lost::default(),
             error: None,
@@ -260,6 +274,18 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "[mcsup: 14 bytes (3 lines) of output lost here: No space left on device (os error 28)]\nfour\nfive\n"
+        );
+        // Reported to the runtime: each loss as it happens, then the total at the end.
+        drop(lf);
+        let reports: Vec<(u64, u64, LossWhen)> =
+            rx.try_iter().map(|l| (l.bytes, l.lines, l.when)).collect();
+        assert_eq!(
+            reports,
+            [
+                (8, 2, LossWhen::First),
+                (6, 1, LossWhen::Again),
+                (14, 3, LossWhen::End)
+            ]
         );
     }
 }

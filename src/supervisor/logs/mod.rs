@@ -30,7 +30,9 @@
 //! Layout: this file holds the reader task ([`pump`]); [`lines`] splits a stream into bounded
 //! lines, [`file`] is a process's log file and its loss accounting, [`console`] the console
 //! writer thread and its bounded queue, and [`dir`] the log directory (names, private files,
-//! rotation, the per-node lock, the run registry).
+//! rotation, the per-node lock). Only the runtime loop writes the events and status files: a log
+//! file reports what it lost through a callback ([`LossReport`]), and the runtime notices a
+//! recreated directory ([`LogDirLock::recreated`]).
 
 use std::cell::RefCell;
 use std::io;

@@ -63,7 +63,12 @@ impl Runtime {
                 abort.abort();
             }
         }
-        while rx.try_recv().is_ok() {}
+        // What the readers said last (output they lost) still goes into the files.
+        while let Ok(msg) = rx.try_recv() {
+            if let Msg::LogLoss(loss) = msg {
+                self.on_log_loss(loss);
+            }
+        }
         if signals::backstop_fired() {
             // The backstop killed the groups before the loop heard the second signal.
             self.feed(Event::BackstopKilled);

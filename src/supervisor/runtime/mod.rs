@@ -16,7 +16,7 @@
 //!
 //! This module decides nothing: every policy is in `machine/`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,7 @@ use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter};
 use super::timer::DeadlineTimer;
 use super::{probes, remount, signals, spawn, RunOptions, RunOutcome, SupervisorError};
-use crate::runfiles::{ServableState, ServableStatus, StatusFile};
+use crate::runfiles::{OutputLost, ServableState, ServableStatus, StatusFile};
 
 mod finish;
 
@@ -82,6 +82,8 @@ enum Msg {
     },
     /// A later read of the frontend's health answer.
     Seen(Result<Seen, String>),
+    /// Output a log file could not take.
+    LogLoss(logs::LogLoss),
 }
 
 struct Runtime {
@@ -119,6 +121,10 @@ struct Runtime {
     servable_watch: Option<JoinHandle<()>>,
     /// What the last servable attempt saw (for the `servable` record).
     last_seen: Option<Seen>,
+    /// The log directory, locked for this run.
+    log_dir_lock: logs::LogDirLock,
+    /// Output each process's log file could not take, by process.
+    losses: BTreeMap<String, OutputLost>,
 }
 
 /// Run a plan to completion (see [`super::run_blocking`]).
@@ -148,7 +154,7 @@ pub async fn run_with_signals(
     let log_dir = plan.log_dir.clone();
     let node = plan.node.name.clone();
     // Held until `run` returns: one mcsup per log directory and node (see `logs`).
-    let _log_dir_lock = logs::claim_log_dir(&plan)?;
+    let log_dir_lock = logs::claim_log_dir(&plan)?;
     std::fs::create_dir_all(&log_dir).map_err(|e| SupervisorError::io(&log_dir, e))?;
     for f in &plan.files {
         if let Some(parent) = f.path.parent() {
@@ -201,6 +207,8 @@ pub async fn run_with_signals(
         servable: None,
         servable_watch: None,
         last_seen: None,
+        log_dir_lock,
+        losses: BTreeMap::new(),
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
@@ -344,7 +352,11 @@ impl Runtime {
     fn spawn(&mut self, proc: usize, generation: u64) -> Event {
         let spec = &self.plan.processes[proc];
         let path = logs::log_path(&self.plan.log_dir, &self.plan.node.name, &spec.name);
-        let file = match logs::open_log(&path) {
+        let tx = self.tx.clone();
+        let report: logs::LossReport = Box::new(move |loss| {
+            let _ = tx.send(Msg::LogLoss(loss));
+        });
+        let file = match logs::open_log(&path, &spec.name, Some(report)) {
             Ok(f) => f,
             Err(e) => {
                 return Event::SpawnFailed {
@@ -559,6 +571,41 @@ impl Runtime {
         self.write_status(None);
     }
 
+    /// A log file lost output: count it for the status file; the first loss of a run of the
+    /// process and the total at its end are events, and news for the status file at once.
+    fn on_log_loss(&mut self, loss: logs::LogLoss) {
+        let logs::LogLoss {
+            process,
+            path,
+            bytes,
+            lines,
+            error,
+            when,
+        } = loss;
+        let detail = match when {
+            logs::LossWhen::Again => None,
+            logs::LossWhen::First => Some(format!(
+                "log file {}: {error}: output is being lost (the status file counts it)",
+                path.display()
+            )),
+            logs::LossWhen::End => Some(format!(
+                "{bytes} bytes ({lines} lines) of output not written to {}: {error}",
+                path.display()
+            )),
+        };
+        let counted = self.losses.entry(process.clone()).or_default();
+        if when != logs::LossWhen::End {
+            counted.bytes += bytes;
+            counted.lines += lines;
+        }
+        counted.error = error;
+        if let Some(detail) = detail {
+            self.note(&process, RecordKind::OutputLost, detail);
+            self.status_version = None;
+            self.write_status(None);
+        }
+    }
+
     /// Write a record the runtime (not the machine) decides, and log it.
     fn note(&mut self, unit: &str, kind: RecordKind, detail: String) {
         let r = Record {
@@ -570,7 +617,7 @@ impl Runtime {
         };
         self.events.write(&r, Instant::now(), &self.clock);
         match kind {
-            RecordKind::WorkersLost => {
+            RecordKind::WorkersLost | RecordKind::OutputLost | RecordKind::LogDirRecreated => {
                 tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "{}", kind.as_str())
             }
             _ => {
@@ -682,6 +729,7 @@ impl Runtime {
                 });
             }
             Msg::Seen(read) => self.on_seen(read),
+            Msg::LogLoss(loss) => self.on_log_loss(loss),
             Msg::ExecTimeout { attempt, pid } => {
                 if self.exec_probes.get(&pid) == Some(&attempt) {
                     self.exec_probes.remove(&pid);
@@ -790,12 +838,24 @@ impl Runtime {
                 .machine
                 .snapshot()
                 .iter()
-                .map(|u| status::unit_to_status(u, &self.clock))
+                .map(|u| {
+                    let mut unit = status::unit_to_status(u, &self.clock);
+                    unit.output_lost = self.losses.get(&unit.name).cloned();
+                    unit
+                })
                 .collect(),
             servable: self.servable.clone(),
         };
         if let Err(e) = status::write_status(&self.status_path, &status) {
             tracing::warn!(error = %e, "cannot write the status file");
+        }
+        if self.log_dir_lock.recreated() {
+            let dir = self.log_dir_lock.dir().display().to_string();
+            self.note(
+                "mcsup",
+                RecordKind::LogDirRecreated,
+                format!("{dir} was removed while mcsup ran; recreated (mode 0700)"),
+            );
         }
         // The metrics follow the status; the teardown's duration once it is over.
         let teardown = final_code
