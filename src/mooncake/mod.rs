@@ -6,6 +6,7 @@
 //! and the release or commit it was read at).
 
 pub mod gid;
+pub mod remount;
 pub mod size;
 
 /// srt-slurm's master ports: RPC, HTTP metadata server, metrics/admin.

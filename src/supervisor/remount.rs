@@ -11,14 +11,16 @@
 //! outcome is an event (`remounted` or `remount_late`), never a teardown: stores that are slow to
 //! remount are still supervised by their own readiness and restart policy.
 //!
-//! Pure parts ([`target`], [`judge`]) are separate from the one async poller ([`verify`]).
+//! What the master must show, and how its answers are read, is Mooncake knowledge
+//! (`crate::mooncake::remount`); here are the plan's side ([`target`]), the runtime's memory of
+//! each master ([`MasterWatch`]) and the one async poller ([`verify`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::mooncake::size;
+use crate::mooncake::remount::{self, describe, judge, reported_keys, Look, Target};
 use crate::plan::{Plan, ProbeSpec, ProcessKind};
 
 use super::logs::LineTap;
@@ -28,21 +30,6 @@ use super::logs::LineTap;
 pub const REMOUNT_WITHIN: Duration = Duration::from_secs(30);
 /// Between two looks at the master.
 const POLL: Duration = Duration::from_millis(250);
-
-/// What to look for after a restart of the master at `plan.processes[master]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Where the master's metrics server answers (its readiness host, `--metrics_port`).
-    pub host: String,
-    pub metrics_port: u16,
-    /// `MOONCAKE_LOCAL_HOSTNAME` of each store on this node: the host part of its segment name.
-    pub store_hosts: Vec<String>,
-    /// The segments this node's stores hold, summed.
-    pub expected_bytes: u64,
-    /// The key count the crashed master last reported in its log (see [`reported_keys`]), set by
-    /// the runtime; `None` when it never reported one.
-    pub keys_before: Option<u64>,
-}
 
 /// What the runtime remembers of each master process of the plan (by index), across restarts:
 /// how often it became ready (from the second time on it was restarted, and the remount is
@@ -97,20 +84,7 @@ impl MasterWatch {
 /// has no metrics server to ask (`--enable_metric_reporting=false` or no `--metrics_port`).
 pub fn target(plan: &Plan, master: usize) -> Option<Target> {
     let m = plan.processes.get(master)?;
-    let flag = |name: &str| {
-        m.argv.iter().enumerate().find_map(|(i, a)| {
-            let rest = a.strip_prefix(&format!("--{name}"))?;
-            match rest.strip_prefix('=') {
-                Some(v) => Some(v.to_string()),
-                None if rest.is_empty() => m.argv.get(i + 1).cloned(),
-                None => None,
-            }
-        })
-    };
-    if flag("enable_metric_reporting").is_some_and(|v| v == "false" || v == "0") {
-        return None;
-    }
-    let metrics_port: u16 = flag("metrics_port")?.parse().ok()?;
+    let metrics_port = remount::master_metrics_port(&m.argv)?;
     let host = m
         .readiness
         .iter()
@@ -138,11 +112,7 @@ pub fn target(plan: &Plan, master: usize) -> Option<Target> {
         .collect();
     let expected_bytes = stores
         .iter()
-        .map(|s| {
-            s.env_value("MOONCAKE_GLOBAL_SEGMENT_SIZE")
-                .and_then(|v| size::parse_mooncake_size(v).ok())
-                .unwrap_or(crate::mooncake::DEFAULT_SEGMENT)
-        })
+        .map(|s| remount::store_segment_bytes(s.env_value("MOONCAKE_GLOBAL_SEGMENT_SIZE")))
         .fold(0u64, u64::saturating_add);
     Some(Target {
         host,
@@ -151,105 +121,6 @@ pub fn target(plan: &Plan, master: usize) -> Option<Target> {
         expected_bytes,
         keys_before: None,
     })
-}
-
-/// The key count in one line of the master's own output, if the line is its periodic metrics
-/// report (`--enable_metric_reporting`, every 10 s: `Master Admin Metrics: ... master={Mem
-/// Storage: ... | Keys: 128 (soft-pinned: 0) | ...`; older releases `Master Metrics: ...`).
-pub fn reported_keys(line: &[u8]) -> Option<u64> {
-    const MARK: &[u8] = b"| Keys: ";
-    if !line.starts_with(b"I") || line.len() < MARK.len() {
-        return None;
-    }
-    let at = line.windows(MARK.len()).position(|w| w == MARK)? + MARK.len();
-    let digits = line[at..].iter().take_while(|b| b.is_ascii_digit()).count();
-    std::str::from_utf8(&line[at..at + digits])
-        .ok()?
-        .parse()
-        .ok()
-}
-
-/// What the master said at one look.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Look {
-    /// `/get_all_segments`: one segment name (`host:port`) per line.
-    pub segments: Vec<String>,
-    pub capacity: Option<u64>,
-    pub keys: Option<u64>,
-}
-
-impl Look {
-    /// Parse the two answers.
-    pub fn parse(segments: &str, metrics: &str) -> Look {
-        let metric = |name: &str| {
-            metrics.lines().find_map(|l| {
-                let mut it = l.split_whitespace();
-                (it.next() == Some(name))
-                    .then(|| it.next()?.parse::<f64>().ok())
-                    .flatten()
-                    .map(|v| v as u64)
-            })
-        };
-        Look {
-            segments: segments
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_string)
-                .collect(),
-            capacity: metric("master_total_capacity_bytes"),
-            keys: metric("master_key_count"),
-        }
-    }
-}
-
-/// Are all of this node's stores back? One segment per store whose host matches (a node's
-/// stores share its hostname, so they are counted, not named).
-pub fn judge(t: &Target, look: &Look) -> bool {
-    let mut hosts = t.store_hosts.clone();
-    hosts.sort();
-    hosts.dedup();
-    let enough = hosts.iter().all(|h| {
-        let want = t.store_hosts.iter().filter(|x| *x == h).count();
-        let have = look
-            .segments
-            .iter()
-            .filter(|s| s.rsplit_once(':').map_or(s.as_str(), |(host, _)| host) == h)
-            .count();
-        have >= want
-    });
-    enough && look.capacity.is_some_and(|c| c >= t.expected_bytes)
-}
-
-/// The event detail for `look` after `elapsed`.
-pub fn describe(t: &Target, look: &Look, elapsed: Duration, ok: bool) -> String {
-    let cap = look
-        .capacity
-        .map_or("unknown".to_string(), |c| size::Bytes(c).to_string());
-    let keys = look.keys.map_or("unknown".to_string(), |k| k.to_string());
-    let before = t
-        .keys_before
-        .map_or("no key count reported".to_string(), |k| {
-            format!("{k} key(s) at the master's last report")
-        });
-    if ok {
-        format!(
-            "this node's {} store(s) registered again after {:.1} s ({} segment(s) listed; capacity {cap}, this node's stores hold {}); the cache from before the crash is lost ({before} before the crash, master_key_count {keys} now); workers kept running",
-            t.store_hosts.len(),
-            elapsed.as_secs_f64(),
-            look.segments.len(),
-            size::Bytes(t.expected_bytes)
-        )
-    } else {
-        format!(
-            "after {:.0} s the restarted master lists {} segment(s) ({}) and capacity {cap}, short of this node's {} store(s) holding {}: check the stores' logs (they remount on their next ping of the master); master_key_count {keys}",
-            elapsed.as_secs_f64(),
-            look.segments.len(),
-            look.segments.join(", "),
-            t.store_hosts.len(),
-            size::Bytes(t.expected_bytes)
-        )
-    }
 }
 
 /// Poll the master until [`judge`] is satisfied or `within` passes: `(registered, detail)`.
@@ -278,16 +149,6 @@ pub async fn verify(t: Target, within: Duration) -> (bool, String) {
 mod tests {
     use super::*;
 
-    fn t() -> Target {
-        Target {
-            host: "127.0.0.1".into(),
-            metrics_port: 8702,
-            store_hosts: vec!["10.0.0.2".into()],
-            expected_bytes: 64 << 20,
-            keys_before: None,
-        }
-    }
-
     #[test]
     fn each_master_incarnation_counts_its_own_keys() {
         let mut w = MasterWatch::default();
@@ -315,75 +176,5 @@ mod tests {
         // Another master is counted apart.
         let _other = w.tap(1);
         assert_eq!(w.keys_before.get(&1), None);
-    }
-
-    #[test]
-    fn the_masters_periodic_report_gives_its_key_count() {
-        let report = b"I1201 08:49:38.954806 11198 master_admin_service.cpp:301] Master Admin Metrics: role=leader, state=serving, service_ready=true, master={Mem Storage: 32.00 MB / 512.00 MB (6.2%) | NVMe-oF SSD: 0 B / 0 B | SSD Storage: 0 B / 0 B | Keys: 128 (soft-pinned: 0) | Clients: 1 | Eviction: Success/Attempts=0/0, keys=0, size=0 B}";
-        assert_eq!(reported_keys(report), Some(128));
-        let older = b"I0101 00:00:00.000000 1 master_service.cpp:1] Master Metrics: Mem Storage: 0 B / 64.00 MB | Keys: 0 (soft-pinned: 0) | Clients: 1";
-        assert_eq!(reported_keys(older), Some(0));
-        // A worker printing the words, or a warning line, is not a report.
-        assert_eq!(reported_keys(b"W1201 x] | Keys: 5"), None);
-        assert_eq!(reported_keys(b"I1201 x] keys=12"), None);
-        assert_eq!(reported_keys(b"I1201 x] | Keys: "), None);
-    }
-
-    #[test]
-    fn the_event_says_how_many_keys_were_lost() {
-        let look = Look {
-            segments: vec!["10.0.0.2:1".into()],
-            capacity: Some(64 << 20),
-            keys: Some(0),
-        };
-        let mut t = t();
-        let d = describe(&t, &look, Duration::from_millis(800), true);
-        assert!(
-            d.contains("(no key count reported before the crash, master_key_count 0 now)"),
-            "{d}"
-        );
-        t.keys_before = Some(128);
-        let d = describe(&t, &look, Duration::from_millis(800), true);
-        assert!(
-            d.contains(
-                "(128 key(s) at the master's last report before the crash, master_key_count 0 now)"
-            ),
-            "{d}"
-        );
-    }
-
-    #[test]
-    fn a_look_parses_the_masters_answers() {
-        let l = Look::parse(
-            "10.0.0.2:13075\n10.0.0.3:12555\n",
-            "# HELP x\nmaster_total_capacity_bytes 134217728\nmaster_key_count 0\n",
-        );
-        assert_eq!(l.segments, vec!["10.0.0.2:13075", "10.0.0.3:12555"]);
-        assert_eq!(l.capacity, Some(128 << 20));
-        assert_eq!(l.keys, Some(0));
-    }
-
-    #[test]
-    fn judged_back_only_with_this_nodes_segment_and_the_capacity() {
-        let back = Look {
-            segments: vec!["10.0.0.2:13075".into()],
-            capacity: Some(64 << 20),
-            keys: Some(0),
-        };
-        assert!(judge(&t(), &back));
-        // Another node's store remounted first: not ours.
-        let other = Look {
-            segments: vec!["10.0.0.3:13075".into()],
-            ..back.clone()
-        };
-        assert!(!judge(&t(), &other));
-        // Listed, but the capacity is not there yet.
-        let short = Look {
-            capacity: Some(0),
-            ..back.clone()
-        };
-        assert!(!judge(&t(), &short));
-        assert!(describe(&t(), &short, Duration::from_secs(30), false).contains("short of"));
-        assert!(describe(&t(), &back, Duration::from_millis(1500), true).contains("after 1.5 s"));
     }
 }
