@@ -1,5 +1,7 @@
-//! Teardown: signals from outside, the ordered stop in waves (workers, services, stores,
-//! master), per-process grace, the global deadline, escalation and the final SIGKILL.
+//! Teardown: signals from outside, the ordered stop in waves (`ProcessSpec::teardown_tier`:
+//! what runs after the frontends, the frontends, the workers and what runs with them, the stores
+//! and services started before the workers, the Mooncake masters, then the infrastructure such
+//! as etcd and NATS), per-process grace, the global deadline, escalation and the final SIGKILL.
 
 use std::time::Instant;
 
