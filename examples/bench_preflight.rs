@@ -74,6 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         in_slurm: false,
         inherited_env: Vec::new(),
         scope: mcsup::preflight::Scope::Survey,
+        tool_timeout: mcsup::preflight::TOOL_TIMEOUT,
     };
     let report = mcsup::preflight::run(&plan, &opts);
     println!(

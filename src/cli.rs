@@ -125,6 +125,9 @@ pub struct RunArgs {
     /// Start even if the preflight fails (its report is still logged).
     #[arg(long)]
     pub skip_preflight: bool,
+    /// Seconds an outside tool may take to answer in the preflight (see `preflight --help`).
+    #[arg(long, value_name = "SECS", default_value_t = crate::preflight::TOOL_TIMEOUT.as_secs_f64(), value_parser = tool_timeout)]
+    pub tool_timeout: f64,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -142,6 +145,18 @@ pub struct PreflightArgs {
     /// documents are fine) for cross-node differences that break Mooncake.
     #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["role", "recipe", "sysroot"])]
     pub aggregate: Vec<PathBuf>,
+    /// Seconds an outside tool may take to answer (`mooncake_master --help`, `scontrol show
+    /// config`) before its check says it did not.
+    #[arg(long, value_name = "SECS", default_value_t = crate::preflight::TOOL_TIMEOUT.as_secs_f64(), value_parser = tool_timeout)]
+    pub tool_timeout: f64,
+}
+
+/// `--tool-timeout`: a positive number of seconds, at most an hour.
+fn tool_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 3600.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds in (0, 3600]")),
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -272,6 +287,7 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
 fn preflight_options(
     sysroot: Option<&Path>,
     scope: crate::preflight::Scope,
+    tool_timeout: f64,
 ) -> crate::preflight::Options {
     const SLURM: [&str; 3] = [
         "SLURM_MEM_PER_NODE",
@@ -299,6 +315,7 @@ fn preflight_options(
             })
             .collect(),
         scope,
+        tool_timeout: std::time::Duration::from_secs_f64(tool_timeout),
     }
 }
 
@@ -357,7 +374,11 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
     let plan = load_plan(&args.target)?;
     let report = crate::preflight::run(
         &plan,
-        &preflight_options(args.sysroot.as_deref(), crate::preflight::Scope::Survey),
+        &preflight_options(
+            args.sysroot.as_deref(),
+            crate::preflight::Scope::Survey,
+            args.tool_timeout,
+        ),
     );
     print_report(&report, &args)
 }
@@ -633,7 +654,7 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
         // Only the verdicts: a warning or a failure is all `run` prints or acts on.
         let report = crate::preflight::run(
             &plan,
-            &preflight_options(None, crate::preflight::Scope::Verdicts),
+            &preflight_options(None, crate::preflight::Scope::Verdicts, args.tool_timeout),
         );
         for c in report
             .checks

@@ -432,13 +432,15 @@ fn a_preflight_tool_that_times_out_leaves_no_process() {
     // A master whose `--help` never returns and leaves a grandchild behind (both tagged: they
     // inherit mcsup's environment).
     let bin = fake_master(&env, "sleep 300 &\nsleep 300");
-    let ran = run_within(&env, ms(25_000), preflight_cmd(&env, &bin, &recipe));
+    let mut cmd = preflight_cmd(&env, &bin, &recipe);
+    cmd.args(["--tool-timeout", "0.5"]);
+    let ran = run_within(&env, ms(25_000), cmd);
     let check = master_flags_check(&ran);
     assert!(
         check["message"]
             .as_str()
             .unwrap_or_default()
-            .contains("did not answer"),
+            .contains("did not answer in 0.5 s"),
         "{check}"
     );
     // Nothing of the helper's group is left, grandchild included.

@@ -1009,6 +1009,7 @@ fn runs_lean_preflight_reaches_the_full_preflights_verdicts() {
                             in_slurm: false,
                             inherited_env: Vec::new(),
                             scope,
+                            tool_timeout: preflight::TOOL_TIMEOUT,
                         };
                         let full = preflight::run(plan, &opts(Scope::Survey));
                         let lean = preflight::run(plan, &opts(Scope::Verdicts));

@@ -114,7 +114,26 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
             .spawn()
             .unwrap(),
     );
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Its output, read as it comes: the first report must be in before n2 goes.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let seen = seen.clone();
+        let mut out = watcher.0.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut out, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    wait_for("the watcher's first report", T, || {
+        seen.lock().unwrap().contains("n2: running").then_some(())
+    });
 
     // n2's mcsup is SIGKILLed (its children die with it: PDEATHSIG).
     let n2_pid = n2.pid();
@@ -146,8 +165,8 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
     // itself.
     let watched = wait_for("the watcher to finish", T, || watcher.0.try_wait().unwrap());
     assert_eq!(watched.code(), Some(0), "{watched:?}");
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut watcher.0.stdout.take().unwrap(), &mut text).unwrap();
+    reader.join().unwrap();
+    let text = seen.lock().unwrap().clone();
     let reports: Vec<&str> = text.split("\njob: ").collect();
     assert!(reports.len() >= 2, "{text}");
     assert!(

@@ -28,7 +28,14 @@ fn a_real_run_draws_every_process_the_tiers_in_order_and_the_crash() {
     wait_for("the store restarted", T, || {
         m.pid_of("store").filter(|p| *p != store_pid)
     });
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    wait_for("the restarted store ready", T, || {
+        let readies = m
+            .events()
+            .iter()
+            .filter(|e| e.process == "store" && e.event == "ready")
+            .count();
+        (readies >= 2).then_some(())
+    });
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
 

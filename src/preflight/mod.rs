@@ -55,7 +55,13 @@ pub struct Options {
     pub inherited_env: Vec<(String, String)>,
     /// Every fact, or only those a verdict needs.
     pub scope: Scope,
+    /// How long an outside tool may take to answer (`mooncake_master --help`, `scontrol show
+    /// config`; a Python module probe gets twice as long) before the check says it did not.
+    pub tool_timeout: std::time::Duration,
 }
+
+/// The default of [`Options::tool_timeout`].
+pub const TOOL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the store on this node will hold, from its resolved environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,9 +191,10 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     tools::check_ephemeral_ports(plan, &root, &mut report);
     if opts.live {
         tools::check_ports(plan, &mut report);
-        tools::check_executables(plan, opts.path_var.as_deref(), &mut report);
-        tools::check_master_flags(plan, opts.path_var.as_deref(), &mut report);
-        let kill_wait = slurm::read_kill_wait(opts.in_slurm, opts.path_var.as_deref());
+        let (path, wait) = (opts.path_var.as_deref(), opts.tool_timeout);
+        tools::check_executables(plan, path, wait, &mut report);
+        tools::check_master_flags(plan, path, wait, &mut report);
+        let kill_wait = slurm::read_kill_wait(opts.in_slurm, path, wait);
         slurm::check(plan, &kill_wait, &mut report);
     }
     report

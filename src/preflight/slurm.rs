@@ -41,7 +41,7 @@ pub fn parse_kill_wait(text: &str) -> Option<Duration> {
 }
 
 /// Ask the local Slurm: `scontrol show config`, bounded like every preflight helper.
-pub fn read_kill_wait(in_slurm: bool, path_var: Option<&str>) -> KillWait {
+pub fn read_kill_wait(in_slurm: bool, path_var: Option<&str>, wait: Duration) -> KillWait {
     if !in_slurm {
         return KillWait::NotInSlurm;
     }
@@ -53,8 +53,11 @@ pub fn read_kill_wait(in_slurm: bool, path_var: Option<&str>) -> KillWait {
         "show".into(),
         "config".into(),
     ];
-    match super::tools::run_bounded(&argv, &[], Duration::from_secs(10)) {
-        None => KillWait::Unknown("`scontrol show config` did not answer in 10 s".into()),
+    match super::tools::run_bounded(&argv, &[], wait) {
+        None => KillWait::Unknown(format!(
+            "`scontrol show config` did not answer in {} s",
+            wait.as_secs_f64()
+        )),
         Some(out) if !out.success => KillWait::Unknown(format!(
             "`scontrol show config` failed: {}",
             out.text.lines().next().unwrap_or("").trim()

@@ -389,7 +389,7 @@ const PYTHON_SEARCH_ENV: &[&str] = &[
 
 /// Every process's program exists; `python -m module` modules import (with the process's own
 /// Python search variables, e.g. a recipe's `PYTHONPATH`).
-pub fn check_executables(plan: &Plan, path_var: Option<&str>, report: &mut Report) {
+pub fn check_executables(plan: &Plan, path_var: Option<&str>, wait: Duration, report: &mut Report) {
     let mut seen = BTreeSet::new();
     for p in &plan.processes {
         let Some(prog) = p.argv.first() else { continue };
@@ -424,7 +424,7 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, report: &mut Repor
                     "-c".to_string(),
                     format!("import importlib.util,sys; sys.exit(0 if importlib.util.find_spec({module:?}) else 3)"),
                 ];
-                match run_bounded(&probe, &py_env, Duration::from_secs(20)) {
+                match run_bounded(&probe, &py_env, wait * 2) {
                     Some(HelperOutput { success: true, .. }) => report.push(Check::ok("tools", &label, format!("{} has module {module}", found.display()))),
                     Some(HelperOutput { text: out, .. }) => report.push(Check::fail(
                         "tools",
@@ -471,7 +471,12 @@ pub fn argv_flags(argv: &[String]) -> Vec<String> {
 }
 
 /// The installed master accepts every flag the plan gives it.
-pub fn check_master_flags(plan: &Plan, path_var: Option<&str>, report: &mut Report) {
+pub fn check_master_flags(
+    plan: &Plan,
+    path_var: Option<&str>,
+    wait: Duration,
+    report: &mut Report,
+) {
     let Some(master) = plan
         .processes
         .iter()
@@ -482,22 +487,22 @@ pub fn check_master_flags(plan: &Plan, path_var: Option<&str>, report: &mut Repo
     let Some(prog) = find_program(&master.argv[0], path_var, None) else {
         return;
     };
-    let (help, truncated) = match run_bounded(
-        &[prog.display().to_string(), "--help".into()],
-        &[],
-        Duration::from_secs(10),
-    ) {
-        Some(out) => (out.text, out.truncated),
-        None => {
-            report.push(Check::warn(
-                "tools",
-                "master flags",
-                "`mooncake_master --help` did not answer",
-                "check the installed master",
-            ));
-            return;
-        }
-    };
+    let (help, truncated) =
+        match run_bounded(&[prog.display().to_string(), "--help".into()], &[], wait) {
+            Some(out) => (out.text, out.truncated),
+            None => {
+                report.push(Check::warn(
+                    "tools",
+                    "master flags",
+                    format!(
+                        "`mooncake_master --help` did not answer in {} s",
+                        wait.as_secs_f64()
+                    ),
+                    "check the installed master",
+                ));
+                return;
+            }
+        };
     let known = gflags_names(&help);
     if known.is_empty() {
         report.push(Check::warn(
