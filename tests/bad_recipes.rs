@@ -185,10 +185,19 @@ fn catalogue_of_bad_recipes() {
     assert!(cases.len() >= 25);
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
+    // Every message as printed (the temp directory made `<dir>`): a change of wording shows in
+    // review as a snapshot change.
+    let mut messages = String::new();
     for (i, case) in cases.iter().enumerate() {
         let file = dir.path().join(format!("case{i:02}.yaml"));
         std::fs::write(&file, &case.yaml).unwrap();
         let (code, err) = run_plan(dir.path(), &file, case.roles);
+        messages.push_str(&format!(
+            "## {}\n{}\n",
+            case.name,
+            err.replace(&dir.path().display().to_string(), "<dir>")
+                .trim_end()
+        ));
         let mut problems = Vec::new();
         if code != 2 {
             problems.push(format!("exit code {code}, want 2"));
@@ -218,6 +227,7 @@ fn catalogue_of_bad_recipes() {
         failures.len(),
         failures.join("\n")
     );
+    insta::assert_snapshot!("bad_recipe_messages", messages);
 }
 
 #[test]

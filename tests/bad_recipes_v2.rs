@@ -288,8 +288,10 @@ fn line_of(yaml: &str, marker: &str) -> Option<usize> {
 }
 
 /// Run each case in its own directory; return one report per case that does not hold.
-fn check(cases: &[Case]) -> Vec<String> {
+/// The problems found, and every message as printed (the temp directory made `<dir>`).
+fn check(cases: &[Case]) -> (Vec<String>, String) {
     let mut failures = Vec::new();
+    let mut messages = String::new();
     for case in cases {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("recipe.yaml");
@@ -301,6 +303,12 @@ fn check(cases: &[Case]) -> Vec<String> {
             )
         });
         let (code, err) = run_plan(dir.path(), &file, case.roles, case.node);
+        messages.push_str(&format!(
+            "## {}\n{}\n",
+            case.name,
+            err.replace(&dir.path().display().to_string(), "<dir>")
+                .trim_end()
+        ));
         let mut problems = Vec::new();
         if code != 2 {
             problems.push(format!("exit code {code}, want 2"));
@@ -336,11 +344,11 @@ fn check(cases: &[Case]) -> Vec<String> {
             ));
         }
     }
-    failures
+    (failures, messages)
 }
 
-fn assert_cases(cases: &[Case]) {
-    let failures = check(cases);
+fn assert_cases(cases: &[Case]) -> String {
+    let (failures, messages) = check(cases);
     assert!(
         failures.is_empty(),
         "{} of {} bad-recipe cases failed:\n{}",
@@ -348,6 +356,7 @@ fn assert_cases(cases: &[Case]) {
         cases.len(),
         failures.join("\n")
     );
+    messages
 }
 
 /// The recipes the catalogue breaks are themselves valid, in the setting each case uses.
@@ -396,7 +405,8 @@ fn base_recipes_are_valid() {
 fn catalogue_of_bad_v2_recipes() {
     let cases = cases();
     assert!(cases.len() >= 32, "only {} cases", cases.len());
-    assert_cases(&cases);
+    // A change of wording shows in review as a snapshot change.
+    insta::assert_snapshot!("bad_v2_recipe_messages", assert_cases(&cases));
 }
 
 // ---- mcsup message bugs: each function asserts the message mcsup SHOULD print ----
