@@ -81,7 +81,9 @@ pub enum Cmd {
 // description of every subcommand that flattens these arguments, over the subcommand's own.)
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// Roles on this node: prefill, decode, agg/aggregated, or a comma list (co-located).
+    /// Roles on this node: prefill, decode, agg/aggregated, or a comma list (co-located); `auto`
+    /// (the default in a Slurm job, or with --nodelist): the roles srtctl's layout puts on this
+    /// node, from its place in the job's node list (none on a dedicated infra or frontend node).
     #[arg(long, env = "MCSUP_ROLE", value_name = "ROLE[,ROLE]")]
     pub role: Option<String>,
     /// The srt-slurm style recipe (YAML).
@@ -252,35 +254,54 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
             .to_string(),
         )
     })?;
-    let role_text = t.role.as_deref().ok_or_else(|| {
-        CliError::usage(
-            crate::domain::Diagnostic::new(
-                "--role",
-                "no role given",
-                "pass --role prefill|decode|agg (or set MCSUP_ROLE)",
-            )
-            .to_string(),
-        )
-    })?;
-    let roles = plan::parse_roles(role_text).map_err(|e| CliError::usage(e.to_string()))?;
+    let inputs = node_inputs(t);
+    // In a Slurm job without --role, each node finds its own roles in srtctl's layout.
+    let role_text = match t.role.as_deref() {
+        Some(r) => r,
+        None if inputs.nodelist.is_some() => "auto",
+        None => {
+            return Err(CliError::usage(
+                crate::domain::Diagnostic::new(
+                    "--role",
+                    "no role given",
+                    "pass --role prefill|decode|agg, or --role auto with --nodelist (or set MCSUP_ROLE)",
+                )
+                .to_string(),
+            ))
+        }
+    };
+    let auto = role_text.trim() == "auto";
+    let named = if auto {
+        Vec::new()
+    } else {
+        plan::parse_roles(role_text).map_err(|e| CliError::usage(e.to_string()))?
+    };
     let recipe = recipe::load_file(recipe_path)?;
     let addresses = recipe
         .mcsup
         .as_ref()
         .map(|m| m.node_addresses.clone())
         .unwrap_or_default();
-    let ctx = node::resolve(&node_inputs(t), &addresses, &node::system_resolver)
+    let ctx = node::resolve(&inputs, &addresses, &node::system_resolver)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let plan = plan::plan_with(
+    let in_file = |e: plan::PlanError| {
+        let at = recipe.positions.find(&e.key_path);
+        CliError::usage(e.diagnostic().in_file(recipe_path, at).to_string())
+    };
+    let (roles, roles_from) = if auto {
+        let a = plan::auto_roles(&recipe, &ctx).map_err(in_file)?;
+        (a.roles, Some(a.why))
+    } else {
+        (named, None)
+    };
+    let mut plan = plan::plan_with(
         &recipe,
         &roles,
         &ctx,
         plan::PlanOptions { strict: t.strict },
     )
-    .map_err(|e| {
-        let at = recipe.positions.find(&e.key_path);
-        CliError::usage(e.diagnostic().in_file(recipe_path, at).to_string())
-    })?;
+    .map_err(in_file)?;
+    plan.roles_from = roles_from;
     Ok((recipe, plan))
 }
 

@@ -225,15 +225,7 @@ fn check_with(stem: &str, also: &mut dyn FnMut(&str, usize, &plan::Plan)) -> usi
 
 #[test]
 fn every_node_runs_srtctls_worker_processes() {
-    let mut stems: Vec<String> = std::fs::read_dir(dir())
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.unwrap().path();
-            (p.extension()? == "yaml")
-                .then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
-        })
-        .collect();
-    stems.sort();
+    let stems = stems();
     assert!(stems.len() >= 8, "{stems:?}");
     let mut total = 0;
     for stem in &stems {
@@ -244,6 +236,141 @@ fn every_node_runs_srtctls_worker_processes() {
     // srtctl starts 74 worker processes over the 16 recipes (5 of them mocker workers, 3 under
     // nsys or the torch profiler, 8 with observability's env, 4 with dynamo.wheel's).
     assert_eq!(total, 74);
+}
+
+fn stems() -> Vec<String> {
+    let mut stems: Vec<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            (p.extension()? == "yaml")
+                .then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    stems.sort();
+    stems
+}
+
+/// `--role auto`: on every node of every fixture's job, the roles derived from the layout are the
+/// modes srtctl started there (none on a node where it started no worker), and the plan with
+/// them is the plan with those roles named.
+#[test]
+fn role_auto_derives_the_roles_srtctl_starts_on_each_node() {
+    let mut nodes_checked = 0;
+    let mut empty = 0;
+    for stem in stems() {
+        let yaml = dir().join(format!("{stem}.yaml"));
+        let text = std::fs::read_to_string(dir().join(format!("{stem}.srtctl.txt"))).unwrap();
+        let (n, expected) = parse(&text);
+        let r = recipe::load_file(&yaml).unwrap();
+        let addrs: BTreeMap<String, String> = (0..n)
+            .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
+            .collect();
+        for i in 0..n {
+            let name = format!("node{i}");
+            let want: Vec<Role> = Role::ALL
+                .into_iter()
+                .filter(|r| {
+                    expected
+                        .iter()
+                        .any(|e| e.node == name && role(&e.mode) == *r)
+                })
+                .collect();
+            let inputs = NodeInputs {
+                node: Some(name.clone()),
+                nodelist: Some(format!("node[0-{}]", n - 1)),
+                job_id: Some("1".into()),
+                hostname: "x".into(),
+                cwd: "/job".into(),
+                master: MasterMode::Auto,
+                ..Default::default()
+            };
+            let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+            let auto = plan::auto_roles(&r, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
+            assert_eq!(auto.roles, want, "{stem} {name}: {}", auto.why);
+            assert!(
+                auto.why.contains(&format!("node {} of {n}", i + 1)),
+                "{}",
+                auto.why
+            );
+            if want.is_empty() {
+                empty += 1;
+            } else {
+                let named = plan::plan(&r, &want, &ctx).unwrap();
+                let derived = plan::plan(&r, &auto.roles, &ctx).unwrap();
+                assert_eq!(named, derived, "{stem} {name}");
+            }
+            nodes_checked += 1;
+        }
+    }
+    assert!(nodes_checked >= 30, "{nodes_checked} nodes");
+    eprintln!("{nodes_checked} nodes checked, {empty} without a worker");
+}
+
+/// With `infra.etcd_nats_dedicated_node`, srtctl's `Nodes.from_slurm` gives the workers every node
+/// but the first: `--role auto` finds each node's roles one node further on, and the first node
+/// runs no worker but still plans (etcd and NATS at least).
+#[test]
+fn role_auto_skips_the_dedicated_infra_node() {
+    for stem in stems() {
+        let yaml = std::fs::read_to_string(dir().join(format!("{stem}.yaml"))).unwrap();
+        if yaml.lines().any(|l| l.starts_with("infra:")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(dir().join(format!("{stem}.srtctl.txt"))).unwrap();
+        let (n, expected) = parse(&text);
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("r.yaml");
+        std::fs::write(
+            &path,
+            format!("{yaml}\ninfra:\n  etcd_nats_dedicated_node: true\n"),
+        )
+        .unwrap();
+        let r = recipe::load_file(&path).unwrap();
+        let addrs: BTreeMap<String, String> = (0..=n)
+            .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
+            .collect();
+        for i in 0..=n {
+            let name = format!("node{i}");
+            let want: Vec<Role> = match i.checked_sub(1) {
+                None => Vec::new(),
+                Some(w) => Role::ALL
+                    .into_iter()
+                    .filter(|r| {
+                        expected
+                            .iter()
+                            .any(|e| e.node == format!("node{w}") && role(&e.mode) == *r)
+                    })
+                    .collect(),
+            };
+            let inputs = NodeInputs {
+                node: Some(name.clone()),
+                nodelist: Some(format!("node[0-{n}]")),
+                job_id: Some("1".into()),
+                hostname: "x".into(),
+                cwd: "/job".into(),
+                master: MasterMode::Auto,
+                ..Default::default()
+            };
+            let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+            let auto = plan::auto_roles(&r, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
+            assert_eq!(auto.roles, want, "{stem} {name}: {}", auto.why);
+            let p =
+                plan::plan(&r, &auto.roles, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
+            if i == 0 {
+                assert!(
+                    auto.why.contains("reserved for etcd and NATS"),
+                    "{}",
+                    auto.why
+                );
+                let names: Vec<&str> = p.processes.iter().map(|x| x.name.as_str()).collect();
+                assert!(
+                    !p.processes.iter().any(|x| x.kind == ProcessKind::Worker),
+                    "{stem}: {names:?}"
+                );
+            }
+        }
+    }
 }
 
 /// A profiled job's plan makes srtctl's per-mode output directories (below the log directory)
@@ -670,4 +797,65 @@ fn nginx_accepts_the_planned_configuration() {
         }
     }
     assert_eq!(checked, 7);
+}
+
+/// The command line: without --role, a node of a job (its node list known) derives its roles and
+/// `mcsup plan` says how; a recipe whose workers are listed by hand cannot, and says so.
+#[test]
+fn plan_without_role_in_a_job_derives_it_and_shows_how() {
+    let recipe = dir().join("mocker-1p2d.yaml");
+    let out = std::process::Command::new(common::MCSUP)
+        .env_remove("MCSUP_ROLE")
+        .env_remove("SLURM_JOB_NODELIST")
+        .args([
+            "plan",
+            "--node",
+            "node2",
+            "--nodelist",
+            "node[0-2]",
+            "--recipe",
+        ])
+        .arg(&recipe)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("roles: decode"), "{text}");
+    assert!(
+        text.contains("roles from --role auto: node2 is node 3 of 3 in the job's node list: srtctl's layout puts decode[1] rank 0 here"),
+        "{text}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let by_hand = dir.path().join("r.yaml");
+    std::fs::write(
+        &by_hand,
+        "backend: {type: sglang}\nmcsup:\n  workers:\n    decode:\n      - {name: w, command: [sleep, '1']}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(common::MCSUP)
+        .env_remove("MCSUP_ROLE")
+        .args([
+            "plan",
+            "--role",
+            "auto",
+            "--node",
+            "n1",
+            "--nodelist",
+            "n1",
+            "--recipe",
+        ])
+        .arg(&by_hand)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--role: auto: mcsup.workers.decode lists workers by hand")
+            && err.contains("fix:"),
+        "{err}"
+    );
 }

@@ -3,6 +3,7 @@
 //! `BenchmarkConfig`, `DynamoConfig`, `HealthCheckConfig`, `setup_script`). A value of the wrong
 //! type is an error naming its key, not a silent default. Pure.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::reader::Reader;
@@ -98,15 +99,79 @@ impl JobSettings {
         })
     }
 
-    /// srtctl's `Nodes.from_slurm`: a dedicated infra or frontend node is the first of the
-    /// job's node list.
-    pub fn front_node(&self) -> bool {
-        self.dedicated_infra_node || self.dedicated_frontend_node
-    }
-
-    /// A dedicated benchmark client is the last node, unless it shares the dedicated frontend's.
-    pub fn back_node(&self) -> bool {
-        self.dedicated_client_node && !(self.front_node() && self.client_with_frontend)
+    /// Where srtctl puts the job's parts in a node list of `n` nodes: its `Nodes.from_slurm`
+    /// (`src/srtctl/core/runtime.py` @c88ef731). Dedicated roles (infra, frontend, client) share
+    /// one reserved node when `benchmark.colocate_with_frontend` (the default): the last when the
+    /// client is among them, else the first. Otherwise infra and frontend take the first nodes in
+    /// that order and the client the last. The workers get the rest, in order.
+    pub fn nodes(&self, n: usize) -> Result<JobNodes, PlanError> {
+        let dedicated: Vec<&str> = [
+            ("infra", self.dedicated_infra_node),
+            ("frontend", self.dedicated_frontend_node),
+            ("client", self.dedicated_client_node),
+        ]
+        .into_iter()
+        .filter_map(|(r, on)| on.then_some(r))
+        .collect();
+        if dedicated.is_empty() {
+            return Ok(JobNodes {
+                workers: 0..n,
+                head: 0,
+                infra: 0,
+                bench: 0,
+            });
+        }
+        let reserved_count = if self.client_with_frontend {
+            1
+        } else {
+            dedicated.len()
+        };
+        if n <= reserved_count {
+            return Err(plan_err(
+                "infra",
+                format!(
+                    "dedicated node(s) for {} need at least {} nodes; the job has {n}",
+                    dedicated.join("+"),
+                    reserved_count + 1
+                ),
+                format!("run the job on {} nodes or more", reserved_count + 1),
+            ));
+        }
+        let client = self.dedicated_client_node;
+        let mut at: BTreeMap<&str, usize> = BTreeMap::new();
+        let workers = if self.client_with_frontend {
+            let shared = if client { n - 1 } else { 0 };
+            for r in &dedicated {
+                at.insert(r, shared);
+            }
+            if client {
+                0..n - 1
+            } else {
+                1..n
+            }
+        } else {
+            let front: Vec<&str> = dedicated
+                .iter()
+                .copied()
+                .filter(|r| *r != "client")
+                .collect();
+            for (i, r) in front.iter().enumerate() {
+                at.insert(r, i);
+            }
+            if client {
+                at.insert("client", n - 1);
+                front.len()..n - 1
+            } else {
+                front.len()..n
+            }
+        };
+        let head = at.get("frontend").copied().unwrap_or(workers.start);
+        Ok(JobNodes {
+            head,
+            bench: at.get("client").copied().unwrap_or(head),
+            infra: at.get("infra").copied().unwrap_or(head),
+            workers,
+        })
     }
 
     /// How long srtctl waits for the workers: `max_attempts` x `interval_seconds`.
@@ -158,6 +223,19 @@ fn one_of(key: &str, value: &str, valid: &[&str]) -> Result<(), PlanError> {
     ))
 }
 
+/// Where srtctl puts a job's parts, as indexes into its node list ([`JobSettings::nodes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobNodes {
+    /// The worker nodes, in order.
+    pub workers: std::ops::Range<usize>,
+    /// The frontend's (and nginx's) node.
+    pub head: usize,
+    /// etcd, NATS and the Mooncake master.
+    pub infra: usize,
+    /// The benchmark client.
+    pub bench: usize,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,20 +251,46 @@ mod tests {
         assert_eq!(s.frontend_type, "dynamo");
         assert_eq!(s.ready_timeout(), Duration::from_secs(1800));
         assert_eq!(s.request_plane, "tcp");
-        assert!(!s.front_node() && !s.back_node());
+        assert_eq!(s.nodes(2).unwrap().workers, 0..2);
         assert_eq!(s.model_arg(), ("/model".into(), "model".into()));
     }
 
     #[test]
     fn dedicated_nodes_follow_srtctls_node_split() {
-        let s = read(
-            "infra: {etcd_nats_dedicated_node: yes}\nbenchmark: {client_dedicated_node: true}\n",
-        )
-        .unwrap();
-        assert!(s.front_node());
-        assert!(!s.back_node(), "the client shares the dedicated front node");
-        let s = read("benchmark: {client_dedicated_node: true, colocate_with_frontend: false}\ninfra: {etcd_nats_dedicated_node: true}\n").unwrap();
-        assert!(s.front_node() && s.back_node());
+        let nodes = |yaml: &str, n: usize| read(yaml).unwrap().nodes(n);
+        let at = |workers: std::ops::Range<usize>, head, infra, bench| JobNodes {
+            workers,
+            head,
+            infra,
+            bench,
+        };
+        // The cases of srtctl's Nodes.from_slurm (c88ef731), on 4 nodes.
+        assert_eq!(nodes("{}\n", 4).unwrap(), at(0..4, 0, 0, 0));
+        let infra = "infra: {etcd_nats_dedicated_node: yes}\n";
+        assert_eq!(nodes(infra, 4).unwrap(), at(1..4, 1, 0, 1));
+        let front = "frontend: {dedicated_node: true}\n";
+        assert_eq!(nodes(front, 4).unwrap(), at(1..4, 0, 0, 0));
+        // With the client, the shared reserved node is the last (never the batch script's first).
+        let client = "benchmark: {client_dedicated_node: true}\n";
+        assert_eq!(
+            nodes(&format!("{infra}{client}"), 4).unwrap(),
+            at(0..3, 0, 3, 3)
+        );
+        assert_eq!(nodes(client, 4).unwrap(), at(0..3, 0, 0, 3));
+        // Not colocated: infra then frontend first, the client last.
+        let apart = "benchmark: {client_dedicated_node: true, colocate_with_frontend: false}\n";
+        assert_eq!(
+            nodes(&format!("{infra}{front}{apart}"), 5).unwrap(),
+            at(2..4, 1, 0, 4)
+        );
+        let apart_no_client = "benchmark: {colocate_with_frontend: false}\n";
+        assert_eq!(
+            nodes(&format!("{infra}{front}{apart_no_client}"), 4).unwrap(),
+            at(2..4, 1, 0, 1)
+        );
+        // Too few nodes for the reserved ones.
+        let e = nodes(&format!("{infra}{front}{apart_no_client}"), 2).unwrap_err();
+        assert!(e.to_string().contains("at least 3 nodes"), "{e}");
     }
 
     #[test]

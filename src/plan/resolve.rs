@@ -65,6 +65,47 @@ pub fn plan(recipe: &Recipe, roles: &[Role], ctx: &NodeContext) -> Result<Plan, 
     plan_with(recipe, roles, ctx, PlanOptions::default())
 }
 
+/// The roles of a node as `--role auto` derives them: srtctl's layout and the node's place in
+/// the job's node list. `roles` is empty on a node that runs no worker (a dedicated infra or
+/// frontend node, or one the layout does not use).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutoRoles {
+    pub roles: Vec<Role>,
+    /// How, in words (`mcsup plan` shows it).
+    pub why: String,
+}
+
+/// `--role auto`: the roles srtctl's layout puts on this node.
+pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanError> {
+    let model = normalize(recipe)?;
+    let mc = recipe.mcsup.clone().unwrap_or_default();
+    if let Some(r) = Role::ALL
+        .into_iter()
+        .find(|r| mc.workers.for_role(*r).is_some())
+    {
+        return Err(err(
+            "--role",
+            format!(
+                "auto: mcsup.workers.{} lists workers by hand, so srtctl's layout does not say which node runs them",
+                r.short()
+            ),
+            "name this node's roles: --role prefill|decode|agg (comma-separated when shared)",
+        ));
+    }
+    let dir = log_dir(&model, &mc, ctx);
+    let Some(t) = topo::job_layout(recipe, &model, &mc, ctx, &dir, &mut Vec::new())? else {
+        return Err(err(
+            "--role",
+            "auto: the recipe has no srtctl worker layout to derive roles from (resources: with worker counts, and an engine mcsup launches)",
+            "name this node's roles: --role prefill|decode|agg (comma-separated when shared)",
+        ));
+    };
+    Ok(AutoRoles {
+        roles: topo::roles_on(&t, &ctx.nodelist, &ctx.name),
+        why: topo::roles_derivation(&t, &ctx.nodelist, &ctx.name),
+    })
+}
+
 /// [`plan`] with options. A pipeline of named steps: the recipe's model, the request checked
 /// against it, where files go and where the master is, the workers (srtctl's layout), the
 /// services, the frontends, the files, the waits on other nodes and the start order, the stop
@@ -75,9 +116,8 @@ pub fn plan_with(
     ctx: &NodeContext,
     opts: PlanOptions,
 ) -> Result<Plan, PlanError> {
-    if roles.is_empty() {
-        return Err(err("--role", "no role given", "use e.g. --role decode"));
-    }
+    // No role is a node without workers (`--role auto` on a dedicated infra or frontend node):
+    // it runs the services and frontends placed on it, and must run something.
     let model = normalize(recipe)?;
     let mc = recipe.mcsup.clone().unwrap_or_default();
     check_request(recipe, &model, &mc, roles)?;
@@ -164,6 +204,7 @@ pub fn plan_with(
     Ok(Plan {
         node: node_summary(ctx, &processes),
         roles: roles.to_vec(),
+        roles_from: None,
         gates: waits.gates,
         processes,
         services: placed.rows,
@@ -347,11 +388,14 @@ fn check_not_empty(
     if !processes.is_empty() || mc.allow_empty_node {
         return Ok(());
     }
-    let roles_txt = roles
-        .iter()
-        .map(|r| r.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
+    let roles_txt = match roles {
+        [] => "none".to_string(),
+        _ => roles
+            .iter()
+            .map(|r| r.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+    };
     Err(err(
         match (&recipe.services, &recipe.roles, roles.first()) {
             (Some(_), _, _) => "services".to_string(),

@@ -110,6 +110,9 @@ pub struct Plan {
     pub node: NodeSummary,
     /// The roles this node runs, in the order given.
     pub roles: Vec<Role>,
+    /// How `--role auto` derived them (absent when they were named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles_from: Option<String>,
     /// Remote conditions that must hold before dependents start (the master on another node).
     pub gates: Vec<GateSpec>,
     /// Processes in start order.

@@ -46,10 +46,15 @@ pub fn job_layout(
         ));
         return Ok(None);
     };
-    let n = ctx.nodelist.len();
-    let start = usize::from(job.front_node()).min(n);
-    let end = n.saturating_sub(usize::from(job.back_node())).max(start);
-    let worker_nodes = start..end;
+    let nodes = job.nodes(ctx.nodelist.len())?;
+    if nodes.infra != 0 {
+        return Err(err(
+            "infra.etcd_nats_dedicated_node",
+            "with a dedicated benchmark client sharing it, srtctl reserves the job's last node for etcd and NATS; mcsup runs them (and the Mooncake master) on the first node of the list",
+            "set benchmark.colocate_with_frontend: false (infra then takes the first node, the client the last)",
+        ));
+    }
+    let worker_nodes = nodes.workers.clone();
     if let EngineSettings::Vllm(_) = &engine {
         // VLLMProtocol.should_colocate_prefill_decode
         let (allow, across) = crate::engine::vllm::colocation(recipe);
@@ -125,11 +130,7 @@ pub fn job_layout(
         },
         here: Vec::new(),
         all,
-        head: if job.dedicated_frontend_node {
-            ctx.nodelist.first().cloned().unwrap_or_default()
-        } else {
-            ctx.nodelist.get(start).cloned().unwrap_or_default()
-        },
+        head: ctx.nodelist.get(nodes.head).cloned().unwrap_or_default(),
         frontend: crate::engine::frontend::FrontendSettings::from_recipe(recipe)?,
         dp_sizes,
         kv_events: kv_events(recipe),
@@ -178,12 +179,57 @@ pub fn roles_on(t: &TopoPlan, nodelist: &[String], node: &str) -> Vec<Role> {
         .collect()
 }
 
+/// How [`roles_on`] reached its answer for `node`, in words for `mcsup plan`: the node's place in
+/// the job's node list and the workers srtctl's layout puts there.
+pub fn roles_derivation(t: &TopoPlan, nodelist: &[String], node: &str) -> String {
+    let Some(i) = nodelist.iter().position(|x| x == node) else {
+        return format!("{node} is not in the job's node list: no worker here");
+    };
+    let at = format!(
+        "{node} is node {} of {} in the job's node list",
+        i + 1,
+        nodelist.len()
+    );
+    let Ok(nodes) = t.job.nodes(nodelist.len()) else {
+        return format!("{at}: too few nodes for the dedicated ones");
+    };
+    if !nodes.workers.contains(&i) {
+        let mut what = Vec::new();
+        if i == nodes.infra {
+            what.push("etcd and NATS (infra.etcd_nats_dedicated_node)");
+        }
+        if i == nodes.head && t.job.dedicated_frontend_node {
+            what.push("the frontend (frontend.dedicated_node)");
+        }
+        if i == nodes.bench && t.job.dedicated_client_node {
+            what.push("the benchmark client (benchmark.client_dedicated_node)");
+        }
+        return format!("{at}, reserved for {}: no worker here", what.join(", "));
+    }
+    let here = processes_on(t, nodelist, node);
+    if here.is_empty() {
+        let used = t.launch.node_names.len();
+        return format!(
+            "{at}: srtctl's layout places its workers on {used} node(s) from node {}, none here",
+            nodes.workers.start + 1
+        );
+    }
+    let workers: Vec<String> = here
+        .iter()
+        .map(|p| format!("{}[{}] rank {}", p.mode.short(), p.index, p.node_rank))
+        .collect();
+    format!("{at}: srtctl's layout puts {} here", workers.join(", "))
+}
+
 fn processes_on(t: &TopoPlan, nodelist: &[String], node: &str) -> Vec<topology::TopoProcess> {
-    let start = usize::from(t.job.front_node()).min(nodelist.len());
+    let Ok(nodes) = t.job.nodes(nodelist.len()) else {
+        return Vec::new();
+    };
+    let start = nodes.workers.start;
     let idx = nodelist
         .iter()
         .position(|x| x == node)
-        .filter(|i| *i >= start && *i - start < t.launch.node_names.len())
+        .filter(|i| nodes.workers.contains(i) && *i - start < t.launch.node_names.len())
         .map(|i| i - start);
     t.all
         .iter()

@@ -228,6 +228,7 @@ impl TestEnv {
                 mode: "local".into(),
             },
             roles: vec![],
+            roles_from: None,
             gates: vec![],
             processes,
             services: vec![],

@@ -98,6 +98,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
             mode: "local".into(),
         },
         roles: vec![],
+        roles_from: None,
         gates: vec![],
         processes,
         services: vec![],
