@@ -138,6 +138,23 @@ fn in_log_dir(s: &str, log_dir: &str) -> String {
         .replace("/logs/", &format!("{log_dir}/"))
 }
 
+/// Node `name` of a job on `node0..node<n-1>` (addresses `10.0.0.<i+1>`), as the captures assume.
+fn job_node(name: &str, n: usize) -> node::NodeContext {
+    let addrs: BTreeMap<String, String> = (0..n)
+        .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
+        .collect();
+    let inputs = NodeInputs {
+        node: Some(name.to_string()),
+        nodelist: Some(format!("node[0-{}]", n - 1)),
+        job_id: Some("1".into()),
+        hostname: "x".into(),
+        cwd: "/job".into(),
+        master: MasterMode::Auto,
+        ..Default::default()
+    };
+    node::resolve(&inputs, &addrs, &|_| None).unwrap()
+}
+
 fn check(stem: &str) -> usize {
     check_with(stem, &mut |_, _, _| {})
 }
@@ -149,9 +166,6 @@ fn check_with(stem: &str, also: &mut dyn FnMut(&str, usize, &plan::Plan)) -> usi
     let text = std::fs::read_to_string(dir().join(format!("{stem}.srtctl.txt"))).unwrap();
     let (n, expected) = parse(&text);
     let r = recipe::load_file(&yaml).unwrap_or_else(|e| panic!("{stem}: {e}"));
-    let addrs: BTreeMap<String, String> = (0..n)
-        .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
-        .collect();
     let mut compared = 0;
     for i in 0..n {
         let name = format!("node{i}");
@@ -165,16 +179,7 @@ fn check_with(stem: &str, also: &mut dyn FnMut(&str, usize, &plan::Plan)) -> usi
         if roles.is_empty() {
             continue;
         }
-        let inputs = NodeInputs {
-            node: Some(name.clone()),
-            nodelist: Some(format!("node[0-{}]", n - 1)),
-            job_id: Some("1".into()),
-            hostname: "x".into(),
-            cwd: "/job".into(),
-            master: MasterMode::Auto,
-            ..Default::default()
-        };
-        let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+        let ctx = job_node(&name, n);
         let p = plan::plan(&r, &roles, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
         also(&name, n, &p);
         let workers: Vec<_> = p
@@ -263,9 +268,6 @@ fn role_auto_derives_the_roles_srtctl_starts_on_each_node() {
         let text = std::fs::read_to_string(dir().join(format!("{stem}.srtctl.txt"))).unwrap();
         let (n, expected) = parse(&text);
         let r = recipe::load_file(&yaml).unwrap();
-        let addrs: BTreeMap<String, String> = (0..n)
-            .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
-            .collect();
         for i in 0..n {
             let name = format!("node{i}");
             let want: Vec<Role> = Role::ALL
@@ -276,16 +278,7 @@ fn role_auto_derives_the_roles_srtctl_starts_on_each_node() {
                         .any(|e| e.node == name && role(&e.mode) == *r)
                 })
                 .collect();
-            let inputs = NodeInputs {
-                node: Some(name.clone()),
-                nodelist: Some(format!("node[0-{}]", n - 1)),
-                job_id: Some("1".into()),
-                hostname: "x".into(),
-                cwd: "/job".into(),
-                master: MasterMode::Auto,
-                ..Default::default()
-            };
-            let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+            let ctx = job_node(&name, n);
             let auto = plan::auto_roles(&r, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
             assert_eq!(auto.roles, want, "{stem} {name}: {}", auto.why);
             assert!(
@@ -327,9 +320,6 @@ fn role_auto_skips_the_dedicated_infra_node() {
         )
         .unwrap();
         let r = recipe::load_file(&path).unwrap();
-        let addrs: BTreeMap<String, String> = (0..=n)
-            .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
-            .collect();
         for i in 0..=n {
             let name = format!("node{i}");
             let want: Vec<Role> = match i.checked_sub(1) {
@@ -343,16 +333,7 @@ fn role_auto_skips_the_dedicated_infra_node() {
                     })
                     .collect(),
             };
-            let inputs = NodeInputs {
-                node: Some(name.clone()),
-                nodelist: Some(format!("node[0-{n}]")),
-                job_id: Some("1".into()),
-                hostname: "x".into(),
-                cwd: "/job".into(),
-                master: MasterMode::Auto,
-                ..Default::default()
-            };
-            let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+            let ctx = job_node(&name, n + 1);
             let auto = plan::auto_roles(&r, &ctx).unwrap_or_else(|e| panic!("{stem} {name}: {e}"));
             assert_eq!(auto.roles, want, "{stem} {name}: {}", auto.why);
             let p =
