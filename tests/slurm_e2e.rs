@@ -839,8 +839,14 @@ fn roles_job(
     path: &std::path::Path,
 ) -> (String, PathBuf, PathBuf) {
     let out = env.path("job.out");
-    let o = cluster
-        .cmd("sbatch")
+    let mut sbatch = cluster.cmd("sbatch");
+    // No roles: each node derives its own (`--role auto`).
+    if roles.is_empty() {
+        sbatch.env_remove("ROLES");
+    } else {
+        sbatch.env("ROLES", roles);
+    }
+    let o = sbatch
         .args(["--parsable", "--time=10", "-N", &nodes.to_string(), "-o"])
         .arg(&out)
         .arg(format!("--chdir={}", env.dir.path().display()))
@@ -855,7 +861,6 @@ fn roles_job(
         )
         .env("MCSUP", MCSUP)
         .env("RECIPE", recipe)
-        .env("ROLES", roles)
         .env("DRAIN_TIMEOUT", "30")
         .env("MCSUP_TEST_TAG", &env.tag)
         .output()
@@ -868,7 +873,9 @@ fn roles_job(
 fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
     let (dynamo, model) = common::recipe::dynamo_venv();
     let recipe = mocker_1p2d_recipe(env, &model);
-    roles_job(env, cluster, &recipe, "prefill decode decode", 3, &dynamo)
+    // The roles are derived on each node (`--role auto`): the test's 1 prefill and 2 decode
+    // workers come from srtctl's layout alone.
+    roles_job(env, cluster, &recipe, "", 3, &dynamo)
 }
 
 /// The path from a recipe to an endpoint with mcsup alone, under the local Slurm: a 1P2D Dynamo
@@ -897,6 +904,20 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         }
         has("n1", "frontend_0", "servable").then_some(())
     });
+    // Every node derived its roles (`--role auto`); the workers each runs show which.
+    for n in ["n1", "n2", "n3"] {
+        assert!(
+            job_out().contains(&format!("started mcsup --role auto on {n}")),
+            "{}",
+            job_out()
+        );
+    }
+    assert!(
+        has("n1", "mocker-prefill-0", "ready"),
+        "n1 runs the prefill worker"
+    );
+    assert!(has("n2", "mocker-decode-0", "ready"), "n2 runs decode[0]");
+    assert!(has("n3", "mocker-decode-1", "ready"), "n3 runs decode[1]");
     let servable_at = started.elapsed();
     let ev = events("n1")
         .into_iter()
