@@ -32,6 +32,18 @@ impl Role {
         }
     }
 
+    /// Roles as a plan names them: `prefill,decode`, or `none` (a node without workers).
+    pub fn list(roles: &[Role]) -> String {
+        match roles {
+            [] => "none".to_string(),
+            _ => roles
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+
     /// The name srtctl gives the mode and srt-slurm 2.0 the role (`roles.agg`, `agg_0`,
     /// `sglang-agg-0`): `agg` for the aggregated role.
     pub fn short(self) -> &'static str {

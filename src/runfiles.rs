@@ -108,13 +108,6 @@ wire_names! {
     }
 }
 
-impl UnitState {
-    /// Waiting for something, before it is up.
-    pub fn waiting(self) -> bool {
-        matches!(self, Self::Waiting | Self::Starting | Self::Probing)
-    }
-}
-
 wire_names! {
     /// The node's phase in the status file.
     NodePhase {

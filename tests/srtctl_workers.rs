@@ -478,19 +478,8 @@ fn the_2_0_form_of_each_recipe_runs_the_same_workers() {
         let out = tmp.path().join(format!("{stem}.yaml"));
         std::fs::write(&out, &m.yaml).unwrap();
         let v2 = recipe::load_file(&out).unwrap_or_else(|e| panic!("{stem}: {e}\n{}", m.yaml));
-        let addrs: BTreeMap<String, String> = (0..16)
-            .map(|i| (format!("node{i}"), format!("10.0.0.{}", i + 1)))
-            .collect();
         check_with(&stem, &mut |node, nodes, v1_plan| {
-            let inputs = NodeInputs {
-                node: Some(node.to_string()),
-                nodelist: Some(format!("node[0-{}]", nodes - 1)),
-                job_id: Some("1".into()),
-                hostname: "x".into(),
-                cwd: "/job".into(),
-                ..Default::default()
-            };
-            let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+            let ctx = job_node(node, nodes);
             let p2 = plan::plan(&v2, &v1_plan.roles, &ctx)
                 .unwrap_or_else(|e| panic!("{stem} {node}: {e}"));
             let workers = |p: &plan::Plan| -> Vec<(Vec<String>, mcsup::engine::EnvPairs)> {

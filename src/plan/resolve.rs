@@ -388,14 +388,7 @@ fn check_not_empty(
     if !processes.is_empty() || mc.allow_empty_node {
         return Ok(());
     }
-    let roles_txt = match roles {
-        [] => "none".to_string(),
-        _ => roles
-            .iter()
-            .map(|r| r.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-    };
+    let roles_txt = Role::list(roles);
     Err(err(
         match (&recipe.services, &recipe.roles, roles.first()) {
             (Some(_), _, _) => "services".to_string(),

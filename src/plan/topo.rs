@@ -137,6 +137,7 @@ pub fn job_layout(
         ready_timeout: job.ready_timeout(),
         engine,
         job,
+        nodes,
     }))
 }
 
@@ -190,9 +191,7 @@ pub fn roles_derivation(t: &TopoPlan, nodelist: &[String], node: &str) -> String
         i + 1,
         nodelist.len()
     );
-    let Ok(nodes) = t.job.nodes(nodelist.len()) else {
-        return format!("{at}: too few nodes for the dedicated ones");
-    };
+    let nodes = &t.nodes;
     if !nodes.workers.contains(&i) {
         let mut what = Vec::new();
         if i == nodes.infra {
@@ -222,15 +221,12 @@ pub fn roles_derivation(t: &TopoPlan, nodelist: &[String], node: &str) -> String
 }
 
 fn processes_on(t: &TopoPlan, nodelist: &[String], node: &str) -> Vec<topology::TopoProcess> {
-    let Ok(nodes) = t.job.nodes(nodelist.len()) else {
-        return Vec::new();
-    };
-    let start = nodes.workers.start;
+    let workers = &t.nodes.workers;
     let idx = nodelist
         .iter()
         .position(|x| x == node)
-        .filter(|i| nodes.workers.contains(i) && *i - start < t.launch.node_names.len())
-        .map(|i| i - start);
+        .filter(|i| workers.contains(i) && *i - workers.start < t.launch.node_names.len())
+        .map(|i| i - workers.start);
     t.all
         .iter()
         .filter(|p| Some(p.node) == idx)

@@ -60,6 +60,9 @@ pub struct TopoPlan {
     pub ready_timeout: Duration,
     /// The job-wide settings the layout was read with.
     pub job: crate::engine::job::JobSettings,
+    /// Where srtctl puts the workers, the frontend, etcd/NATS and the client in the job's node
+    /// list ([`crate::engine::job::JobSettings::nodes`]).
+    pub nodes: crate::engine::job::JobNodes,
 }
 
 /// What a topology worker adds to the common worker path.

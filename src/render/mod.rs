@@ -150,14 +150,13 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
 /// The node, its mode, the infra node, the log dir, the recipe's spelling and the endpoint.
 fn plan_header(o: &mut String, p: &Plan) {
     let n = &p.node;
-    let roles = match p.roles.as_slice() {
-        [] => "none".to_string(),
-        rs => rs.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(","),
-    };
     let _ = writeln!(
         o,
-        "mcsup plan for node {} (id {}, {}), roles: {roles}",
-        n.name, n.node_id, n.ip
+        "mcsup plan for node {} (id {}, {}), roles: {}",
+        n.name,
+        n.node_id,
+        n.ip,
+        crate::domain::Role::list(&p.roles)
     );
     if let Some(why) = &p.roles_from {
         let _ = writeln!(o, "roles from --role auto: {why}");

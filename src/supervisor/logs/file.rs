@@ -252,12 +252,11 @@ mod tests {
         // /dev/full fails every write with ENOSPC.
         let full = OpenOptions::new().write(true).open("/dev/full").unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
-        let tx = std::sync::Mutex::new(tx);
         let mut lf = LogFile {
             file: full,
             path: path.clone(),
             process: "p".into(),
-            report: Some(Box::new(move |l| tx.lock().unwrap().send(l).unwrap())),
+            report: Some(Box::new(move |l| tx.send(l).unwrap())),
             gap: Lost::default(),
             lost: Lost::default(),
             error: None,
