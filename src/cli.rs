@@ -127,9 +127,8 @@ pub struct RunArgs {
     /// Start even if the preflight fails (its report is still logged).
     #[arg(long)]
     pub skip_preflight: bool,
-    /// Seconds an outside tool may take to answer in the preflight (see `preflight --help`).
-    #[arg(long, value_name = "SECS", default_value_t = crate::preflight::TOOL_TIMEOUT.as_secs_f64(), value_parser = tool_timeout)]
-    pub tool_timeout: f64,
+    #[command(flatten)]
+    pub tools: ToolTimeout,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -147,8 +146,16 @@ pub struct PreflightArgs {
     /// documents are fine) for cross-node differences that break Mooncake.
     #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["role", "recipe", "sysroot"])]
     pub aggregate: Vec<PathBuf>,
-    /// Seconds an outside tool may take to answer (`mooncake_master --help`, `scontrol show
-    /// config`) before its check says it did not.
+    #[command(flatten)]
+    pub tools: ToolTimeout,
+}
+
+// The preflight's bound on outside tools, for `preflight` and `run`. (Not a doc comment: clap
+// would take it as the description of both subcommands.)
+#[derive(Debug, Clone, Args)]
+pub struct ToolTimeout {
+    /// Seconds an outside tool may take to answer in the preflight (`mooncake_master --help`,
+    /// `scontrol show config`) before its check says it did not.
     #[arg(long, value_name = "SECS", default_value_t = crate::preflight::TOOL_TIMEOUT.as_secs_f64(), value_parser = tool_timeout)]
     pub tool_timeout: f64,
 }
@@ -398,7 +405,7 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
         &preflight_options(
             args.sysroot.as_deref(),
             crate::preflight::Scope::Survey,
-            args.tool_timeout,
+            args.tools.tool_timeout,
         ),
     );
     print_report(&report, &args)
@@ -675,7 +682,11 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
         // Only the verdicts: a warning or a failure is all `run` prints or acts on.
         let report = crate::preflight::run(
             &plan,
-            &preflight_options(None, crate::preflight::Scope::Verdicts, args.tool_timeout),
+            &preflight_options(
+                None,
+                crate::preflight::Scope::Verdicts,
+                args.tools.tool_timeout,
+            ),
         );
         for c in report
             .checks
