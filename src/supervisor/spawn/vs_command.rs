@@ -110,7 +110,26 @@ struct Seen {
     env: Vec<String>,
 }
 
+/// Wait until `sleep` at `pid` is in its sleep: right after exec the dynamic loader still holds
+/// the libraries it maps open (a transient fd 3), in either child.
+fn settled(pid: Pid) {
+    let asleep = [libc::SYS_nanosleep, libc::SYS_clock_nanosleep].map(|n| n.to_string());
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let now = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if asleep
+            .iter()
+            .any(|n| now.split_whitespace().next() == Some(n.as_str()))
+        {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "{pid} never slept: {now}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 fn seen(pid: Pid) -> Seen {
+    settled(pid);
     let p = procfs::process::Process::new(pid).unwrap();
     let stat = p.stat().unwrap();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
