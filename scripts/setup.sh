@@ -42,7 +42,7 @@ REQUIRED_PY="3.11"   # the wheel is cp311 only
 APT_PACKAGES=(
   libibverbs-dev librdmacm-dev libclang-dev ibverbs-providers pkg-config python3-venv
   ca-certificates etcd-server nats-server etcd-client iproute2
-  chromium nginx-light
+  chromium nginx-light shellcheck
 )
 # Packages from APT_PACKAGES that ship a system service, as package:service. We only want their
 # binaries. On a fresh install their postinst enables the service for boot (systemd unit links,

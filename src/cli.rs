@@ -50,6 +50,12 @@ pub enum Cmd {
     Preflight(PreflightArgs),
     /// Print the status file written by a running (or finished) mcsup.
     Status(StatusArgs),
+    /// Write the batch script of a recipe: srtctl's #SBATCH set, an early warning sized for the
+    /// ordered teardown, one `mcsup run --role auto` step per node inside the recipe's container.
+    /// Every node is planned first: a recipe that cannot run fails here.
+    Render(RenderArgs),
+    /// Render, then submit with sbatch; prints the job id and how to follow the job.
+    Submit(SubmitArgs),
     /// Print the srt-slurm 2.0 form (schema: 2, engine, roles, services) of a v1 recipe,
     /// including the seed's `mooncake_kv_store.standalone`.
     Migrate {
@@ -105,6 +111,10 @@ pub struct TargetArgs {
     /// This node's address, overriding name resolution.
     #[arg(long, value_name = "IP")]
     pub node_ip: Option<String>,
+    /// The log directory (status, events, every process's log), overriding the recipe's
+    /// `mcsup.log_dir`.
+    #[arg(long, env = "MCSUP_LOG_DIR", value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
     /// Fail when the recipe has a service mcsup does not run (a container, a build, a pool, a
     /// TRT-LLM donor...) instead of listing it in the plan; for `preflight`, warnings fail too.
     #[arg(long)]
@@ -181,10 +191,67 @@ pub struct PlanArgs {
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct StatusArgs {
-    /// The log directory of the run (default: from --recipe, else ./mcsup-logs/<job>).
+pub struct RenderArgs {
+    /// The recipe (srt-slurm v1 or 2.0).
+    #[arg(
+        short = 'f',
+        long = "file",
+        visible_alias = "recipe",
+        value_name = "FILE"
+    )]
+    pub recipe: PathBuf,
+    /// Write the script to FILE (default: stdout).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SubmitArgs {
+    /// The recipe (srt-slurm v1 or 2.0).
+    #[arg(
+        short = 'f',
+        long = "file",
+        visible_alias = "recipe",
+        value_name = "FILE"
+    )]
+    pub recipe: PathBuf,
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Extra sbatch arguments, after `--`.
+    #[arg(last = true, value_name = "SBATCH_ARGS")]
+    pub sbatch_args: Vec<String>,
+}
+
+// How a recipe becomes a job, for render and submit. (Not a doc comment: clap would take it as
+// both subcommands' description.)
+#[derive(Debug, Clone, Args)]
+pub struct JobArgs {
+    /// The job writes under DIR/<job id>/ (default: `output_dir` of srtslurm.yaml, else
+    /// ./outputs).
     #[arg(long, value_name = "DIR")]
-    pub log_dir: Option<PathBuf>,
+    pub output_dir: Option<PathBuf>,
+    /// The cluster config (default: SRTSLURM_CONFIG, else srtslurm.yaml in the working directory
+    /// or its two parents, as srtctl finds it).
+    #[arg(long, value_name = "FILE")]
+    pub cluster_config: Option<PathBuf>,
+    /// The mcsup binary the nodes run, on a file system they all see (default: this one).
+    #[arg(long, value_name = "PATH")]
+    pub mcsup: Option<PathBuf>,
+    /// Run mcsup on the nodes themselves, not in the recipe's container (clusters without
+    /// pyxis, local tests).
+    #[arg(long)]
+    pub no_container: bool,
+    /// Each node's roles in node-list order, space-separated (`prefill decode,prefill`), for
+    /// recipes that list their workers under mcsup.workers; default: each node derives its own.
+    #[arg(long, value_name = "ROLES")]
+    pub roles: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    // The log directory: --log-dir (TargetArgs), else from --recipe, else ./mcsup-logs/<job>.
     #[command(flatten)]
     pub target: TargetArgs,
     /// Print the raw JSON status.
@@ -277,13 +344,14 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
             ))
         }
     };
-    let auto = role_text.trim() == "auto";
-    let named = if auto {
-        Vec::new()
-    } else {
-        plan::parse_roles(role_text).map_err(|e| CliError::usage(e.to_string()))?
-    };
-    let recipe = recipe::load_file(recipe_path)?;
+    if role_text.trim() != "auto" {
+        // A typo in --role is reported before the recipe is read.
+        plan::parse_roles(role_text).map_err(|e| CliError::usage(e.to_string()))?;
+    }
+    let mut recipe = recipe::load_file(recipe_path)?;
+    if let Some(dir) = &t.log_dir {
+        recipe.mcsup.get_or_insert_with(Default::default).log_dir = Some(dir.display().to_string());
+    }
     let addresses = recipe
         .mcsup
         .as_ref()
@@ -291,24 +359,16 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
         .unwrap_or_default();
     let ctx = node::resolve(&inputs, &addresses, &node::system_resolver)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let in_file = |e: plan::PlanError| {
-        let at = recipe.positions.find(&e.key_path);
-        CliError::usage(e.diagnostic().in_file(recipe_path, at).to_string())
-    };
-    let (roles, roles_from) = if auto {
-        let a = plan::auto_roles(&recipe, &ctx).map_err(in_file)?;
-        (a.roles, Some(a.why))
-    } else {
-        (named, None)
-    };
-    let mut plan = plan::plan_with(
+    let plan = plan::plan_for_role(
         &recipe,
-        &roles,
+        role_text,
         &ctx,
         plan::PlanOptions { strict: t.strict },
     )
-    .map_err(in_file)?;
-    plan.roles_from = roles_from;
+    .map_err(|e| {
+        let at = recipe.positions.find(&e.key_path);
+        CliError::usage(e.diagnostic().in_file(recipe_path, at).to_string())
+    })?;
     Ok((recipe, plan))
 }
 
@@ -727,8 +787,107 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
     Ok(outcome.exit_code)
 }
 
+/// Render `recipe` as `job` says; the summary (what each node runs) goes to stderr.
+fn render_for(recipe: &Path, job: &JobArgs) -> Result<crate::launch::Rendered, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::usage(format!("cannot read the working directory: {e}")))?;
+    let mcsup = match &job.mcsup {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| {
+            CliError::usage(format!(
+                "cannot find this mcsup's path ({e})\n  fix: pass --mcsup PATH"
+            ))
+        })?,
+    };
+    let req = crate::launch::RenderRequest {
+        recipe: recipe.to_path_buf(),
+        cluster_config: job.cluster_config.clone(),
+        srtslurm_env: std::env::var("SRTSLURM_CONFIG").ok(),
+        output_dir: job.output_dir.clone(),
+        mcsup: if mcsup.is_absolute() {
+            mcsup
+        } else {
+            cwd.join(mcsup)
+        },
+        container: !job.no_container,
+        roles: job
+            .roles
+            .as_deref()
+            .map(|r| r.split_whitespace().map(String::from).collect())
+            .unwrap_or_default(),
+        cwd,
+        env: crate::launch::RenderEnv::from_env(),
+    };
+    let r = crate::launch::render(&req).map_err(|e| CliError::usage(e.to_string()))?;
+    let mut summary = format!(
+        "{}: {} node(s), cluster config {}, outputs under {}/<job id>, {}\n",
+        recipe.display(),
+        r.allocation.nodes,
+        r.cluster
+            .as_ref()
+            .map_or("none (srtctl's defaults)".into(), |p| p
+                .display()
+                .to_string()),
+        r.output_base.display(),
+        r.container
+            .as_ref()
+            .map_or("no container".into(), |c| format!("container {}", c.image)),
+    );
+    for (i, n) in r.nodes.iter().enumerate() {
+        summary.push_str(&format!("  node {i}: {n}\n"));
+    }
+    summary.push_str(&format!(
+        "  early warning: USR1 {} s before the time limit (teardown deadline + margins)\n",
+        r.early_warning.as_secs_f64().ceil()
+    ));
+    crate::supervisor::stderr_write(summary.as_bytes());
+    Ok(r)
+}
+
+fn render_job(a: RenderArgs) -> Result<i32, CliError> {
+    let r = render_for(&a.recipe, &a.job)?;
+    match &a.output {
+        None => print(&r.script)?,
+        Some(path) => {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::write(path, &r.script)
+                .and_then(|()| {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|e| {
+                    CliError::usage(format!("{}: cannot write the script: {e}", path.display()))
+                })?;
+            crate::supervisor::stderr_write(
+                format!(
+                    "wrote {}: submit it with `mcsup submit` or with sbatch once {}/<job id>/logs exists (sbatch --hold, mkdir, scontrol release): Slurm does not create the directory of --output\n",
+                    path.display(),
+                    r.output_base.display()
+                )
+                .as_bytes(),
+            );
+        }
+    }
+    Ok(ExitCode::Ok.code())
+}
+
+fn submit_job(a: SubmitArgs) -> Result<i32, CliError> {
+    let r = render_for(&a.recipe, &a.job)?;
+    let s = crate::launch::submit::submit(&r, &a.sbatch_args).map_err(|e| CliError {
+        code: ExitCode::SetupFailed.code(),
+        message: e,
+    })?;
+    print(&format!(
+        "submitted job {} ({} nodes): {}\n{}",
+        s.job_id,
+        r.allocation.nodes,
+        s.dir.display(),
+        crate::launch::submit::next_steps(&s)
+    ))?;
+    Ok(ExitCode::Ok.code())
+}
+
 fn status(args: StatusArgs) -> Result<i32, CliError> {
-    let (dir, node) = match (&args.log_dir, &args.target.recipe) {
+    let (dir, node) = match (&args.target.log_dir, &args.target.recipe) {
         (Some(d), _) => (d.clone(), args.target.node.clone()),
         (None, Some(_)) if args.target.role.is_some() => {
             let p = load_plan(&args.target)?;
@@ -853,6 +1012,8 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             Ok(ExitCode::Ok.code())
         }
         Some(Cmd::Preflight(a)) => preflight(a),
+        Some(Cmd::Render(a)) => render_job(a),
+        Some(Cmd::Submit(a)) => submit_job(a),
         Some(Cmd::Status(a)) => status(a),
         Some(Cmd::Migrate { recipe }) => {
             let bytes = recipe::read_input_file(&recipe, recipe::MAX_RECIPE_BYTES)

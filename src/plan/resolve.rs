@@ -106,6 +106,25 @@ pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanE
     })
 }
 
+/// `--role` as typed: `auto` (this node's roles from srtctl's layout, and how they were found, in
+/// [`Plan::roles_from`]) or named roles (`prefill`, `decode,prefill`, ...).
+pub fn plan_for_role(
+    recipe: &Recipe,
+    role_text: &str,
+    ctx: &NodeContext,
+    opts: PlanOptions,
+) -> Result<Plan, PlanError> {
+    let (roles, from) = if role_text.trim() == "auto" {
+        let a = auto_roles(recipe, ctx)?;
+        (a.roles, Some(a.why))
+    } else {
+        (parse_roles(role_text)?, None)
+    };
+    let mut plan = plan_with(recipe, &roles, ctx, opts)?;
+    plan.roles_from = from;
+    Ok(plan)
+}
+
 /// [`plan`] with options. A pipeline of named steps: the recipe's model, the request checked
 /// against it, where files go and where the master is, the workers (srtctl's layout), the
 /// services, the frontends, the files, the waits on other nodes and the start order, the stop

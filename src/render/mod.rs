@@ -85,7 +85,7 @@ fn secs(d: std::time::Duration) -> String {
 }
 
 /// Quote a word for display the way a shell would need it.
-fn shell_word(w: &str) -> String {
+pub fn shell_word(w: &str) -> String {
     if !w.is_empty()
         && w.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))

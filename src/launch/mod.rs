@@ -1,0 +1,413 @@
+//! From a recipe to a Slurm job: `mcsup render` writes the batch script ([`script`]) with
+//! srtctl's `#SBATCH` set ([`sbatch`]) under the cluster's `srtslurm.yaml` ([`cluster`]);
+//! `mcsup submit` hands it to `sbatch`. Before anything is written, every node of the job is
+//! planned as it will plan itself (`--role auto` on its place in the node list), so a recipe that
+//! cannot run fails here, on the login node, not an hour later in the queue.
+
+pub mod cluster;
+pub mod sbatch;
+pub mod script;
+pub mod submit;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::domain::Diagnostic;
+use crate::node::{self, NodeInputs};
+use crate::plan::{self, PlanOptions};
+use crate::recipe::{self, Recipe, RecipeError};
+
+pub use cluster::Cluster;
+pub use sbatch::{Allocation, Directive, RenderEnv};
+pub use script::Container;
+
+/// The time the batch shell needs, after Slurm's warning, to pass the drain on to every step.
+const FORWARD_MARGIN: Duration = Duration::from_secs(10);
+
+/// What `mcsup render` was asked for.
+#[derive(Debug, Clone)]
+pub struct RenderRequest {
+    pub recipe: PathBuf,
+    /// `--cluster-config`; else `SRTSLURM_CONFIG`, else `srtslurm.yaml` in cwd or above.
+    pub cluster_config: Option<PathBuf>,
+    pub srtslurm_env: Option<String>,
+    /// `--output-dir`; else the cluster's `output_dir`, else `./outputs`.
+    pub output_dir: Option<PathBuf>,
+    /// The mcsup binary the compute nodes run (mounted into the container).
+    pub mcsup: PathBuf,
+    /// `false` with `--no-container`: the steps run on the nodes' own file system.
+    pub container: bool,
+    /// `--roles`: each node's roles in node-list order; empty: `auto` on every node.
+    pub roles: Vec<String>,
+    pub cwd: PathBuf,
+    pub env: RenderEnv,
+}
+
+/// A rendered job.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub script: String,
+    pub allocation: Allocation,
+    pub output_base: PathBuf,
+    pub cluster: Option<PathBuf>,
+    /// Per node (in node-list order): the roles it will run and how they were found.
+    pub nodes: Vec<String>,
+    pub early_warning: Duration,
+    pub container: Option<Container>,
+}
+
+/// Why a job could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{0}")]
+    Recipe(#[from] RecipeError),
+    #[error("{0}")]
+    At(Diagnostic),
+}
+
+impl From<Diagnostic> for LaunchError {
+    fn from(d: Diagnostic) -> Self {
+        LaunchError::At(d)
+    }
+}
+
+/// Render the batch script of `req.recipe`.
+pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
+    let bytes = recipe::read_input_file(&req.recipe, recipe::MAX_RECIPE_BYTES)
+        .map_err(|e| {
+            Diagnostic::new("", format!("the recipe {e}"), "pass the YAML recipe file")
+                .in_file(&req.recipe, None)
+        })?
+        .bytes;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Diagnostic::new("", "the recipe is not UTF-8 text", "save it as UTF-8 YAML")
+            .in_file(&req.recipe, None)
+    })?;
+    let recipe = recipe::parse_str(&req.recipe, &text)?;
+    let in_recipe = |e: crate::domain::PlanError| {
+        let at = recipe.positions.find(&e.key_path);
+        LaunchError::At(e.diagnostic().in_file(&req.recipe, at))
+    };
+    let cluster = match cluster::find(
+        req.cluster_config.as_deref(),
+        req.srtslurm_env.as_deref(),
+        &req.cwd,
+    )? {
+        Some(p) => cluster::load(&p)?,
+        None => Cluster::default(),
+    };
+    let output_base = absolute(
+        &req.cwd,
+        &req.output_dir.clone().unwrap_or_else(|| {
+            cluster.config.output_dir.as_deref().map_or_else(
+                || PathBuf::from("outputs"),
+                |d| PathBuf::from(expand_vars(d)),
+            )
+        }),
+    );
+    plain_path("--output-dir", &output_base)?;
+    plain_path("--mcsup", &req.mcsup)?;
+    let allocation =
+        sbatch::allocation(&recipe, &cluster.config, &req.env, &output_base).map_err(in_recipe)?;
+    let (nodes, deadline) = plan_every_node(&recipe, allocation.nodes, &req.roles, &req.recipe)?;
+    let early_warning = deadline + crate::slurm::KILL_MARGIN + FORWARD_MARGIN;
+    let container = if req.container {
+        Some(container(&recipe, &cluster, &req.cwd, &req.recipe)?)
+    } else {
+        None
+    };
+    let srun_options = srun_options(&recipe).map_err(in_recipe)?;
+    let script = script::Script {
+        recipe_path: &absolute(&req.cwd, &req.recipe),
+        recipe_text: &text,
+        allocation: &allocation,
+        early_warning_s: early_warning.as_secs_f64().ceil() as u64,
+        output_base: &output_base,
+        mcsup: &req.mcsup,
+        container: container.as_ref(),
+        srun_options: &srun_options,
+        roles: &req.roles,
+    }
+    .text();
+    Ok(Rendered {
+        script,
+        allocation,
+        output_base,
+        cluster: cluster.path,
+        nodes,
+        early_warning,
+        container,
+    })
+}
+
+/// Plan each node of an `n`-node job as it will plan itself, on stand-in names `node0..`: the
+/// roles each gets (in words) and the longest teardown deadline among them.
+fn plan_every_node(
+    recipe: &Recipe,
+    n: usize,
+    roles: &[String],
+    path: &Path,
+) -> Result<(Vec<String>, Duration), LaunchError> {
+    if !roles.is_empty() && roles.len() != n {
+        return Err(Diagnostic::new(
+            "--roles",
+            format!("names {} node(s); the recipe's layout has {n}", roles.len()),
+            format!("give {n} entries, one per node in node-list order (`prefill decode,prefill ...`), or leave --roles out"),
+        )
+        .into());
+    }
+    let names: Vec<String> = (0..n).map(|i| format!("node{i}")).collect();
+    let nodelist = names.join(",");
+    let addresses = recipe
+        .mcsup
+        .as_ref()
+        .map(|m| m.node_addresses.clone())
+        .unwrap_or_default();
+    // Stand-in addresses: the plan needs one per node, the script never sees them.
+    let resolver = |name: &str| {
+        let i: u8 = name.strip_prefix("node")?.parse().ok()?;
+        Some(std::net::IpAddr::from([10, 255, i / 250, i % 250 + 1]))
+    };
+    let mut out = Vec::new();
+    let mut deadline = Duration::ZERO;
+    for (i, name) in names.iter().enumerate() {
+        let inputs = NodeInputs {
+            node: Some(name.clone()),
+            nodelist: Some(nodelist.clone()),
+            job_id: Some("render".into()),
+            hostname: name.clone(),
+            cwd: PathBuf::from("/"),
+            ..NodeInputs::default()
+        };
+        let role = roles.get(i).map_or("auto", String::as_str);
+        let node_err = |e: Diagnostic| {
+            let mut d = e;
+            d.message = format!("node {i} of {n} (--role {role}): {}", d.message);
+            LaunchError::At(d)
+        };
+        let ctx = node::resolve(&inputs, &addresses, &resolver).map_err(|e| {
+            node_err(Diagnostic::new(
+                "",
+                e.to_string(),
+                "check mcsup.node_addresses",
+            ))
+        })?;
+        let plan =
+            plan::plan_for_role(recipe, role, &ctx, PlanOptions::default()).map_err(|e| {
+                let at = recipe.positions.find(&e.key_path);
+                node_err(e.diagnostic().in_file(path, at))
+            })?;
+        deadline = deadline.max(plan.shutdown.deadline);
+        let names: Vec<&str> = plan.roles.iter().map(|r| r.as_str()).collect();
+        let what = if names.is_empty() {
+            "no workers".to_string()
+        } else {
+            names.join(",")
+        };
+        out.push(match plan.roles_from {
+            Some(why) => format!("{what}: {why}"),
+            None => format!("{what} (--roles)"),
+        });
+    }
+    Ok((out, deadline))
+}
+
+/// The recipe's container and srtctl's mounts (`RuntimeContext.from_config`, core/runtime.py
+/// @c88ef731): the model at `/model` (not for `hf:` models), the cluster's `default_mounts`, the
+/// recipe's `extra_mount`; plus srt-slurm's `configs/` at `/configs` when the cluster names its
+/// checkout (`srtctl_root`), where mcsup finds etcd and nats-server as srtctl's jobs do.
+fn container(
+    recipe: &Recipe,
+    cluster: &Cluster,
+    cwd: &Path,
+    path: &Path,
+) -> Result<Container, LaunchError> {
+    let at = |key: &str| recipe.positions.find(key);
+    let in_recipe = |key: &str, msg: String, fix: String| {
+        LaunchError::At(Diagnostic::new(key, msg, fix).in_file(path, at(key)))
+    };
+    let cluster_file = cluster
+        .path
+        .as_ref()
+        .map_or("no srtslurm.yaml found".to_string(), |p| {
+            p.display().to_string()
+        });
+    let (model, image) = aliases(recipe, &cluster.config);
+    let Some(image) = image else {
+        return Err(in_recipe(
+            "model.container",
+            "the recipe names no container image".into(),
+            "set model.container (an image, a .sqsh file or an alias in srtslurm.yaml), or render with --no-container".into(),
+        ));
+    };
+    if image.starts_with('/') || image.starts_with("./") {
+        let file = absolute(cwd, Path::new(&image));
+        if !file.is_file() {
+            return Err(in_recipe(
+                "model.container",
+                format!("`{image}` is a path (an alias would not start with / or ./), and {} is not a file here", file.display()),
+                format!("add the alias to `containers:` in the cluster config ({cluster_file}), or point model.container at the .sqsh file"),
+            ));
+        }
+    }
+    let mut mounts = Vec::new();
+    if !model.starts_with("hf:") {
+        let dir = absolute(cwd, Path::new(&model));
+        if !dir.is_dir() {
+            let aliases: Vec<&str> = cluster
+                .config
+                .model_paths
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let given = recipe
+                .raw_get(&["model", "path"])
+                .and_then(|v| v.as_str())
+                .unwrap_or("model");
+            return Err(in_recipe(
+                "model.path",
+                format!(
+                    "`{given}` is not an alias in the cluster config ({cluster_file}; model_paths: {}) and {} is not a directory here",
+                    if aliases.is_empty() { "none".to_string() } else { aliases.join(", ") },
+                    dir.display()
+                ),
+                "add the alias to model_paths in srtslurm.yaml, give the model's directory, or use an hf: id".into(),
+            ));
+        }
+        mounts.push((dir.display().to_string(), "/model".to_string()));
+    }
+    if let Some(root) = &cluster.config.srtctl_root {
+        let configs = absolute(cwd, Path::new(&expand_vars(root))).join("configs");
+        if configs.is_dir() {
+            mounts.push((configs.display().to_string(), "/configs".to_string()));
+        }
+    }
+    for (h, c) in cluster::pairs(&cluster.config.default_mounts) {
+        mounts.push((
+            absolute(cwd, Path::new(&expand_vars(&h)))
+                .display()
+                .to_string(),
+            c,
+        ));
+    }
+    match recipe.raw_get(&["extra_mount"]) {
+        None => {}
+        Some(serde_yaml::Value::Sequence(items)) => {
+            for item in items {
+                let spec = item.as_str().unwrap_or_default();
+                let Some((h, c)) = spec.split_once(':') else {
+                    return Err(in_recipe(
+                        "extra_mount",
+                        format!("{item:?} is not `host:container`"),
+                        "write each mount as \"/host/path:/container/path\"".into(),
+                    ));
+                };
+                let host = absolute(cwd, Path::new(&expand_home(&expand_vars(h))));
+                mounts.push((host.display().to_string(), c.to_string()));
+            }
+        }
+        Some(v) => {
+            return Err(in_recipe(
+                "extra_mount",
+                format!("{v:?} is not a list"),
+                "write extra_mount: [\"/host:/container\"]".into(),
+            ))
+        }
+    }
+    if recipe.raw_get(&["container_mounts"]).is_some() {
+        return Err(in_recipe(
+            "container_mounts",
+            "mcsup render does not expand srtctl's path templates (`{log_dir}`, ...) in container_mounts".into(),
+            "list the mounts under extra_mount as \"/host/path:/container/path\"".into(),
+        ));
+    }
+    for (h, c) in &mounts {
+        plain_path("a container mount", Path::new(h))?;
+        plain_path("a container mount", Path::new(c))?;
+    }
+    Ok(Container { image, mounts })
+}
+
+/// `model.path` and `model.container` after srtctl's alias resolution
+/// (`resolve_config_with_defaults`: an exact key of `model_paths` / `containers`), then `$VARS`
+/// expanded as srtctl expands them when it uses them. `model.path` defaults to `model`.
+pub fn aliases(recipe: &Recipe, cluster: &cluster::ClusterConfig) -> (String, Option<String>) {
+    let raw = |k: &str| match recipe.raw_get(&["model", k]) {
+        Some(serde_yaml::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let model = raw("path").unwrap_or_else(|| "model".into());
+    let model = cluster.model_paths.get(&model).cloned().unwrap_or(model);
+    let image = raw("container").map(|c| cluster.containers.get(&c).cloned().unwrap_or(c));
+    (expand_vars(&model), image.map(|i| expand_vars(&i)))
+}
+
+/// The recipe's `srun_options` as srtctl passes them to each srun: `--key=value`, or `--key`.
+fn srun_options(recipe: &Recipe) -> Result<Vec<String>, crate::domain::PlanError> {
+    let Some(v) = recipe.raw_get(&["srun_options"]) else {
+        return Ok(Vec::new());
+    };
+    let bad = |what: String| {
+        crate::domain::plan_err(
+            "srun_options",
+            what,
+            "write srun_options: {mpi: pmix} (strings, as srtctl's schema takes them)",
+        )
+    };
+    let map = v
+        .as_mapping()
+        .ok_or_else(|| bad(format!("{v:?} is not a mapping")))?;
+    map.iter()
+        .map(|(k, v)| match (k.as_str(), v.as_str()) {
+            (Some(k), Some("")) => Ok(format!("--{k}")),
+            (Some(k), Some(v)) => Ok(format!("--{k}={v}")),
+            _ => Err(bad(format!("{k:?}: {v:?} is not a string to a string"))),
+        })
+        .collect()
+}
+
+/// A path that goes into `#SBATCH` lines and pyxis' comma- and colon-separated mount lists as
+/// is: no separators, quotes, `$`, whitespace or control characters.
+fn plain_path(what: &str, p: &Path) -> Result<(), Diagnostic> {
+    let s = p.display().to_string();
+    match s
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || ",:\"'$`\\".contains(*c))
+    {
+        None => Ok(()),
+        Some(c) => Err(Diagnostic::new(
+            what,
+            format!("{s} contains {c:?}, which a batch script or a pyxis mount list would split or expand"),
+            "use a path without whitespace, quotes, `$`, `,` or `:`",
+        )),
+    }
+}
+
+/// `p` against `cwd`, lexically (srtctl's `Path.resolve()` without following links).
+fn absolute(cwd: &Path, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+/// `$VAR` and `${VAR}` from the environment, as Python's `os.path.expandvars` (unknown ones stay).
+fn expand_vars(s: &str) -> String {
+    let re = regex::Regex::new(r"\$(\w+|\{[^}]*\})").expect("a valid pattern");
+    re.replace_all(s, |c: &regex::Captures| {
+        let name = c[1].trim_start_matches('{').trim_end_matches('}');
+        std::env::var(name).unwrap_or_else(|_| c[0].to_string())
+    })
+    .into_owned()
+}
+
+/// A leading `~` as the home directory (`Path.expanduser`).
+fn expand_home(s: &str) -> String {
+    match (s.strip_prefix('~'), std::env::var("HOME")) {
+        (Some(rest), Ok(home)) if rest.is_empty() || rest.starts_with('/') => {
+            format!("{home}{rest}")
+        }
+        _ => s.to_string(),
+    }
+}

@@ -1,0 +1,379 @@
+//! The `#SBATCH` set of a recipe, as srtctl derives it: `generate_minimal_sbatch_script`
+//! (`src/srtctl/cli/submit.py`) and its template `templates/job_script_minimal.j2`, at
+//! NVIDIA/srt-slurm c88ef731, with the cluster config applied as `resolve_config_with_defaults`
+//! (`core/config.py`) applies it. tests/render_sbatch.rs holds the result against srtctl's own
+//! output for every v1 fixture. Pure.
+
+use std::path::Path;
+
+use super::cluster::{pairs, ClusterConfig};
+use crate::domain::{plan_err, PlanError, Role};
+use crate::recipe::Recipe;
+
+/// One `#SBATCH --key[=value]` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Directive {
+    pub key: String,
+    /// `None`: a bare flag (`--exclusive`; srtctl writes one for an empty value).
+    pub value: Option<String>,
+}
+
+impl Directive {
+    fn new(key: &str, value: impl ToString) -> Self {
+        Directive {
+            key: key.into(),
+            value: Some(value.to_string()),
+        }
+    }
+
+    fn flag(key: &str) -> Self {
+        Directive {
+            key: key.into(),
+            value: None,
+        }
+    }
+
+    /// `#SBATCH --key=value`.
+    pub fn line(&self) -> String {
+        match &self.value {
+            Some(v) => format!("#SBATCH --{}={v}", self.key),
+            None => format!("#SBATCH --{}", self.key),
+        }
+    }
+}
+
+/// What the batch script asks Slurm for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    /// The job's node count: worker nodes, pools and dedicated nodes.
+    pub nodes: usize,
+    /// srtctl's directives, in its order.
+    pub directives: Vec<Directive>,
+}
+
+/// Environment srtctl reads while rendering (`RUNNER_NAME`, `SLURM_ACCOUNT`, `SLURM_PARTITION`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderEnv {
+    pub runner_name: Option<String>,
+    pub slurm_account: Option<String>,
+    pub slurm_partition: Option<String>,
+}
+
+impl RenderEnv {
+    pub fn from_env() -> Self {
+        let var = |k| std::env::var(k).ok().filter(|v: &String| !v.is_empty());
+        RenderEnv {
+            runner_name: var("RUNNER_NAME"),
+            slurm_account: var("SLURM_ACCOUNT"),
+            slurm_partition: var("SLURM_PARTITION"),
+        }
+    }
+}
+
+/// srtctl's `#SBATCH` set for `recipe` on the cluster `cluster`; the job's output goes under
+/// `output_base` (`<base>/<job id>/logs/sweep_<job id>.log`).
+pub fn allocation(
+    recipe: &Recipe,
+    cluster: &ClusterConfig,
+    env: &RenderEnv,
+    output_base: &Path,
+) -> Result<Allocation, PlanError> {
+    let name = match recipe.raw_get(&["name"]) {
+        Some(serde_yaml::Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => {
+            return Err(plan_err(
+                "name",
+                "the recipe has no name (srtctl requires one: it names the Slurm job)",
+                "add name: my-job at the top of the recipe",
+            ))
+        }
+    };
+    refuse_het_job(recipe, cluster)?;
+    let slurm = |k: &str| string_at(recipe, &["slurm", k]);
+    let gpus_per_node = count(recipe, &["resources", "gpus_per_node"])?.unwrap_or(4);
+    let nodes = total_nodes(recipe)?;
+    let trtllm = engine_type(recipe) == "trtllm";
+    let mut d = vec![
+        Directive::new("job-name", env.runner_name.clone().unwrap_or(name)),
+        Directive::new(
+            "output",
+            format!("{}/%j/logs/sweep_%j.log", output_base.display()),
+        ),
+        Directive::new("nodes", nodes),
+    ];
+    if trtllm {
+        d.push(Directive::new("ntasks", gpus_per_node * nodes));
+        d.push(Directive::new("ntasks-per-node", gpus_per_node));
+    } else {
+        d.push(Directive::new("ntasks", nodes));
+        d.push(Directive::new("ntasks-per-node", 1));
+    }
+    if cluster.use_gpus_per_node_directive {
+        d.push(Directive::new("gpus-per-node", gpus_per_node));
+    }
+    if cluster.use_segment_sbatch_directive {
+        d.push(Directive::new("segment", nodes));
+    }
+    if cluster.use_exclusive_sbatch_directive {
+        d.push(Directive::flag("exclusive"));
+    }
+    // Recipe, then the cluster's default, then (account and partition) the environment.
+    let account = slurm("account")?
+        .or(cluster.default_account.clone())
+        .or(env.slurm_account.clone())
+        .unwrap_or_else(|| "default".into());
+    let time = slurm("time_limit")?
+        .or(cluster.default_time_limit.clone())
+        .unwrap_or_else(|| "01:00:00".into());
+    let partition = slurm("partition")?
+        .or(cluster.default_partition.clone())
+        .or(env.slurm_partition.clone())
+        .unwrap_or_else(|| "default".into());
+    d.push(Directive::new("account", account));
+    d.push(Directive::new("time", time));
+    d.push(Directive::new("partition", partition));
+    let mut extra = string_map(recipe, "sbatch_directives")?;
+    for (k, v) in pairs(&cluster.default_sbatch_directives) {
+        if !extra.iter().any(|(key, _)| *key == k) {
+            extra.push((k, v));
+        }
+    }
+    for (k, v) in extra {
+        d.push(if v.is_empty() {
+            Directive::flag(&k)
+        } else {
+            Directive::new(&k, v)
+        });
+    }
+    for x in &d {
+        if let Some(v) = x
+            .value
+            .as_deref()
+            .filter(|v| v.chars().any(char::is_control))
+        {
+            let from = match x.key.as_str() {
+                "job-name" => "name".to_string(),
+                "output" => "--output-dir".to_string(),
+                "account" | "partition" => format!("slurm.{}", x.key),
+                "time" => "slurm.time_limit".to_string(),
+                k => format!("sbatch_directives.{k}"),
+            };
+            return Err(plan_err(
+                from,
+                format!("{v:?} has a line break or control character: in a batch script it would end the #SBATCH line and start a command"),
+                "write the value on one line, without control characters",
+            ));
+        }
+    }
+    Ok(Allocation {
+        nodes,
+        directives: d,
+    })
+}
+
+/// `backend.type` (v1) or `engine.type` (2.0); srtctl's default is SGLang.
+fn engine_type(recipe: &Recipe) -> String {
+    let key = crate::engine::section(recipe);
+    string_at(recipe, &[key, "type"])
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "sglang".into())
+}
+
+/// srtctl splits a disaggregated job into two Slurm components when asked (`het_jobs`); mcsup's
+/// steps address one node list.
+fn refuse_het_job(recipe: &Recipe, cluster: &ClusterConfig) -> Result<(), PlanError> {
+    let asked = match recipe.raw_get(&["resources", "het_jobs"]) {
+        Some(serde_yaml::Value::Bool(b)) => *b,
+        _ => cluster.use_het_jobs,
+    };
+    if asked && disaggregated(recipe) {
+        return Err(plan_err(
+            "resources.het_jobs",
+            "a heterogeneous Slurm job (prefill and decode as two components) is not something mcsup's batch script runs: its steps address one node list",
+            "set resources.het_jobs: false in the recipe (it overrides the cluster's use_het_jobs)",
+        ));
+    }
+    Ok(())
+}
+
+/// A role's `nodes` as the recipe gives it: v1 `resources.<role>_nodes`, 2.0 `roles.<role>.nodes`.
+fn role_nodes(recipe: &Recipe, role: Role) -> Result<Option<usize>, PlanError> {
+    if recipe.roles.is_some() {
+        count(recipe, &["roles", role.short(), "nodes"])
+    } else {
+        count(recipe, &["resources", &format!("{}_nodes", role.short())])
+    }
+}
+
+/// srtctl's `ResourceConfig.is_disaggregated`: prefill or decode nodes are given.
+fn disaggregated(recipe: &Recipe) -> bool {
+    [Role::Prefill, Role::Decode]
+        .iter()
+        .any(|r| role_nodes(recipe, *r).ok().flatten().is_some())
+}
+
+/// srtctl's node count: the engine roles' nodes (`SrtConfig.total_nodes`, vLLM's packing of
+/// co-located prefill and decode included), 2.0's pools, plus the dedicated nodes (one shared
+/// one when `benchmark.colocate_with_frontend`).
+pub fn total_nodes(recipe: &Recipe) -> Result<usize, PlanError> {
+    let mut workers = if disaggregated(recipe) {
+        role_nodes(recipe, Role::Prefill)?.unwrap_or(0)
+            + role_nodes(recipe, Role::Decode)?.unwrap_or(0)
+    } else {
+        role_nodes(recipe, Role::Aggregated)?.unwrap_or(1)
+    };
+    if engine_type(recipe) == "vllm" {
+        if let Some(t) = crate::engine::layout::inputs(recipe)? {
+            let (allow, across) = crate::engine::vllm::colocation(recipe);
+            let gpus: u32 = Role::ALL
+                .iter()
+                .map(|r| t.size(*r).workers * t.size(*r).gpus_per_worker)
+                .sum();
+            if allow
+                && t.prefill.workers > 0
+                && t.decode.workers > 0
+                && (gpus <= t.gpus_per_node || across)
+            {
+                workers = gpus.div_ceil(t.gpus_per_node) as usize;
+            }
+        }
+    }
+    let pools: usize = match recipe.raw_get(&["services"]) {
+        Some(serde_yaml::Value::Sequence(s)) => s
+            .iter()
+            .filter_map(|svc| svc.get("nodes").and_then(serde_yaml::Value::as_u64))
+            .map(|n| n as usize)
+            .sum(),
+        _ => 0,
+    };
+    let job = crate::engine::job::JobSettings::from_recipe(recipe)?;
+    let dedicated = [
+        job.dedicated_infra_node,
+        job.dedicated_frontend_node,
+        job.dedicated_client_node,
+    ]
+    .iter()
+    .filter(|d| **d)
+    .count();
+    let reserved = match (dedicated, job.client_with_frontend) {
+        (0, _) => 0,
+        (_, true) => 1,
+        (n, false) => n,
+    };
+    Ok(workers + pools + reserved)
+}
+
+/// A whole number at `path` (srtctl's `int` fields), or `None` when absent.
+fn count(recipe: &Recipe, path: &[&str]) -> Result<Option<usize>, PlanError> {
+    match recipe.raw_get(path) {
+        None => Ok(None),
+        Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+            plan_err(
+                path.join("."),
+                format!("{v:?} is not a whole number"),
+                "write a whole number, e.g. 2",
+            )
+        }),
+    }
+}
+
+/// A string at `path` (srtctl's `str` fields), or `None` when absent.
+fn string_at(recipe: &Recipe, path: &[&str]) -> Result<Option<String>, PlanError> {
+    match recipe.raw_get(path) {
+        None => Ok(None),
+        Some(serde_yaml::Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(plan_err(
+            path.join("."),
+            format!("{v:?} is not a string"),
+            "quote the value, e.g. time_limit: \"04:00:00\"",
+        )),
+    }
+}
+
+/// A mapping of strings to strings at the top-level `key`, in file order.
+fn string_map(recipe: &Recipe, key: &str) -> Result<Vec<(String, String)>, PlanError> {
+    let Some(v) = recipe.raw_get(&[key]) else {
+        return Ok(Vec::new());
+    };
+    let bad = |what: String| {
+        plan_err(
+            key,
+            what,
+            format!("write {key}: {{mem: \"0\"}} (strings, as srtctl's schema takes them)"),
+        )
+    };
+    let map = v
+        .as_mapping()
+        .ok_or_else(|| bad(format!("{v:?} is not a mapping")))?;
+    map.iter()
+        .map(|(k, v)| match (k.as_str(), v.as_str()) {
+            (Some(k), Some(v)) => Ok((k.to_string(), v.to_string())),
+            _ => Err(bad(format!("{k:?}: {v:?} is not a string to a string"))),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alloc(yaml: &str, cluster: &str) -> Result<Allocation, PlanError> {
+        let recipe = crate::recipe::parse_str(Path::new("r.yaml"), yaml).unwrap();
+        let cluster = super::super::cluster::parse(Path::new("c.yaml"), cluster)
+            .unwrap()
+            .config;
+        allocation(&recipe, &cluster, &RenderEnv::default(), Path::new("/OUT"))
+    }
+
+    fn lines(a: &Allocation) -> Vec<String> {
+        a.directives.iter().map(Directive::line).collect()
+    }
+
+    #[test]
+    fn trtllm_asks_for_one_task_per_gpu_as_srtctl_does() {
+        let a = alloc(
+            "name: t\nbackend: {type: trtllm}\nresources: {gpus_per_node: 8, agg_nodes: 2, agg_workers: 2}\n",
+            "",
+        )
+        .unwrap();
+        let l = lines(&a);
+        assert!(l.contains(&"#SBATCH --ntasks=16".to_string()), "{l:?}");
+        assert!(
+            l.contains(&"#SBATCH --ntasks-per-node=8".to_string()),
+            "{l:?}"
+        );
+    }
+
+    #[test]
+    fn dedicated_nodes_add_one_shared_node_or_one_each() {
+        let base = "name: t\nresources: {prefill_nodes: 1, decode_nodes: 2, prefill_workers: 1, decode_workers: 2}\ninfra: {etcd_nats_dedicated_node: true}\nfrontend: {dedicated_node: true}\n";
+        assert_eq!(alloc(base, "").unwrap().nodes, 4);
+        let apart = format!(
+            "{base}benchmark: {{colocate_with_frontend: false, client_dedicated_node: true}}\n"
+        );
+        assert_eq!(alloc(&apart, "").unwrap().nodes, 6);
+    }
+
+    #[test]
+    fn a_recipe_without_a_name_or_asking_for_a_het_job_is_refused() {
+        let e = alloc("resources: {agg_nodes: 1, agg_workers: 1}\n", "").unwrap_err();
+        assert_eq!(e.key_path, "name");
+        let het = "name: t\nresources: {prefill_nodes: 1, decode_nodes: 1, prefill_workers: 1, decode_workers: 1}\n";
+        assert_eq!(
+            alloc(het, "use_het_jobs: true\n").unwrap_err().key_path,
+            "resources.het_jobs"
+        );
+        let off = format!(
+            "{}  \n",
+            het.replace("decode_workers: 1}", "decode_workers: 1, het_jobs: false}")
+        );
+        assert!(alloc(&off, "use_het_jobs: true\n").is_ok());
+    }
+
+    #[test]
+    fn a_directive_value_that_is_not_a_string_names_its_key() {
+        let e = alloc("name: t\nsbatch_directives: {mem: 0}\n", "").unwrap_err();
+        assert_eq!(e.key_path, "sbatch_directives");
+    }
+}

@@ -1,0 +1,203 @@
+//! `mcsup render`'s batch script against srtctl's own: for every v1 fixture, the `#SBATCH` set,
+//! the node count and the model/container aliases equal what srtctl's code produced
+//! (tests/fixtures/srt-slurm-v1/<name>.sbatch.txt, captured by scripts/capture/srtctl_sbatch.py
+//! at the commit its header names), with no cluster config and with
+//! tests/fixtures/srtslurm/srtslurm.yaml. The whole script passes `bash -n` and shellcheck.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use mcsup::launch::{self, cluster, sbatch, RenderEnv, RenderRequest};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// `## cluster config: <name>` → the lines under it (MODEL, CONTAINER, #SBATCH ...).
+fn captured(path: &Path) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("## cluster config: ") {
+            out.push((name.to_string(), Vec::new()));
+        } else if !line.is_empty() && !line.starts_with("# ") {
+            out.last_mut()
+                .expect("a section first")
+                .1
+                .push(line.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_v1_fixture_gets_srtctls_sbatch_set_nodes_and_aliases() {
+    let dir = fixtures().join("srt-slurm-v1");
+    let with_cluster = cluster::load(&fixtures().join("srtslurm/srtslurm.yaml")).unwrap();
+    let mut checked = 0;
+    let mut recipes: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    recipes.sort();
+    for recipe_path in recipes {
+        let capture = recipe_path.with_extension("sbatch.txt");
+        assert!(
+            capture.exists(),
+            "{} has no capture of srtctl's output: run scripts/capture/srtctl_sbatch.py",
+            recipe_path.display()
+        );
+        let recipe = mcsup::recipe::load_file(&recipe_path).unwrap();
+        let sections = captured(&capture);
+        assert_eq!(sections.len(), 2, "{}", capture.display());
+        for (name, want) in sections {
+            let cfg = match name.as_str() {
+                "none" => cluster::ClusterConfig::default(),
+                "srtslurm.yaml" => with_cluster.config.clone(),
+                other => panic!("{}: unknown section {other}", capture.display()),
+            };
+            let a = sbatch::allocation(&recipe, &cfg, &RenderEnv::default(), Path::new("/OUT"))
+                .unwrap_or_else(|e| panic!("{}: {e}", recipe_path.display()));
+            let (model, container) = launch::aliases(&recipe, &cfg);
+            let mut got = vec![
+                format!("MODEL {model}"),
+                format!("CONTAINER {}", container.unwrap_or_default()),
+            ];
+            got.extend(a.directives.iter().map(sbatch::Directive::line));
+            assert_eq!(
+                got,
+                want,
+                "{} with cluster config {name}",
+                recipe_path.display()
+            );
+            let nodes = format!("#SBATCH --nodes={}", a.nodes);
+            assert!(want.contains(&nodes), "{}: {nodes}", recipe_path.display());
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 32, "16 fixtures x 2 cluster configs");
+}
+
+/// `mcsup render` of the 1P2D mocker fixture, in the recipe's container (a .sqsh file under
+/// `cwd`, through the alias of a cluster config there) or without one.
+fn rendered(container: bool, cwd: &Path) -> launch::Rendered {
+    let image = cwd.join("dynamo-sglang.sqsh");
+    std::fs::write(&image, "").unwrap();
+    let config = cwd.join("srtslurm.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "containers: {{dynamo-sglang: {}}}\ndefault_mounts: {{/shared/hf-cache: /root/.cache/huggingface}}\n",
+            image.display()
+        ),
+    )
+    .unwrap();
+    let req = RenderRequest {
+        recipe: fixtures().join("srt-slurm-v1/mocker-1p2d.yaml"),
+        cluster_config: Some(config),
+        srtslurm_env: None,
+        output_dir: Some(cwd.join("out")),
+        mcsup: PathBuf::from("/shared/bin/mcsup"),
+        container,
+        roles: Vec::new(),
+        cwd: cwd.to_path_buf(),
+        env: RenderEnv::default(),
+    };
+    launch::render(&req).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_script_passes_bash_n_and_shellcheck_with_and_without_a_container() {
+    let shellcheck = std::process::Command::new("shellcheck")
+        .arg("--version")
+        .output()
+        .is_ok();
+    common::require(
+        shellcheck,
+        "shellcheck",
+        "apt-get install shellcheck (scripts/setup.sh does)",
+    );
+    let d = tempfile::tempdir().unwrap();
+    for container in [true, false] {
+        let r = rendered(container, d.path());
+        let script = d.path().join(format!("job-{container}.sh"));
+        std::fs::write(&script, &r.script).unwrap();
+        for (tool, args) in [("bash", vec!["-n"]), ("shellcheck", vec!["-S", "style"])] {
+            let o = std::process::Command::new(tool)
+                .args(&args)
+                .arg(&script)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{tool} on the script (container: {container}):\n{}{}\n{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+                r.script
+            );
+        }
+    }
+}
+
+#[test]
+fn the_script_carries_the_recipe_the_container_and_every_nodes_roles() {
+    let d = tempfile::tempdir().unwrap();
+    let r = rendered(true, d.path());
+    let recipe = std::fs::read_to_string(fixtures().join("srt-slurm-v1/mocker-1p2d.yaml")).unwrap();
+    assert!(r
+        .script
+        .contains(&format!("<<'MCSUP_RECIPE_END'\n{recipe}")));
+    let c = r.container.as_ref().unwrap();
+    let image = d.path().join("dynamo-sglang.sqsh").display().to_string();
+    assert_eq!(c.image, image);
+    // hf: models are not mounted; the cluster's default mounts are.
+    assert_eq!(
+        c.mounts,
+        vec![(
+            "/shared/hf-cache".to_string(),
+            "/root/.cache/huggingface".to_string()
+        )]
+    );
+    assert!(r.script.contains(&format!("--container-image={image} ")));
+    assert!(r.script.contains("$MCSUP:/opt/mcsup/bin/mcsup:ro"));
+    assert_eq!(r.nodes.len(), 3);
+    assert!(r.nodes[0].starts_with("prefill: "), "{:?}", r.nodes);
+    assert!(r.nodes[1].starts_with("decode: ") && r.nodes[2].starts_with("decode: "));
+    // The early warning covers the teardown deadline (default 25 s) and the margins.
+    assert!(r.script.contains(&format!(
+        "#SBATCH --signal=B:USR1@{}\n",
+        r.early_warning.as_secs()
+    )));
+    assert!(
+        r.early_warning.as_secs() >= 25 + 2 + 10,
+        "{:?}",
+        r.early_warning
+    );
+}
+
+#[test]
+fn a_missing_model_alias_names_the_alias_and_the_cluster_file() {
+    let d = tempfile::tempdir().unwrap();
+    let req = RenderRequest {
+        recipe: fixtures().join("srt-slurm-v1/mocker-kimi-trace-agg.yaml"),
+        cluster_config: None,
+        srtslurm_env: None,
+        output_dir: Some(d.path().join("out")),
+        mcsup: PathBuf::from("/shared/bin/mcsup"),
+        container: true,
+        roles: Vec::new(),
+        cwd: d.path().to_path_buf(),
+        env: RenderEnv::default(),
+    };
+    let e = launch::render(&req).unwrap_err().to_string();
+    assert!(
+        e.contains("model.path: `kimi-k25-nvfp4` is not an alias in the cluster config (no srtslurm.yaml found; model_paths: none)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("fix: add the alias to model_paths in srtslurm.yaml"),
+        "{e}"
+    );
+}
