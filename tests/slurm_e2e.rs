@@ -805,7 +805,8 @@ mcsup:
 }
 
 /// srtctl's upstream mocker recipe (tests/fixtures/srt-slurm-v1/mocker-agg.yaml, from
-/// recipes/mocker/agg.yaml) turned into a 1P2D job on three fake nodes, with a few seconds of
+/// recipes/mocker/agg.yaml) turned into a 1P2D job on four fake nodes (the frontend on a node of
+/// its own), with a few seconds of
 /// simulated model loading and the tiny local model. A restarted worker comes back after 28 s:
 /// longer than Dynamo's frontend takes to drop a SIGKILLed instance (about 22 s, measured), so
 /// the loss is seen before the return.
@@ -814,9 +815,10 @@ fn mocker_1p2d_recipe(env: &TestEnv, model: &std::path::Path) -> PathBuf {
         r#"
 model: {{path: "hf:{model}"}}
 resources: {{gpu_type: cpu, gpus_per_node: 1, prefill_nodes: 1, prefill_workers: 1, decode_nodes: 2, decode_workers: 2}}
+frontend: {{type: dynamo, enable_multiple_frontends: false, dedicated_node: true}}
 {local}"#,
         model = model.display(),
-        local = local_cluster_keys(env, 3, "", 28),
+        local = local_cluster_keys(env, 4, "", 28),
     );
     derived_recipe(
         env,
@@ -827,30 +829,32 @@ resources: {{gpu_type: cpu, gpus_per_node: 1, prefill_nodes: 1, prefill_workers:
     )
 }
 
-/// `sbatch` of scripts/slurm/job-roles.sbatch on `nodes` nodes with `roles` (one entry per node)
-/// and `recipe`; `path` goes in front of the job's PATH. Returns the job id, its log directory
-/// and its output file.
-fn roles_job(
+/// `mcsup submit --no-container` of `recipe` on the local cluster, with a cluster config for it
+/// (its partition; no `--gpus-per-node` or `--segment`, which it does not take); `path` goes in
+/// front of the job's PATH. Returns the job id, its log directory and its output file, and
+/// checks what submit printed.
+fn submit_job(
     env: &TestEnv,
     cluster: &Cluster,
     recipe: &std::path::Path,
-    roles: &str,
-    nodes: u32,
     path: &std::path::Path,
 ) -> (String, PathBuf, PathBuf) {
-    let out = env.path("job.out");
-    let mut sbatch = cluster.cmd("sbatch");
-    // No roles: each node derives its own (`--role auto`).
-    if roles.is_empty() {
-        sbatch.env_remove("ROLES");
-    } else {
-        sbatch.env("ROLES", roles);
-    }
-    let o = sbatch
-        .args(["--parsable", "--time=10", "-N", &nodes.to_string(), "-o"])
-        .arg(&out)
-        .arg(format!("--chdir={}", env.dir.path().display()))
-        .arg(repo().join("scripts/slurm/job-roles.sbatch"))
+    let config = env.path("srtslurm.yaml");
+    std::fs::write(
+        &config,
+        "default_partition: debug\nuse_gpus_per_node_directive: false\nuse_segment_sbatch_directive: false\n",
+    )
+    .unwrap();
+    let o = cluster
+        .cmd(MCSUP)
+        .arg("submit")
+        .arg("-f")
+        .arg(recipe)
+        .args(["--no-container", "--mcsup", MCSUP, "--cluster-config"])
+        .arg(&config)
+        .arg("--output-dir")
+        .arg(env.path("out"))
+        .current_dir(env.dir.path())
         .env(
             "PATH",
             format!(
@@ -859,36 +863,96 @@ fn roles_job(
                 std::env::var("PATH").unwrap_or_default()
             ),
         )
-        .env("MCSUP", MCSUP)
-        .env("RECIPE", recipe)
-        .env("DRAIN_TIMEOUT", "30")
         .env("MCSUP_TEST_TAG", &env.tag)
         .output()
-        .expect("sbatch");
-    let id = job_id(&o);
-    let logs = env.path("logs").join(&id);
+        .expect("mcsup submit");
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "mcsup submit: {stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let id = stdout
+        .strip_prefix("submitted job ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no job id in {stdout:?}"))
+        .to_string();
+    let dir = env.path("out").join(&id);
+    let logs = dir.join("logs");
+    assert!(
+        stdout.contains(&format!("mcsup status --job --log-dir {}", logs.display())),
+        "{stdout}"
+    );
+    let out = logs.join(format!("sweep_{id}.log"));
     (id, logs, out)
+}
+
+/// `mcsup plan --json` of the job's own recipe copy for `node` of `nodelist` (`--role auto`):
+/// the names of the processes and the gates (waits on other nodes) it plans.
+fn planned_processes(logs: &std::path::Path, node: &str, nodelist: &str) -> Vec<String> {
+    let o = Command::new(MCSUP)
+        .args([
+            "plan",
+            "--json",
+            "--node",
+            node,
+            "--nodelist",
+            nodelist,
+            "--recipe",
+        ])
+        .arg(logs.parent().unwrap().join("recipe.yaml"))
+        .arg("--log-dir")
+        .arg(logs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut names: Vec<String> = ["processes", "gates"]
+        .iter()
+        .flat_map(|k| plan[k].as_array().unwrap().iter())
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The names of the units (processes and gates) `<node>.status.json` lists.
+fn ran_processes(logs: &std::path::Path, node: &str) -> Vec<String> {
+    let status: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(logs.join(format!("{node}.status.json"))).unwrap(),
+    )
+    .unwrap();
+    let mut names: Vec<String> = status["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
 }
 
 fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
     let (dynamo, model) = common::recipe::dynamo_venv();
     let recipe = mocker_1p2d_recipe(env, &model);
     // The roles are derived on each node (`--role auto`): the test's 1 prefill and 2 decode
-    // workers come from srtctl's layout alone.
-    roles_job(env, cluster, &recipe, "", 3, &dynamo)
+    // workers come from srtctl's layout alone, behind a frontend on a node of its own.
+    submit_job(env, cluster, &recipe, &dynamo)
 }
 
-/// The path from a recipe to an endpoint with mcsup alone, under the local Slurm: a 1P2D Dynamo
-/// mocker job on three nodes, one mcsup per node (etcd, NATS and the frontend on n1). The job is
-/// servable within the recipe's health budget (the frontend lists 1 prefill + 2 decode and a
-/// completion answers), and a completion through the endpoint returns tokens. A decode worker
-/// SIGKILLed is a loss the job view shows ("1 of 2 decode"), not a teardown; its restart brings
-/// the job back. Slurm's early warning stops the frontend, then the workers, then etcd and NATS,
-/// and leaves nothing behind.
+/// The path from a recipe to an endpoint with mcsup alone, under the local Slurm: `mcsup submit
+/// --no-container` of a 1P2D Dynamo mocker recipe with a dedicated frontend node: four nodes, one
+/// mcsup per node, each deriving its roles (etcd, NATS and the frontend on n1, the prefill worker
+/// on n2, the decode workers on n3 and n4), each running exactly what `mcsup plan` shows for it.
+/// The job is servable within the recipe's health budget (the frontend lists 1 prefill + 2
+/// decode and a completion answers), and a completion through the endpoint returns tokens. A
+/// decode worker SIGKILLed is a loss the job view shows ("1 of 2 decode"), not a teardown; its
+/// restart brings the job back. Slurm's early warning stops the frontend, then the workers, then
+/// etcd and NATS, and leaves nothing behind.
 #[test]
 fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     let env = TestEnv::new();
-    let cluster = Cluster::start_n(&env, "cgroup", 17890, 3);
+    let cluster = Cluster::start_n(&env, "cgroup", 17890, 4);
     let started = Instant::now();
     let (id, logs, out) = mocker_job(&env, &cluster);
     let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
@@ -904,20 +968,31 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         }
         has("n1", "frontend_0", "servable").then_some(())
     });
-    // Every node derived its roles (`--role auto`); the workers each runs show which.
-    for n in ["n1", "n2", "n3"] {
+    // Every node derived its roles (`--role auto`) and runs what `mcsup plan` reports for it.
+    for n in ["n1", "n2", "n3", "n4"] {
         assert!(
             job_out().contains(&format!("started mcsup --role auto on {n}")),
             "{}",
             job_out()
         );
+        assert_eq!(
+            ran_processes(&logs, n),
+            planned_processes(&logs, n, "n[1-4]"),
+            "{n}"
+        );
     }
     assert!(
-        has("n1", "mocker-prefill-0", "ready"),
-        "n1 runs the prefill worker"
+        !events("n1")
+            .iter()
+            .any(|e| e.process.starts_with("mocker-")),
+        "the dedicated frontend node runs no worker"
     );
-    assert!(has("n2", "mocker-decode-0", "ready"), "n2 runs decode[0]");
-    assert!(has("n3", "mocker-decode-1", "ready"), "n3 runs decode[1]");
+    assert!(
+        has("n2", "mocker-prefill-0", "ready"),
+        "n2 runs the prefill worker"
+    );
+    assert!(has("n3", "mocker-decode-0", "ready"), "n3 runs decode[0]");
+    assert!(has("n4", "mocker-decode-1", "ready"), "n4 runs decode[1]");
     let servable_at = started.elapsed();
     let ev = events("n1")
         .into_iter()
@@ -932,7 +1007,7 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     // `/health` turns 200 when it registers, before its engine is up (`startup_time`), so this
     // lag includes the simulated loading; scripts/bench-servable.sh measures the servable moment
     // against the engine's own readiness.
-    let last_worker_ready = ["n1", "n2", "n3"]
+    let last_worker_ready = ["n2", "n3", "n4"]
         .iter()
         .flat_map(|n| events(n))
         .filter(|e| e.process.starts_with("mocker-") && e.event == "ready")
@@ -954,8 +1029,8 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     let tokens = answer["usage"]["completion_tokens"].as_u64().unwrap_or(0);
     eprintln!("completion through the endpoint: {tokens} tokens: {answer}");
     assert_eq!(tokens, 5, "{answer}");
-    // SIGKILL a decode worker on n3: a loss, then its restart, not a teardown.
-    sigkill_unit(&logs, "n3", "mocker-decode-1");
+    // SIGKILL a decode worker on n4: a loss, then its restart, not a teardown.
+    sigkill_unit(&logs, "n4", "mocker-decode-1");
     wait_for(
         "the frontend to lose the worker",
         Duration::from_secs(40),
@@ -969,7 +1044,7 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     wait_for("the worker back", Duration::from_secs(40), || {
         has("n1", "frontend_0", "workers-back").then_some(())
     });
-    assert!(has("n3", "mocker-decode-1", "restarting"));
+    assert!(has("n4", "mocker-decode-1", "restarting"));
     let view = job_status(&cluster_job(&id, &logs, &out));
     assert!(
         view.contains("servable: http://127.0.0.1:8000, 3/3 workers"),
@@ -983,11 +1058,34 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         .success());
     cluster.wait_gone(&id, Duration::from_secs(60));
     assert_eq!(cluster.job_state(&id), "COMPLETED 0:0", "{}", job_out());
+    // Across nodes, by wall clock (one machine: one clock).
+    let ts = |node: &str, p: &str, e: &str| {
+        events(node)
+            .iter()
+            .find(|x| x.process == p && x.event == e)
+            .and_then(|x| x.raw["ts_ms"].as_u64())
+            .unwrap_or_else(|| panic!("{node}: no {p} {e}"))
+    };
+    let mut order = Vec::new();
+    for (n, p) in [
+        ("n1", "frontend_0"),
+        ("n2", "mocker-prefill-0"),
+        ("n3", "mocker-decode-0"),
+        ("n4", "mocker-decode-1"),
+        ("n1", "etcd"),
+        ("n1", "nats"),
+    ] {
+        order.push(format!(
+            "{n} {p}: stopping {} stopped {}",
+            ts(n, p, "stopping"),
+            ts(n, p, "stopped")
+        ));
+    }
+    eprintln!("teardown:\n{}", order.join("\n"));
     let evs = events("n1");
     let at = |p: &str, e: &str| Mcsup::index_of(&evs, p, e);
-    assert!(at("frontend_0", "stopped") < at("mocker-prefill-0", "stopping"));
-    assert!(at("mocker-prefill-0", "stopped") < at("etcd", "stopping"));
-    assert!(at("mocker-prefill-0", "stopped") < at("nats", "stopping"));
+    assert!(at("frontend_0", "stopped") < at("etcd", "stopping"));
+    assert!(at("frontend_0", "stopped") < at("nats", "stopping"));
     assert!(
         !evs.iter()
             .any(|e| e.event == "workers-lost" && e.t_ms > evs[at("frontend_0", "stopping")].t_ms),
@@ -1064,7 +1162,7 @@ fn sglang_router_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order
     let started = Instant::now();
     let (dynamo, _) = common::recipe::dynamo_venv();
     let recipe = router_1p2d_recipe(&env);
-    let (id, logs, out) = roles_job(&env, &cluster, &recipe, "prefill,decode", 1, &dynamo);
+    let (id, logs, out) = submit_job(&env, &cluster, &recipe, &dynamo);
     let events = || read_events(&logs.join("n1.events.jsonl"));
     let has = |process: &str, event: &str| {
         events()
