@@ -839,6 +839,18 @@ fn submit_job(
     recipe: &std::path::Path,
     path: &std::path::Path,
 ) -> (String, PathBuf, PathBuf) {
+    submit_with(env, cluster, recipe, path, std::path::Path::new(MCSUP), &[])
+}
+
+/// [`submit_job`] with another binary on the nodes (`--mcsup`) and more job environment.
+fn submit_with(
+    env: &TestEnv,
+    cluster: &Cluster,
+    recipe: &std::path::Path,
+    path: &std::path::Path,
+    node_mcsup: &std::path::Path,
+    job_env: &[(&str, String)],
+) -> (String, PathBuf, PathBuf) {
     let config = env.path("srtslurm.yaml");
     std::fs::write(
         &config,
@@ -850,8 +862,11 @@ fn submit_job(
         .arg("submit")
         .arg("-f")
         .arg(recipe)
-        .args(["--no-container", "--mcsup", MCSUP, "--cluster-config"])
+        .args(["--no-container", "--mcsup"])
+        .arg(node_mcsup)
+        .arg("--cluster-config")
         .arg(&config)
+        .envs(job_env.iter().map(|(k, v)| (*k, v.as_str())))
         .arg("--output-dir")
         .arg(env.path("out"))
         .current_dir(env.dir.path())
@@ -1093,6 +1108,73 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
     );
     assert_job_leaves_nothing(&env);
     eprintln!("whole job: {:?}", started.elapsed());
+}
+
+/// The rendered script's first-failure handling, with a stand-in for mcsup on the nodes
+/// (tests/slurm/fake-mcsup.sh): the 1P2D mocker fixture on three nodes; mcsup on n2 fails (exit
+/// 3) after 2 s; the batch shell drains the other two (USR1, each exits 0 after its "teardown"),
+/// and the job fails with n2's status. Every node got `run --role auto` with the job's own copy
+/// of the recipe and the job's log directory.
+#[test]
+fn a_node_that_fails_drains_the_others_and_the_job_fails_with_its_status() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 17910, 3);
+    let log = env.path("fake.log");
+    let recipe = repo().join("tests/fixtures/srt-slurm-v1/mocker-1p2d.yaml");
+    let fake = repo().join("tests/slurm/fake-mcsup.sh");
+    let job_env = [
+        ("FAKE_MCSUP_LOG", log.display().to_string()),
+        ("FAKE_EXIT_AFTER_NODE_n2", "2".to_string()),
+        ("FAKE_EXIT_CODE_NODE_n2", "3".to_string()),
+    ];
+    let (id, logs, out) = submit_with(
+        &env,
+        &cluster,
+        &recipe,
+        std::path::Path::new("/usr/bin"),
+        &fake,
+        &job_env,
+    );
+    cluster.wait_gone(&id, Duration::from_secs(60));
+    let job_out = std::fs::read_to_string(&out).unwrap_or_default();
+    let events = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(cluster.job_state(&id), "FAILED 3:0", "{job_out}\n{events}");
+    let on = |node: &str, what: &str| {
+        events
+            .lines()
+            .any(|l| l.contains(&format!("node={node} ")) && l.contains(what))
+    };
+    for n in ["n1", "n2", "n3"] {
+        assert!(
+            on(
+                n,
+                &format!(
+                    "start argv=[run --role auto --recipe {dir}/recipe.yaml --log-dir {logs}]",
+                    dir = logs.parent().unwrap().display(),
+                    logs = logs.display()
+                )
+            ),
+            "{n}: {events}"
+        );
+    }
+    assert!(on("n2", "exit 3 (by itself)"), "{events}");
+    for n in ["n1", "n3"] {
+        assert!(on(n, "SIGUSR1") && on(n, "exit 0"), "{n} drained: {events}");
+    }
+    assert!(
+        job_out.contains("mcsup on n2 exited with status 3"),
+        "{job_out}"
+    );
+    assert!(
+        job_out.contains("mcsup on n2 ended: sending USR1 (drain)"),
+        "{job_out}"
+    );
+    // The recipe the job ran is the one rendered, copied into the job's directory.
+    assert_eq!(
+        std::fs::read_to_string(logs.parent().unwrap().join("recipe.yaml")).unwrap(),
+        std::fs::read_to_string(&recipe).unwrap()
+    );
+    assert_job_leaves_nothing(&env);
 }
 
 /// SIGKILL the process `name` that `<node>.status.json` in `logs` lists.

@@ -9,7 +9,9 @@
 # FAKE_TEARDOWN_MS, then exit 0), `SIGTERM` (exit 143), `exit <status>`.
 # FAKE_EXIT_AFTER_<role>=S makes that role exit by itself after S seconds with
 # FAKE_EXIT_CODE_<role> (default 0); FAKE_IGNORE_USR1_<role>=1 makes it log USR1 and go on (a
-# drain that hangs). `plan` prints a line and exits 0.
+# drain that hangs). FAKE_EXIT_AFTER_NODE_<node> / FAKE_EXIT_CODE_NODE_<node> do the same for
+# the instance on one node (with `--role auto` every node has the same role). `plan` prints a
+# line and exits 0.
 set -u
 
 LOG="${FAKE_MCSUP_LOG:-/dev/stderr}"
@@ -51,8 +53,10 @@ emit "start argv=[$ARGV] nodelist=${SLURM_JOB_NODELIST:-?} cpus_on_node=${SLURM_
 
 exit_after_var="FAKE_EXIT_AFTER_$ROLE"
 exit_code_var="FAKE_EXIT_CODE_$ROLE"
-exit_after="${!exit_after_var:-0}"
-exit_code="${!exit_code_var:-0}"
+node_after_var="FAKE_EXIT_AFTER_NODE_${SLURMD_NODENAME:-none}"
+node_code_var="FAKE_EXIT_CODE_NODE_${SLURMD_NODENAME:-none}"
+exit_after="${!exit_after_var:-${!node_after_var:-0}}"
+exit_code="${!exit_code_var:-${!node_code_var:-0}}"
 
 exec {idle}<> <(:)
 start=$SECONDS
