@@ -80,6 +80,73 @@ fn every_v1_fixture_gets_srtctls_sbatch_set_nodes_and_aliases() {
     assert_eq!(checked, 32, "16 fixtures x 2 cluster configs");
 }
 
+/// The srt-slurm 2.0 fixtures. srt-slurm 2.0's code is not runnable here (the local mirror has
+/// no 2.0 commit; the search index holds parts of it), so these node counts are derived by hand
+/// from its `planned_total_nodes` (`cli/submit.py`, index snapshot c11a87d8): the engine roles'
+/// nodes (`nodes: colocate` is none of its own), plus one node for the dedicated roles
+/// (`placement.node: dedicated` on etcd/nats, the frontend or the benchmark); 2.0's pools
+/// (`services[].nodes`) are refused, as mcsup runs no pool.
+#[test]
+fn srt_slurm_2_fixtures_get_the_node_count_of_2_0s_planned_total_nodes() {
+    let expected: &[(&str, Result<usize, &str>)] = &[
+        ("docs-gms-log-readiness", Ok(1)),
+        ("docs-mooncake-store-workers", Ok(2)),
+        ("docs-services-standalone-stores", Ok(3)),
+        // roles.agg.nodes 1, etcd and nats on a dedicated node.
+        ("infra-services-dedicated", Ok(2)),
+        ("pools", Err("services[0].nodes")),
+        ("services-generic-http", Ok(1)),
+        ("services-generic-port", Ok(1)),
+        ("test-declared-mooncake-master", Ok(3)),
+        ("test-etcd-external", Ok(3)),
+        ("test-exporters-override", Ok(3)),
+        ("test-mooncake-stores-backend-form-early", Ok(3)),
+        ("test-mooncake-stores-engine-form", Ok(3)),
+        ("torchrun-pool", Err("services[0].nodes")),
+        // prefill on 1 node, decode `nodes: colocate`.
+        ("trtllm-serve-disagg-mooncake", Ok(1)),
+        ("trtllm-serve-mooncake-donor", Ok(2)),
+    ];
+    let dir = fixtures().join("srt-slurm-2");
+    let on_disk = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "yaml")
+        })
+        .count();
+    assert_eq!(
+        on_disk,
+        expected.len(),
+        "a 2.0 fixture without an expected node count"
+    );
+    for (name, want) in expected {
+        let recipe = mcsup::recipe::load_file(&dir.join(format!("{name}.yaml"))).unwrap();
+        let got = sbatch::allocation(
+            &recipe,
+            &cluster::ClusterConfig::default(),
+            &RenderEnv::default(),
+            Path::new("/OUT"),
+        );
+        match (got, want) {
+            (Ok(a), Ok(n)) => {
+                assert_eq!(a.nodes, *n, "{name}");
+                assert!(
+                    a.directives
+                        .iter()
+                        .any(|d| d.line() == format!("#SBATCH --segment={n}")),
+                    "{name}"
+                );
+            }
+            (Err(e), Err(key)) => assert_eq!(e.key_path, *key, "{name}: {e}"),
+            (got, want) => panic!("{name}: {got:?}, expected {want:?}"),
+        }
+    }
+}
+
 /// `mcsup render` of the 1P2D mocker fixture, in the recipe's container (a .sqsh file under
 /// `cwd`, through the alias of a cluster config there) or without one.
 fn rendered(container: bool, cwd: &Path) -> launch::Rendered {

@@ -1,7 +1,8 @@
 //! The job-wide srtctl settings the worker layout reads, typed as srtctl's schema loads them
 //! (`core/schema.py` at c88ef731: `InfraConfig`, `FrontendConfig.dedicated_node`,
 //! `BenchmarkConfig`, `DynamoConfig`, `HealthCheckConfig`, `setup_script`). A value of the wrong
-//! type is an error naming its key, not a silent default. Pure.
+//! type is an error naming its key, not a silent default. srt-slurm 2.0's spellings of the
+//! dedicated nodes (`placement.node: dedicated`) are read as well. Pure.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -84,11 +85,35 @@ impl JobSettings {
                 }),
             }
         };
+        // srt-slurm 2.0 says `placement: {node: dedicated}` (frontend, benchmark, and the etcd and
+        // nats services) where v1 has booleans (`SrtConfig.infra_dedicated_node`, `PlacementConfig`).
+        let dedicated = |section: &str| {
+            recipe
+                .raw_get(&[section, "placement", "node"])
+                .and_then(serde_yaml::Value::as_str)
+                == Some("dedicated")
+        };
+        let infra_service_dedicated = match recipe.raw_get(&["services"]) {
+            Some(serde_yaml::Value::Sequence(s)) => s.iter().any(|svc| {
+                matches!(
+                    svc.get("type").and_then(|t| t.as_str()),
+                    Some("etcd" | "nats")
+                ) && svc
+                    .get("placement")
+                    .and_then(|p| p.get("node"))
+                    .and_then(|n| n.as_str())
+                    == Some("dedicated")
+            }),
+            _ => false,
+        };
         Ok(Self {
             frontend_type: frontend.string("type")?.unwrap_or_else(|| "dynamo".into()),
-            dedicated_infra_node: infra.boolean("etcd_nats_dedicated_node")?.unwrap_or(false),
-            dedicated_frontend_node: frontend.boolean("dedicated_node")?.unwrap_or(false),
-            dedicated_client_node: bench.boolean("client_dedicated_node")?.unwrap_or(false),
+            dedicated_infra_node: infra.boolean("etcd_nats_dedicated_node")?.unwrap_or(false)
+                || infra_service_dedicated,
+            dedicated_frontend_node: frontend.boolean("dedicated_node")?.unwrap_or(false)
+                || dedicated("frontend"),
+            dedicated_client_node: bench.boolean("client_dedicated_node")?.unwrap_or(false)
+                || dedicated("benchmark"),
             client_with_frontend: bench.boolean("colocate_with_frontend")?.unwrap_or(true),
             model_path: model.string("path")?.unwrap_or_else(|| "model".into()),
             setup_script,
@@ -291,6 +316,17 @@ mod tests {
         // Too few nodes for the reserved ones.
         let e = nodes(&format!("{infra}{front}{apart_no_client}"), 2).unwrap_err();
         assert!(e.to_string().contains("at least 3 nodes"), "{e}");
+    }
+
+    #[test]
+    fn srt_slurm_2_spells_dedicated_nodes_as_placements() {
+        let s = read(
+            "frontend: {placement: {node: dedicated}}\nbenchmark: {placement: {node: dedicated}}\nservices:\n  - {name: etcd, type: etcd, placement: {node: dedicated}}\n",
+        )
+        .unwrap();
+        assert!(s.dedicated_frontend_node && s.dedicated_client_node && s.dedicated_infra_node);
+        let s = read("frontend: {placement: {node: head}}\nservices:\n  - {name: etcd, type: etcd}\n  - {name: x, type: generic, placement: {node: dedicated}}\n").unwrap();
+        assert!(!s.dedicated_frontend_node && !s.dedicated_client_node && !s.dedicated_infra_node);
     }
 
     #[test]

@@ -214,8 +214,8 @@ fn disaggregated(recipe: &Recipe) -> bool {
 }
 
 /// srtctl's node count: the engine roles' nodes (`SrtConfig.total_nodes`, vLLM's packing of
-/// co-located prefill and decode included), 2.0's pools, plus the dedicated nodes (one shared
-/// one when `benchmark.colocate_with_frontend`).
+/// co-located prefill and decode included) plus the dedicated nodes (one shared one when
+/// `benchmark.colocate_with_frontend`), as 2.0's `planned_total_nodes` counts them too.
 pub fn total_nodes(recipe: &Recipe) -> Result<usize, PlanError> {
     let mut workers = if disaggregated(recipe) {
         role_nodes(recipe, Role::Prefill)?.unwrap_or(0)
@@ -239,14 +239,22 @@ pub fn total_nodes(recipe: &Recipe) -> Result<usize, PlanError> {
             }
         }
     }
-    let pools: usize = match recipe.raw_get(&["services"]) {
-        Some(serde_yaml::Value::Sequence(s)) => s
+    // 2.0 pools (`services[].nodes`) take nodes after the engine's; mcsup runs no pool, and a
+    // node of one would find no role: refused rather than submitted to fail.
+    if let Some(serde_yaml::Value::Sequence(s)) = recipe.raw_get(&["services"]) {
+        if let Some((i, svc)) = s
             .iter()
-            .filter_map(|svc| svc.get("nodes").and_then(serde_yaml::Value::as_u64))
-            .map(|n| n as usize)
-            .sum(),
-        _ => 0,
-    };
+            .enumerate()
+            .find(|(_, svc)| svc.get("nodes").is_some())
+        {
+            let name = svc.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+            return Err(plan_err(
+                format!("services[{i}].nodes"),
+                format!("service `{name}` owns whole nodes (a pool); mcsup runs no pools, so those nodes would run nothing"),
+                "run the pool's work as a service placed on the engine's nodes, or submit this recipe with srtctl",
+            ));
+        }
+    }
     let job = crate::engine::job::JobSettings::from_recipe(recipe)?;
     let dedicated = [
         job.dedicated_infra_node,
@@ -261,13 +269,15 @@ pub fn total_nodes(recipe: &Recipe) -> Result<usize, PlanError> {
         (_, true) => 1,
         (n, false) => n,
     };
-    Ok(workers + pools + reserved)
+    Ok(workers + reserved)
 }
 
-/// A whole number at `path` (srtctl's `int` fields), or `None` when absent.
+/// A whole number at `path` (srtctl's `int` fields), or `None` when absent. 2.0's `nodes:
+/// colocate` (a role on another role's nodes) is 0 nodes of its own.
 fn count(recipe: &Recipe, path: &[&str]) -> Result<Option<usize>, PlanError> {
     match recipe.raw_get(path) {
         None => Ok(None),
+        Some(serde_yaml::Value::String(s)) if s == "colocate" => Ok(Some(0)),
         Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
             plan_err(
                 path.join("."),
