@@ -5,9 +5,17 @@ log()  { printf '[mcsup-setup] %s\n' "$*"; }
 warn() { printf '[mcsup-setup] WARNING: %s\n' "$*" >&2; }
 die()  { printf '[mcsup-setup] ERROR: %s\n' "$*" >&2; exit 1; }
 
-# dpkg_installed PKG: true if dpkg reports PKG as fully installed.
+# dpkg_installed PKG[:ARCH]: true if dpkg reports PKG as fully installed for ARCH (default: the
+# native architecture, or `all`). With a foreign architecture (scripts/release.sh adds arm64), a
+# Multi-Arch package such as libibverbs-dev can be installed once per architecture, and
+# dpkg-query then answers for each.
 dpkg_installed() {
-  [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null || true)" = "installed" ]
+  local arch="${1#*:}" line
+  [ "$arch" != "$1" ] || arch="$(dpkg --print-architecture)"
+  while read -r line; do
+    case "$line" in "installed $arch" | "installed all") return 0 ;; esac
+  done < <(dpkg-query -W -f='${db:Status-Status} ${Architecture}\n' "$1" 2>/dev/null || true)
+  return 1
 }
 
 # have_shared_lib SONAME: true if the dynamic linker cache knows SONAME (e.g. libcurl.so.4).
