@@ -11,6 +11,9 @@
 #   3. <repo>/.venv-dynamo: Dynamo's frontend and mocker (ai-dynamo 1.6.1), the SGLang router,
 #      and a tiny tokenizer-only model directory for the mocker (scripts/dynamo-requirements.txt)
 #   4. cargo-nextest (only if `cargo nextest --version` fails)
+#   5. the tools of the portable release binaries (scripts/release.sh --tools-only: dpkg's arm64
+#      architecture with libibverbs-dev:arm64, the zig venv <repo>/.venv-zig, the Rust targets),
+#      and for their tests qemu-user-static with Debian's arm64 cross glibc
 # and finally verifies that the real Mooncake binaries run.
 #
 # Environment knobs:
@@ -39,10 +42,14 @@ REQUIRED_PY="3.11"   # the wheel is cp311 only
 # etcd-server (/usr/bin/etcd), nats-server (/usr/sbin/nats-server): real servers that tests start
 # privately in their own network namespace; etcd-client (etcdctl) and iproute2 (ip) for that test.
 # nginx-light: srtctl's nginx in front of several frontends (the frontend tests run it).
+# qemu-user-static, libc6-arm64-cross, libgcc-s1-arm64-cross: the aarch64 release binary runs
+# under qemu-user on Debian's arm64 glibc, and binutils' objdump cross-checks the glibc versions
+# the release binaries need (tests/portable_release.rs).
 APT_PACKAGES=(
   libibverbs-dev librdmacm-dev libclang-dev ibverbs-providers pkg-config python3-venv
   ca-certificates etcd-server nats-server etcd-client iproute2
   chromium nginx-light shellcheck
+  qemu-user-static libc6-arm64-cross libgcc-s1-arm64-cross binutils
 )
 # Packages from APT_PACKAGES that ship a system service, as package:service. We only want their
 # binaries. On a fresh install their postinst enables the service for boot (systemd unit links,
@@ -278,6 +285,17 @@ else
   log "nextest: not found; running 'cargo install cargo-nextest --locked' (builds from source, slow)"
   cargo install cargo-nextest --locked
   log "nextest: $(cargo nextest --version 2>/dev/null | head -n1)"
+fi
+
+# --------------------------------------------------------------------------------------------
+# 4b. The portable release binaries' tools (scripts/release.sh says what and why)
+# --------------------------------------------------------------------------------------------
+if ! "$REPO_ROOT/scripts/release.sh" --tools-only; then
+  if [ "${MCSUP_SKIP_APT:-0}" = "1" ]; then
+    warn "release: its tools are incomplete (MCSUP_SKIP_APT=1); scripts/release.sh and its tests will fail"
+  else
+    die "release: scripts/release.sh --tools-only failed (see above)"
+  fi
 fi
 
 # --------------------------------------------------------------------------------------------

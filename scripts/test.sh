@@ -43,6 +43,7 @@ step "format, lints and docs (warnings are errors)"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+shellcheck -x scripts/release.sh
 
 step "build (default features: sysfs + ibverbs)"
 cargo build --workspace --all-targets --locked
@@ -50,6 +51,10 @@ cargo build --workspace --all-targets --locked
 step "build without ibverbs (login nodes: no libibverbs/libclang; sysfs only)"
 cargo build -p mcsup-rdma --no-default-features --locked
 cargo build -p mcsup --no-default-features --locked --bin mcsup
+
+step "portable release binaries: glibc >= 2.28, x86_64 and aarch64 (checked and run by tests/portable_release.rs)"
+scripts/release.sh
+export MCSUP_DIST_DIR="$REPO_ROOT/dist"
 
 step "the example batch script's logic under a local Slurm (stand-in mcsup; the real job runs in tests/slurm_e2e.rs)"
 tests/slurm/job-1p1d.sh --mcsup "$REPO_ROOT/target/debug/mcsup"
