@@ -71,7 +71,9 @@ done
 # x86_64 build, the arm64 rdma-core for the aarch64 one), the zig venv, the Rust targets.
 # --------------------------------------------------------------------------------------------
 install_packages() {
-  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  local foreign
+  foreign="$(dpkg --print-foreign-architectures)"
+  if ! grep -qx arm64 <<<"$foreign"; then
     [ "${MCSUP_SKIP_APT:-0}" != 1 ] \
       || die "release.sh: the aarch64 build needs dpkg's arm64 architecture (MCSUP_SKIP_APT=1: not adding it): dpkg --add-architecture arm64"
     local sudo=()
