@@ -192,14 +192,6 @@ pub struct PlanArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RenderArgs {
-    /// The recipe (srt-slurm v1 or 2.0).
-    #[arg(
-        short = 'f',
-        long = "file",
-        visible_alias = "recipe",
-        value_name = "FILE"
-    )]
-    pub recipe: PathBuf,
     /// Write the script to FILE (default: stdout).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -209,14 +201,6 @@ pub struct RenderArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct SubmitArgs {
-    /// The recipe (srt-slurm v1 or 2.0).
-    #[arg(
-        short = 'f',
-        long = "file",
-        visible_alias = "recipe",
-        value_name = "FILE"
-    )]
-    pub recipe: PathBuf,
     #[command(flatten)]
     pub job: JobArgs,
     /// Extra sbatch arguments, after `--`.
@@ -228,6 +212,14 @@ pub struct SubmitArgs {
 // both subcommands' description.)
 #[derive(Debug, Clone, Args)]
 pub struct JobArgs {
+    /// The recipe (srt-slurm v1 or 2.0).
+    #[arg(
+        short = 'f',
+        long = "file",
+        visible_alias = "recipe",
+        value_name = "FILE"
+    )]
+    pub recipe: PathBuf,
     /// The job writes under DIR/<job id>/ (default: `output_dir` of srtslurm.yaml, else
     /// ./outputs).
     #[arg(long, value_name = "DIR")]
@@ -788,7 +780,7 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
 }
 
 /// Render `recipe` as `job` says; the summary (what each node runs) goes to stderr.
-fn render_for(recipe: &Path, job: &JobArgs) -> Result<crate::launch::Rendered, CliError> {
+fn render_for(job: &JobArgs) -> Result<crate::launch::Rendered, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::usage(format!("cannot read the working directory: {e}")))?;
     let mcsup = match &job.mcsup {
@@ -800,7 +792,7 @@ fn render_for(recipe: &Path, job: &JobArgs) -> Result<crate::launch::Rendered, C
         })?,
     };
     let req = crate::launch::RenderRequest {
-        recipe: recipe.to_path_buf(),
+        recipe: job.recipe.clone(),
         cluster_config: job.cluster_config.clone(),
         srtslurm_env: std::env::var("SRTSLURM_CONFIG").ok(),
         output_dir: job.output_dir.clone(),
@@ -821,7 +813,7 @@ fn render_for(recipe: &Path, job: &JobArgs) -> Result<crate::launch::Rendered, C
     let r = crate::launch::render(&req).map_err(|e| CliError::usage(e.to_string()))?;
     let mut summary = format!(
         "{}: {} node(s), cluster config {}, outputs under {}/<job id>, {}\n",
-        recipe.display(),
+        job.recipe.display(),
         r.allocation.nodes,
         r.cluster
             .as_ref()
@@ -845,7 +837,7 @@ fn render_for(recipe: &Path, job: &JobArgs) -> Result<crate::launch::Rendered, C
 }
 
 fn render_job(a: RenderArgs) -> Result<i32, CliError> {
-    let r = render_for(&a.recipe, &a.job)?;
+    let r = render_for(&a.job)?;
     match &a.output {
         None => print(&r.script)?,
         Some(path) => {
@@ -871,7 +863,7 @@ fn render_job(a: RenderArgs) -> Result<i32, CliError> {
 }
 
 fn submit_job(a: SubmitArgs) -> Result<i32, CliError> {
-    let r = render_for(&a.recipe, &a.job)?;
+    let r = render_for(&a.job)?;
     let s = crate::launch::submit::submit(&r, &a.sbatch_args).map_err(|e| CliError {
         code: ExitCode::SetupFailed.code(),
         message: e,
