@@ -357,10 +357,7 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
         &ctx,
         plan::PlanOptions { strict: t.strict },
     )
-    .map_err(|e| {
-        let at = recipe.positions.find(&e.key_path);
-        CliError::usage(e.diagnostic().in_file(recipe_path, at).to_string())
-    })?;
+    .map_err(|e| CliError::usage(recipe.place(recipe_path, &e).to_string()))?;
     Ok((recipe, plan))
 }
 
@@ -1008,20 +1005,7 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
         Some(Cmd::Submit(a)) => submit_job(a),
         Some(Cmd::Status(a)) => status(a),
         Some(Cmd::Migrate { recipe }) => {
-            let bytes = recipe::read_input_file(&recipe, recipe::MAX_RECIPE_BYTES)
-                .map_err(|e| {
-                    CliError::usage(format!(
-                        "{}: the recipe {e}\n  fix: pass the v1 recipe's path",
-                        recipe.display()
-                    ))
-                })?
-                .bytes;
-            let text = String::from_utf8(bytes).map_err(|_| {
-                CliError::usage(format!(
-                    "{}: the recipe is not UTF-8 text\n  fix: save it as UTF-8",
-                    recipe.display()
-                ))
-            })?;
+            let text = recipe::read_text(&recipe)?;
             let m = crate::migrate::migrate(&recipe, &text).map_err(|e| match e {
                 crate::migrate::MigrateError::Recipe(r) => CliError::from(r),
                 other => CliError::usage(format!("{}: {other}", recipe.display())),

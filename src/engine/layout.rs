@@ -52,6 +52,14 @@ pub struct TopologyInputs {
 }
 
 impl TopologyInputs {
+    /// The GPUs of every worker of every role.
+    pub fn worker_gpus(&self) -> u32 {
+        Role::ALL
+            .iter()
+            .map(|r| self.size(*r).workers * self.size(*r).gpus_per_worker)
+            .sum()
+    }
+
     pub fn size(&self, role: Role) -> RoleSize {
         match role {
             Role::Prefill => self.prefill,
@@ -117,7 +125,8 @@ impl TopoProcess {
     }
 }
 
-fn num(v: Option<&serde_yaml::Value>, key: &str) -> Result<Option<u32>, PlanError> {
+/// A count as srtctl's `int` fields take it (2.0's `colocate`: none of its own), at `key`.
+pub(crate) fn num(v: Option<&serde_yaml::Value>, key: &str) -> Result<Option<u32>, PlanError> {
     match v {
         None => Ok(None),
         Some(serde_yaml::Value::Number(n)) => {

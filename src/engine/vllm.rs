@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::flags::{config_to_cli_args, kv_events_args, python_json_dumps, python_str};
-use super::layout::{ports, TopoProcess};
+use super::layout::{ports, TopoProcess, TopologyInputs};
 use super::{worker_env, EnvPairs, LaunchContext, WorkerLaunch};
 use crate::domain::Role;
 use crate::recipe::FlagMap;
@@ -350,19 +350,21 @@ pub fn modes<'a>(
         .collect()
 }
 
-/// `VLLMProtocol.should_colocate_prefill_decode`'s two switches: (allowed, across nodes).
-pub fn colocation(recipe: &Recipe) -> (bool, bool) {
+/// `VLLMProtocol.should_colocate_prefill_decode`: vLLM packs prefill and decode workers onto
+/// shared nodes when the recipe allows it, both run, and they fit one node (or may span nodes).
+pub fn packs_prefill_decode(recipe: &Recipe, t: &TopologyInputs) -> bool {
     let engine_key = super::section(recipe);
-    let b = |k: &str| {
+    let on = |k: &str| {
         recipe
             .raw_get(&[engine_key, k])
             .and_then(|v| v.as_bool())
             .unwrap_or(false)
     };
-    (
-        b("allow_prefill_decode_colocation"),
-        b("allow_prefill_decode_colocation_across_nodes"),
-    )
+    on("allow_prefill_decode_colocation")
+        && t.prefill.workers > 0
+        && t.decode.workers > 0
+        && (t.worker_gpus() <= t.gpus_per_node
+            || on("allow_prefill_decode_colocation_across_nodes"))
 }
 
 /// The vLLM worker process `p`. Every process that runs a front (not `--headless`) registers

@@ -73,21 +73,9 @@ impl From<Diagnostic> for LaunchError {
 
 /// Render the batch script of `req.recipe`.
 pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
-    let bytes = recipe::read_input_file(&req.recipe, recipe::MAX_RECIPE_BYTES)
-        .map_err(|e| {
-            Diagnostic::new("", format!("the recipe {e}"), "pass the YAML recipe file")
-                .in_file(&req.recipe, None)
-        })?
-        .bytes;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        Diagnostic::new("", "the recipe is not UTF-8 text", "save it as UTF-8 YAML")
-            .in_file(&req.recipe, None)
-    })?;
+    let text = recipe::read_text(&req.recipe)?;
     let recipe = recipe::parse_str(&req.recipe, &text)?;
-    let in_recipe = |e: crate::domain::PlanError| {
-        let at = recipe.positions.find(&e.key_path);
-        LaunchError::At(e.diagnostic().in_file(&req.recipe, at))
-    };
+    let in_recipe = |e: crate::domain::PlanError| LaunchError::At(recipe.place(&req.recipe, &e));
     let cluster = match cluster::find(
         req.cluster_config.as_deref(),
         req.srtslurm_env.as_deref(),
@@ -116,7 +104,7 @@ pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
     } else {
         None
     };
-    let srun_options = srun_options(&recipe).map_err(in_recipe)?;
+    let srun_options = sbatch::srun_options(&recipe).map_err(in_recipe)?;
     let script = script::Script {
         recipe_path: &absolute(&req.cwd, &req.recipe),
         recipe_text: &text,
@@ -192,11 +180,8 @@ fn plan_every_node(
                 "check mcsup.node_addresses",
             ))
         })?;
-        let plan =
-            plan::plan_for_role(recipe, role, &ctx, PlanOptions::default()).map_err(|e| {
-                let at = recipe.positions.find(&e.key_path);
-                node_err(e.diagnostic().in_file(path, at))
-            })?;
+        let plan = plan::plan_for_role(recipe, role, &ctx, PlanOptions::default())
+            .map_err(|e| node_err(recipe.place(path, &e)))?;
         deadline = deadline.max(plan.shutdown.deadline);
         let names: Vec<&str> = plan.roles.iter().map(|r| r.as_str()).collect();
         let what = if names.is_empty() {
@@ -340,30 +325,6 @@ pub fn aliases(recipe: &Recipe, cluster: &cluster::ClusterConfig) -> (String, Op
     let model = cluster.model_paths.get(&model).cloned().unwrap_or(model);
     let image = raw("container").map(|c| cluster.containers.get(&c).cloned().unwrap_or(c));
     (expand_vars(&model), image.map(|i| expand_vars(&i)))
-}
-
-/// The recipe's `srun_options` as srtctl passes them to each srun: `--key=value`, or `--key`.
-fn srun_options(recipe: &Recipe) -> Result<Vec<String>, crate::domain::PlanError> {
-    let Some(v) = recipe.raw_get(&["srun_options"]) else {
-        return Ok(Vec::new());
-    };
-    let bad = |what: String| {
-        crate::domain::plan_err(
-            "srun_options",
-            what,
-            "write srun_options: {mpi: pmix} (strings, as srtctl's schema takes them)",
-        )
-    };
-    let map = v
-        .as_mapping()
-        .ok_or_else(|| bad(format!("{v:?} is not a mapping")))?;
-    map.iter()
-        .map(|(k, v)| match (k.as_str(), v.as_str()) {
-            (Some(k), Some("")) => Ok(format!("--{k}")),
-            (Some(k), Some(v)) => Ok(format!("--{k}={v}")),
-            _ => Err(bad(format!("{k:?}: {v:?} is not a string to a string"))),
-        })
-        .collect()
 }
 
 /// A path that goes into `#SBATCH` lines and pyxis' comma- and colon-separated mount lists as

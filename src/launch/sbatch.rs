@@ -33,12 +33,27 @@ impl Directive {
         }
     }
 
+    /// srtctl's `key: value` of `sbatch_directives` / `srun_options`: an empty value is a bare
+    /// flag.
+    fn from_pair(key: &str, value: String) -> Self {
+        if value.is_empty() {
+            Directive::flag(key)
+        } else {
+            Directive::new(key, value)
+        }
+    }
+
+    /// `--key=value`, or `--key`.
+    pub fn option(&self) -> String {
+        match &self.value {
+            Some(v) => format!("--{}={v}", self.key),
+            None => format!("--{}", self.key),
+        }
+    }
+
     /// `#SBATCH --key=value`.
     pub fn line(&self) -> String {
-        match &self.value {
-            Some(v) => format!("#SBATCH --{}={v}", self.key),
-            None => format!("#SBATCH --{}", self.key),
-        }
+        format!("#SBATCH {}", self.option())
     }
 }
 
@@ -92,7 +107,7 @@ pub fn allocation(
     let slurm = |k: &str| string_at(recipe, &["slurm", k]);
     let gpus_per_node = count(recipe, &["resources", "gpus_per_node"])?.unwrap_or(4);
     let nodes = total_nodes(recipe)?;
-    let trtllm = engine_type(recipe) == "trtllm";
+    let trtllm = recipe.engine_type() == "trtllm";
     let mut d = vec![
         Directive::new("job-name", env.runner_name.clone().unwrap_or(name)),
         Directive::new(
@@ -132,19 +147,13 @@ pub fn allocation(
     d.push(Directive::new("account", account));
     d.push(Directive::new("time", time));
     d.push(Directive::new("partition", partition));
-    let mut extra = string_map(recipe, "sbatch_directives")?;
+    let mut extra = string_map(recipe, "sbatch_directives", "mem: \"0\"")?;
     for (k, v) in pairs(&cluster.default_sbatch_directives) {
         if !extra.iter().any(|(key, _)| *key == k) {
             extra.push((k, v));
         }
     }
-    for (k, v) in extra {
-        d.push(if v.is_empty() {
-            Directive::flag(&k)
-        } else {
-            Directive::new(&k, v)
-        });
-    }
+    d.extend(extra.into_iter().map(|(k, v)| Directive::from_pair(&k, v)));
     for x in &d {
         if let Some(v) = x
             .value
@@ -169,15 +178,6 @@ pub fn allocation(
         nodes,
         directives: d,
     })
-}
-
-/// `backend.type` (v1) or `engine.type` (2.0); srtctl's default is SGLang.
-fn engine_type(recipe: &Recipe) -> String {
-    let key = crate::engine::section(recipe);
-    string_at(recipe, &[key, "type"])
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| "sglang".into())
 }
 
 /// srtctl splits a disaggregated job into two Slurm components when asked (`het_jobs`); mcsup's
@@ -223,19 +223,10 @@ pub fn total_nodes(recipe: &Recipe) -> Result<usize, PlanError> {
     } else {
         role_nodes(recipe, Role::Aggregated)?.unwrap_or(1)
     };
-    if engine_type(recipe) == "vllm" {
+    if recipe.engine_type() == "vllm" {
         if let Some(t) = crate::engine::layout::inputs(recipe)? {
-            let (allow, across) = crate::engine::vllm::colocation(recipe);
-            let gpus: u32 = Role::ALL
-                .iter()
-                .map(|r| t.size(*r).workers * t.size(*r).gpus_per_worker)
-                .sum();
-            if allow
-                && t.prefill.workers > 0
-                && t.decode.workers > 0
-                && (gpus <= t.gpus_per_node || across)
-            {
-                workers = gpus.div_ceil(t.gpus_per_node) as usize;
+            if crate::engine::vllm::packs_prefill_decode(recipe, &t) {
+                workers = t.worker_gpus().div_ceil(t.gpus_per_node) as usize;
             }
         }
     }
@@ -272,20 +263,10 @@ pub fn total_nodes(recipe: &Recipe) -> Result<usize, PlanError> {
     Ok(workers + reserved)
 }
 
-/// A whole number at `path` (srtctl's `int` fields), or `None` when absent. 2.0's `nodes:
-/// colocate` (a role on another role's nodes) is 0 nodes of its own.
+/// A whole number at `path` (srtctl's `int` fields), or `None` when absent; 2.0's `nodes:
+/// colocate` is 0 nodes of its own. The layout's reading of the same fields.
 fn count(recipe: &Recipe, path: &[&str]) -> Result<Option<usize>, PlanError> {
-    match recipe.raw_get(path) {
-        None => Ok(None),
-        Some(serde_yaml::Value::String(s)) if s == "colocate" => Ok(Some(0)),
-        Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
-            plan_err(
-                path.join("."),
-                format!("{v:?} is not a whole number"),
-                "write a whole number, e.g. 2",
-            )
-        }),
-    }
+    crate::engine::layout::num(recipe.raw_get(path), &path.join(".")).map(|n| n.map(|n| n as usize))
 }
 
 /// A string at `path` (srtctl's `str` fields), or `None` when absent.
@@ -301,8 +282,21 @@ fn string_at(recipe: &Recipe, path: &[&str]) -> Result<Option<String>, PlanError
     }
 }
 
-/// A mapping of strings to strings at the top-level `key`, in file order.
-fn string_map(recipe: &Recipe, key: &str) -> Result<Vec<(String, String)>, PlanError> {
+/// The recipe's `srun_options` as srtctl passes them to each srun: `--key=value`, or `--key`.
+pub fn srun_options(recipe: &Recipe) -> Result<Vec<String>, PlanError> {
+    Ok(string_map(recipe, "srun_options", "mpi: pmix")?
+        .into_iter()
+        .map(|(k, v)| Directive::from_pair(&k, v).option())
+        .collect())
+}
+
+/// A mapping of strings to strings at the top-level `key`, in file order; `example` (one
+/// `key: value`) goes into the fix.
+fn string_map(
+    recipe: &Recipe,
+    key: &str,
+    example: &str,
+) -> Result<Vec<(String, String)>, PlanError> {
     let Some(v) = recipe.raw_get(&[key]) else {
         return Ok(Vec::new());
     };
@@ -310,7 +304,7 @@ fn string_map(recipe: &Recipe, key: &str) -> Result<Vec<(String, String)>, PlanE
         plan_err(
             key,
             what,
-            format!("write {key}: {{mem: \"0\"}} (strings, as srtctl's schema takes them)"),
+            format!("write {key}: {{{example}}} (strings, as srtctl's schema takes them)"),
         )
     };
     let map = v

@@ -358,17 +358,7 @@ fn read_roles_v2(
             "move those keys under roles.<role>.env / roles.<role>.args and drop them from backend",
         ));
     }
-    let engine_name = recipe
-        .engine
-        .as_ref()
-        .and_then(|e| e.r#type.clone())
-        .or_else(|| {
-            recipe
-                .backend
-                .as_ref()
-                .map(|b| b.r#type.as_str().to_string())
-        })
-        .unwrap_or_else(|| "sglang".into());
+    let engine_name = recipe.engine_type();
     let takes_flags = backend_type(&engine_name).is_some_and(|b| b != BackendType::Trtllm);
     for role in Role::ALL {
         if let Some(rc) = roles.for_role(role) {

@@ -56,16 +56,7 @@ pub fn job_layout(
     }
     let worker_nodes = nodes.workers.clone();
     if let EngineSettings::Vllm(_) = &engine {
-        // VLLMProtocol.should_colocate_prefill_decode
-        let (allow, across) = crate::engine::vllm::colocation(recipe);
-        let total: u32 = Role::ALL
-            .iter()
-            .map(|r| inputs.size(*r).workers * inputs.size(*r).gpus_per_worker)
-            .sum();
-        inputs.pd_colocation = allow
-            && inputs.prefill.workers > 0
-            && inputs.decode.workers > 0
-            && (total <= inputs.gpus_per_node || across);
+        inputs.pd_colocation = crate::engine::vllm::packs_prefill_decode(recipe, &inputs);
     }
     let endpoints = topology::allocate(&inputs, worker_nodes.len())?;
     let dp_sizes: Vec<(Role, u32)> = match &engine {

@@ -99,6 +99,12 @@ pub fn read_input_file(path: &Path, limit: u64) -> Result<InputFile, InputFileEr
 
 /// Read and parse the recipe at `path`.
 pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
+    parse_str(path, &read_text(path)?)
+}
+
+/// The recipe's text (for callers that keep it, as `migrate` and `render` do): a regular file
+/// of at most [`MAX_RECIPE_BYTES`], in UTF-8.
+pub fn read_text(path: &Path) -> Result<String, RecipeError> {
     let bytes = match read_input_file(path, MAX_RECIPE_BYTES) {
         Ok(f) => f.bytes,
         Err(InputFileError::Io(source)) => {
@@ -132,7 +138,7 @@ pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
             ))
         }
     };
-    let text = String::from_utf8(bytes).map_err(|e| {
+    String::from_utf8(bytes).map_err(|e| {
         RecipeError::invalid(
             path,
             "",
@@ -143,8 +149,7 @@ pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
             ),
             Some("save the recipe as UTF-8".into()),
         )
-    })?;
-    parse_str(path, &text)
+    })
 }
 
 /// Where the YAML in `text` first nests deeper than [`MAX_YAML_DEPTH`]: (key path, line, column).

@@ -17,7 +17,7 @@ pub mod v2;
 mod values;
 
 pub use error::RecipeError;
-pub use load::{load_file, parse_str};
+pub use load::{load_file, parse_str, read_text};
 pub use locate::KeyIndex;
 pub use types::*;
 pub use v2::*;

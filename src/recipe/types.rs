@@ -52,6 +52,27 @@ impl Recipe {
         }
         Some(v).filter(|v| !v.is_null())
     }
+
+    /// A plan error about this recipe, placed in its `file` at the key's line (or its nearest
+    /// ancestor's).
+    pub fn place(
+        &self,
+        file: &std::path::Path,
+        e: &crate::domain::PlanError,
+    ) -> crate::domain::Diagnostic {
+        e.diagnostic()
+            .in_file(file, self.positions.find(&e.key_path))
+    }
+
+    /// The engine's name as the recipe gives it: 2.0's `engine.type`, else v1's `backend.type`,
+    /// else srtctl's default, `sglang`.
+    pub fn engine_type(&self) -> String {
+        self.engine
+            .as_ref()
+            .and_then(|e| e.r#type.clone())
+            .or_else(|| self.backend.as_ref().map(|b| b.r#type.as_str().to_string()))
+            .unwrap_or_else(|| "sglang".into())
+    }
 }
 
 const RECIPE_KEYS: &[&str] = &[
