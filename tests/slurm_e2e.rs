@@ -931,15 +931,20 @@ fn planned_processes(logs: &std::path::Path, node: &str, nodelist: &str) -> Vec<
     names
 }
 
-/// The names of the units (processes and gates) `<node>.status.json` lists.
+/// The units (processes and gates) `<node>.status.json` in `logs` lists.
+fn status_units(logs: &std::path::Path, node: &str) -> Vec<serde_json::Value> {
+    let path = logs.join(format!("{node}.status.json"));
+    let mut status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    match status["units"].take() {
+        serde_json::Value::Array(units) => units,
+        other => panic!("{node}: units is {other}"),
+    }
+}
+
+/// The names of the units `<node>.status.json` lists.
 fn ran_processes(logs: &std::path::Path, node: &str) -> Vec<String> {
-    let status: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(logs.join(format!("{node}.status.json"))).unwrap(),
-    )
-    .unwrap();
-    let mut names: Vec<String> = status["units"]
-        .as_array()
-        .unwrap()
+    let mut names: Vec<String> = status_units(logs, node)
         .iter()
         .map(|u| u["name"].as_str().unwrap().to_string())
         .collect();
@@ -1179,12 +1184,7 @@ fn a_node_that_fails_drains_the_others_and_the_job_fails_with_its_status() {
 
 /// SIGKILL the process `name` that `<node>.status.json` in `logs` lists.
 fn sigkill_unit(logs: &std::path::Path, node: &str, name: &str) {
-    let path = logs.join(format!("{node}.status.json"));
-    let status: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let pid = status["units"]
-        .as_array()
-        .unwrap()
+    let pid = status_units(logs, node)
         .iter()
         .find(|u| u["name"] == name)
         .and_then(|u| u["pid"].as_i64())
