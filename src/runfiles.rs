@@ -151,6 +151,13 @@ wire_names! {
         Remounted => "remounted",
         /// A restarted master still misses this node's stores after the bound.
         RemountLate => "remount-late",
+        /// A known failure line in a process's output (Mooncake's, with its fix), or a fact
+        /// about a process that explains later trouble.
+        Diagnosis => "diagnosis",
+        /// A Mooncake store's `/health` says it has lost the master.
+        MasterUnreachable => "master-unreachable",
+        /// It reaches the master again.
+        MasterReachable => "master-reachable",
         /// The job is servable through this frontend (written by the runtime: see
         /// `supervisor::servable`).
         Servable => "servable",

@@ -7,6 +7,8 @@
 
 pub mod gid;
 pub mod remount;
+pub mod segments;
+pub mod signatures;
 pub mod size;
 
 /// srt-slurm's master ports: RPC, HTTP metadata server, metrics/admin.

@@ -362,6 +362,10 @@ impl Declared<'_> {
             (None, _) => kinds::default_argv(t, &s.options, configs_dir),
         };
         argv.extend(s.args.0.iter().cloned());
+        if t == ServiceType::MooncakeMaster && mc.master.metadata_cleanup != Some(false) {
+            let added = super::stores::master_cleanup_flags(&argv);
+            argv.extend(added);
+        }
         argv
     }
 

@@ -27,6 +27,7 @@ pub mod policy;
 mod resolve;
 pub mod services;
 pub mod spec;
+pub mod stores;
 pub mod topo;
 pub mod workers;
 

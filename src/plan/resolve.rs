@@ -18,7 +18,7 @@ use super::model::*;
 use super::placeholders::Placeholders;
 use super::services::{self, NodeScope, WorkerSlot};
 use super::spec::*;
-use super::{files, frontends, order, topo, workers};
+use super::{files, frontends, order, stores, topo, workers};
 use crate::mooncake;
 use crate::node::NodeContext;
 use crate::recipe::*;
@@ -215,8 +215,28 @@ pub fn plan_with(
         &fe,
         &mut warnings,
     );
-    let processes =
+    let mut processes =
         order::start_order(&model, &waits, placed.processes, worker_procs, fe.processes);
+    let mut notes = Vec::new();
+    if let Some(m) = processes.iter().find(|p| p.kind == ProcessKind::Master) {
+        let added = stores::master_cleanup_added(&m.argv);
+        if !added.is_empty() {
+            notes.push(stores::master_cleanup_note(&added));
+        }
+    }
+    let admin = master
+        .service
+        .filter(|_| !master.external)
+        .and_then(|s| mooncake::remount::master_metrics_port(&s.argv))
+        .map(|port| stores::MasterAdmin {
+            host: master.host.clone(),
+            port,
+        });
+    let client_port = mc
+        .store
+        .client_http_port
+        .map_or(stores::DEFAULT_CLIENT_HTTP_PORT, |p| p.0);
+    notes.extend(stores::wire(&mut processes, admin.as_ref(), client_port));
     let shutdown = shutdown_spec(&mc, &processes, &mut warnings)?;
     check_not_empty(recipe, &mc, roles, ctx, &processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
@@ -236,6 +256,7 @@ pub fn plan_with(
         log_dir,
         ignored_sections: ignored,
         warnings,
+        notes,
         redacted: false,
     })
 }

@@ -142,6 +142,9 @@ pub struct Plan {
     pub ignored_sections: Vec<String>,
     /// Things that are legal but probably wrong.
     pub warnings: Vec<String>,
+    /// What mcsup added that the recipe did not say, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Secret values were replaced by `<redacted>` (a plan printed without `--show-secrets`);
     /// such a plan cannot be run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -399,6 +402,28 @@ pub enum ProbeSpec {
     /// The job is servable through this frontend: its health answer lists every expected
     /// worker, then a one-token completion succeeds (readiness only).
     Servable(ServableProbe),
+    /// The Mooncake master lists this store's segment under its name, at the planned size and
+    /// protocol (readiness only; a mismatch fails at once).
+    MooncakeSegment(SegmentProbe),
+    /// A Mooncake client's own `/health` (`MOONCAKE_CLIENT_HTTP_PORT`): 200 is healthy; 503
+    /// `master_unreachable` is the master's trouble, reported as an event and not counted
+    /// against the store (it remounts by itself when the master is back).
+    MooncakeHealth { host: String, port: u16 },
+}
+
+/// What a store must have registered with the master (see `mooncake::segments`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentProbe {
+    /// The master's admin server (`--metrics_port`).
+    pub master_host: String,
+    pub admin_port: u16,
+    /// `MOONCAKE_LOCAL_HOSTNAME`: the segment's name (a port is appended when it has none).
+    pub hostname: String,
+    /// The planned segment; `None` when a `MOONCAKE_CONFIG_PATH` file sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    /// `MOONCAKE_PROTOCOL` (`tcp` when unset).
+    pub protocol: String,
 }
 
 /// What makes a job servable, checked on the node of its public endpoint.
@@ -445,6 +470,24 @@ impl fmt::Display for ProbeSpec {
                 s.expected.decode,
                 s.model
             ),
+            ProbeSpec::MooncakeSegment(s) => {
+                write!(
+                    f,
+                    "mooncake segment: GET http://{}:{}{} lists {} at ",
+                    s.master_host,
+                    s.admin_port,
+                    crate::mooncake::segments::SEGMENTS_DETAIL_PATH,
+                    s.hostname
+                )?;
+                match s.size_bytes {
+                    Some(b) => write!(f, "{}", crate::mooncake::size::Bytes(b))?,
+                    None => f.write_str("the config file's size")?,
+                }
+                write!(f, " over {}", s.protocol)
+            }
+            ProbeSpec::MooncakeHealth { host, port } => {
+                write!(f, "mooncake client GET http://{host}:{port}/health -> 200")
+            }
         }
     }
 }

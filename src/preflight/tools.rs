@@ -25,11 +25,15 @@ pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
         if !matches!(p.kind, ProcessKind::Master | ProcessKind::Store) {
             continue;
         }
-        for probe in p.readiness.iter().flat_map(|r| &r.probes) {
-            if let ProbeSpec::Tcp { host, port } = probe {
-                if host == "127.0.0.1" || host == "localhost" {
-                    out.push((p.name.clone(), *port));
+        let liveness = p.liveness.iter().map(|l| &l.probe);
+        for probe in p.readiness.iter().flat_map(|r| &r.probes).chain(liveness) {
+            match probe {
+                ProbeSpec::Tcp { host, port } | ProbeSpec::MooncakeHealth { host, port }
+                    if host == "127.0.0.1" || host == "localhost" =>
+                {
+                    out.push((p.name.clone(), *port))
                 }
+                _ => {}
             }
         }
     }

@@ -324,6 +324,10 @@ pub struct MasterConfig {
     pub stop: Option<StopConfig>,
     #[serde(default)]
     pub restart: Option<RestartConfig>,
+    /// Pass `--enable_metadata_cleanup_on_timeout=true --client_ttl=10` (unless the master's args
+    /// set them): a crashed client's metadata is removed with its segment. Default true.
+    #[serde(default)]
+    pub metadata_cleanup: Option<bool>,
 }
 
 /// `mcsup.store`: supervision of the standalone store (what it runs comes from
@@ -340,6 +344,11 @@ pub struct StoreConfig {
     pub restart: Option<RestartConfig>,
     #[serde(default)]
     pub liveness: Option<LivenessConfig>,
+    /// The first store's client HTTP port (`MOONCAKE_CLIENT_HTTP_PORT`, its `/health` is the
+    /// store's liveness); the node's next stores get the ports after it. Default 9300,
+    /// Mooncake's.
+    #[serde(default)]
+    pub client_http_port: Option<Port>,
 }
 
 /// `mcsup.worker_defaults`.

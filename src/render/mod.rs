@@ -138,6 +138,12 @@ pub fn plan_human(plan: &Plan, show_secrets: bool) -> String {
             p.ignored_sections.join(", ")
         );
     }
+    if !p.notes.is_empty() {
+        let _ = writeln!(o, "\nnotes (what mcsup adds, and why):");
+        for n in &p.notes {
+            let _ = writeln!(o, "  - {n}");
+        }
+    }
     if !p.warnings.is_empty() {
         let _ = writeln!(o, "\nwarnings:");
         for w in &p.warnings {

@@ -33,6 +33,7 @@ mod signals;
 mod spawn;
 mod status;
 mod stderr;
+mod stores;
 mod timer;
 
 use std::path::{Path, PathBuf};

@@ -142,6 +142,24 @@ pub fn frontend_seen_blocking(
 }
 
 /// One GET whose body (at most 1 MiB) is the answer; status 200. Blocking.
+/// One GET: its status and body (at most 64 KiB), whatever the status.
+pub fn get_status_blocking(url: &str, timeout: Duration) -> Result<(u16, String), String> {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(timeout)
+        .redirects(0)
+        .build();
+    let resp = match agent.get(url).call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => return Err(format!("GET {url}: {e}")),
+    };
+    let status = resp.status();
+    let mut body = String::new();
+    use std::io::Read;
+    let _ = resp.into_reader().take(64 << 10).read_to_string(&mut body);
+    Ok((status, body))
+}
+
 fn get_body_blocking(url: &str, timeout: Duration) -> Result<String, String> {
     let agent = ureq::AgentBuilder::new()
         .timeout(timeout)

@@ -236,6 +236,7 @@ impl TestEnv {
             recipe_schema: String::new(),
             memory: Default::default(),
             redacted: false,
+            notes: Vec::new(),
             files: vec![],
             dirs: vec![],
             shutdown: ShutdownSpec {

@@ -45,6 +45,8 @@ impl Ports {
 pub struct RecipeOpts<'a> {
     pub ports: &'a Ports,
     pub store_port: u16,
+    /// The store's client HTTP port (its `/health`, the store's liveness).
+    pub client_http_port: u16,
     pub prefill_segment: &'a str,
     pub decode_segment: &'a str,
     pub agg_segment: &'a str,
@@ -65,6 +67,7 @@ impl<'a> RecipeOpts<'a> {
         RecipeOpts {
             ports,
             store_port: free_port(),
+            client_http_port: free_port(),
             prefill_segment: "32mb",
             decode_segment: "48mb",
             agg_segment: "64mb",
@@ -126,6 +129,7 @@ mcsup:
     timeout_seconds: 60
 {master_restart}  store:
     restart: {restart}
+    client_http_port: {chp}
   workers:
 {wp}{wd}{wa}  preflight:
     # A Slurm test job gets 8 CPUs x 500 MiB; the default 10 GiB headroom would not fit.
@@ -137,6 +141,7 @@ mcsup:
 "#,
             extra = self.master_extra_args,
             sp = self.store_port,
+            chp = self.client_http_port,
             ps = self.prefill_segment,
             ds = self.decode_segment,
             as_ = self.agg_segment,

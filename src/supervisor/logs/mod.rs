@@ -65,6 +65,39 @@ pub struct PumpConfig {
     pub on_match: Box<dyn FnMut(usize) + Send>,
     /// Sees every line (the master's key-count reports, see `remount::reported_keys`).
     pub tap: Option<LineTap>,
+    /// Sees the lines that hold one of its needles (Mooncake's failure lines), without taking
+    /// the reader off its fast path.
+    pub watch: Option<Watch>,
+}
+
+/// Lines with known text in them, found as output arrives: a multi-needle search over each
+/// chunk of whole lines, so a busy child's output is still written in one piece; only a hit
+/// costs a look at its line.
+pub struct Watch {
+    finder: aho_corasick::AhoCorasick,
+    on_hit: LineTap,
+}
+
+impl Watch {
+    /// `finder` holds the needles (built once and shared: cloning it is cheap); `on_hit` gets
+    /// each line holding one, once per line.
+    pub fn new(finder: aho_corasick::AhoCorasick, on_hit: LineTap) -> Self {
+        Watch { finder, on_hit }
+    }
+
+    /// Look through `data`: whole lines separated by newlines (the last may lack its newline).
+    pub fn scan(&mut self, data: &[u8]) {
+        let mut done_to = 0;
+        for m in self.finder.find_iter(data) {
+            if m.start() < done_to {
+                continue; // another needle of a line already seen
+            }
+            let start = memchr::memrchr(b'\n', &data[..m.start()]).map_or(0, |i| i + 1);
+            let end = memchr::memchr(b'\n', &data[m.end()..]).map_or(data.len(), |i| m.end() + i);
+            (self.on_hit)(&data[start..end]);
+            done_to = end;
+        }
+    }
 }
 
 /// A callback that sees every line a reader emits.
@@ -155,6 +188,9 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                 if let Some((last, count)) = whole {
                     let complete = &data[..=last];
                     file.write_lines(complete);
+                    if let Some(w) = &mut cfg.watch {
+                        w.scan(complete);
+                    }
                     if console_on {
                         // Each line with its prefix, in one buffer sized up front: memchr finds
                         // the newlines (a byte-at-a-time split cost more than the file write).
@@ -179,6 +215,9 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                         }
                         if let Some(tap) = &mut cfg.tap {
                             tap(line);
+                        }
+                        if let Some(w) = &mut cfg.watch {
+                            w.scan(line);
                         }
                         if !cfg.matchers.is_empty() {
                             let on_match = &mut cfg.on_match;

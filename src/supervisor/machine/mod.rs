@@ -39,7 +39,7 @@ mod types;
 pub use types::*;
 
 use graph::stop_levels;
-use probing::{Liveness, Readiness, Waiter};
+use probing::{Answer, Liveness, Readiness, Waiter};
 use restart::HeldExit;
 use types::rec;
 
@@ -469,7 +469,10 @@ impl Machine {
                 attempt,
                 ok,
                 detail,
-            } => self.on_probe(attempt, ok, detail, now, &mut out),
+            } => self.on_probe(attempt, Answer::of(ok), detail, now, &mut out),
+            Event::ProbeFailed { attempt, detail } => {
+                self.on_probe(attempt, Answer::Final, detail, now, &mut out)
+            }
             Event::LogMatched {
                 proc,
                 generation,

@@ -25,10 +25,33 @@ pub const RAMP_FACTOR: f64 = 1.25;
 /// retried more often than this, and both back off from the first failure.
 pub const SLOW_PROBE_MIN_INTERVAL: Duration = Duration::from_millis(10);
 
+/// What a probe attempt answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answer {
+    Pass,
+    /// Not yet: retried (readiness) or counted (liveness).
+    Fail,
+    /// Retrying cannot help (`Event::ProbeFailed`).
+    Final,
+}
+
+impl Answer {
+    pub(super) fn of(ok: bool) -> Self {
+        if ok {
+            Answer::Pass
+        } else {
+            Answer::Fail
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct ProbeRun {
     pub(super) spec: ProbeSpec,
     pub(super) passed: bool,
+    /// What the passing attempt said, if anything (a store's registered segment): the `ready`
+    /// event carries it.
+    pub(super) said: Option<String>,
     pub(super) in_flight: Option<u64>,
     pub(super) next_at: Instant,
     pub(super) interval: Duration,
@@ -93,6 +116,7 @@ impl Readiness {
                     ProbeRun {
                         spec: p.clone(),
                         passed: false,
+                        said: None,
                         in_flight: None,
                         next_at: first,
                         interval: if cheap { base.min(RAMP_FIRST) } else { base },
@@ -106,6 +130,16 @@ impl Readiness {
 
     pub(super) fn all_passed(&self) -> bool {
         self.probes.iter().all(|p| p.passed)
+    }
+
+    /// What the passing attempts said (for the `ready` event), if any.
+    pub(super) fn said(&self) -> Option<String> {
+        let said: Vec<&str> = self
+            .probes
+            .iter()
+            .filter_map(|p| p.said.as_deref())
+            .collect();
+        (!said.is_empty()).then(|| said.join("; "))
     }
 
     /// Probes that are due (log-line probes are never polled: output lines are events).
@@ -167,14 +201,16 @@ impl Readiness {
         ))
     }
 
-    /// Returns true if the attempt belonged to this wait.
-    pub(super) fn on_result(&mut self, attempt: u64, ok: bool, now: Instant) -> bool {
+    /// Returns true if the attempt belonged to this wait. A passing attempt's non-empty detail
+    /// is kept for the `ready` event.
+    pub(super) fn on_result(&mut self, attempt: u64, ok: bool, detail: &str, now: Instant) -> bool {
         let max = self.max_interval;
         for p in &mut self.probes {
             if p.in_flight == Some(attempt) {
                 p.in_flight = None;
                 if ok {
                     p.passed = true;
+                    p.said = (!detail.is_empty()).then(|| detail.to_string());
                 } else {
                     p.next_at = now + p.interval;
                     if p.interval < p.base {
@@ -218,14 +254,19 @@ impl Machine {
     pub(super) fn on_probe(
         &mut self,
         attempt: u64,
-        ok: bool,
+        answer: Answer,
         detail: String,
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        let ok = answer == Answer::Pass;
         for g in &mut self.gates {
             if let GateState::Probing(r) = &mut g.state {
-                if r.on_result(attempt, ok, now) {
+                if r.on_result(attempt, ok, &detail, now) {
+                    if answer == Answer::Final {
+                        // The deadline is now: the next settle fails the gate with this.
+                        r.deadline = now;
+                    }
                     if !ok {
                         g.probe_failures += 1;
                         if complain(&mut g.detail, detail) {
@@ -240,7 +281,15 @@ impl Machine {
             let p = &mut self.procs[i];
             match &mut p.state {
                 ProcState::Starting { readiness, .. } => {
-                    if readiness.on_result(attempt, ok, now) {
+                    if readiness.on_result(attempt, ok, &detail, now) {
+                        if answer == Answer::Final {
+                            let then = AfterStop::Fail {
+                                code: ExitCode::ReadinessFailed.code(),
+                                reason: format!("readiness failed: {detail}"),
+                            };
+                            self.begin_stop(i, then, now, out);
+                            return;
+                        }
                         if !ok {
                             p.probe_failures += 1;
                             if complain(&mut p.detail, format!("not ready yet: {detail}")) {
@@ -263,7 +312,7 @@ impl Machine {
                     }
                     l.failures += 1;
                     p.probe_failures += 1;
-                    if l.failures < l.spec.failure_threshold.max(1) {
+                    if answer == Answer::Fail && l.failures < l.spec.failure_threshold.max(1) {
                         return;
                     }
                     let d = format!("{} consecutive failures, last: {detail}", l.failures);

@@ -67,9 +67,11 @@ impl Machine {
                 ProcState::Starting { pid, readiness } => {
                     let pid = *pid;
                     if readiness.all_passed() {
-                        out.push(Action::Record(
-                            rec(&p.spec.name, RecordKind::Ready).pid(pid),
-                        ));
+                        let mut r = rec(&p.spec.name, RecordKind::Ready).pid(pid);
+                        if let Some(said) = readiness.said() {
+                            r = r.detail(said);
+                        }
+                        out.push(Action::Record(r));
                         let l = Self::new_liveness(p, now);
                         p.ready_after = p.spawned_at.map(|s| now.duration_since(s));
                         p.first_ready.get_or_insert(now);

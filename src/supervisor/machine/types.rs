@@ -126,6 +126,10 @@ pub enum Event {
         ok: bool,
         detail: String,
     },
+    /// The result of [`Action::Probe`] when the probe knows that retrying cannot help (the
+    /// master lists a store's segment at another size): a readiness wait fails at once, a
+    /// liveness check counts as failed past its threshold.
+    ProbeFailed { attempt: u64, detail: String },
     /// A log-line readiness probe matched a line of the process's output.
     LogMatched {
         proc: usize,

@@ -36,7 +36,7 @@ use super::servable;
 use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter};
 use super::timer::DeadlineTimer;
-use super::{probes, remount, signals, spawn, RunOptions, RunOutcome, SupervisorError};
+use super::{probes, remount, signals, spawn, stores, RunOptions, RunOutcome, SupervisorError};
 use crate::runfiles::{OutputLost, ServableState, ServableStatus, StatusFile};
 
 mod finish;
@@ -84,6 +84,23 @@ enum Msg {
     Seen(Result<Seen, String>),
     /// Output a log file could not take.
     LogLoss(logs::LogLoss),
+    /// One look at the master for a store's segment.
+    Segment {
+        attempt: u64,
+        verdict: crate::mooncake::segments::Verdict,
+    },
+    /// One `/health` answer of a store.
+    Health {
+        attempt: u64,
+        proc: usize,
+        port: u16,
+        answer: stores::HealthAnswer,
+    },
+    /// A known failure line in a process's output.
+    Diagnosis {
+        unit: String,
+        detail: String,
+    },
 }
 
 struct Runtime {
@@ -114,6 +131,8 @@ struct Runtime {
     file_size_reported: bool,
     /// The master processes' restarts and key counts (the remount check after a restart).
     masters: remount::MasterWatch,
+    /// What the stores printed and what their `/health` said; Mooncake's failure lines.
+    stores: stores::StoreWatch,
     /// When the machine entered its teardown (for `mcsup_teardown_seconds`).
     teardown_started: Option<Instant>,
     /// The job's endpoint once servable, and the task that keeps reading what it sees.
@@ -203,6 +222,7 @@ pub async fn run_with_signals(
         readers_prune_at: MIN_READERS_PRUNE,
         file_size_reported: false,
         masters: remount::MasterWatch::default(),
+        stores: stores::StoreWatch::default(),
         teardown_started: None,
         servable: None,
         servable_watch: None,
@@ -383,6 +403,20 @@ impl Runtime {
         self.leaders.insert(pid);
         let name = spec.name.clone();
         let tap = (spec.kind == ProcessKind::Master).then(|| self.masters.tap(proc));
+        let watch = {
+            let tx = self.tx.clone();
+            let unit = name.clone();
+            self.stores.watch(
+                proc,
+                spec.kind,
+                Box::new(move |detail| {
+                    let _ = tx.send(Msg::Diagnosis {
+                        unit: unit.clone(),
+                        detail,
+                    });
+                }),
+            )
+        };
         match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.output) {
             Ok(rx) => {
                 let tx = self.tx.clone();
@@ -398,6 +432,7 @@ impl Runtime {
                         });
                     }),
                     tap,
+                    watch,
                 };
                 self.readers.push(tokio::spawn(logs::pump(rx, file, cfg)));
             }
@@ -416,7 +451,7 @@ impl Runtime {
     fn probe(
         &mut self,
         attempt: u64,
-        _unit: UnitRef,
+        unit: UnitRef,
         probe: ProbeSpec,
         timeout: Duration,
     ) -> Option<Event> {
@@ -471,9 +506,52 @@ impl Runtime {
                     let _ = tx.send(Msg::Servable { attempt, result });
                 });
             }
+            ProbeSpec::MooncakeSegment(p) => {
+                let printed = match unit {
+                    UnitRef::Proc(i) => self.stores.printed(i),
+                    UnitRef::Gate(_) => stores::Printed::default(),
+                };
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let verdict = stores::segment(p, printed, timeout).await;
+                    let _ = tx.send(Msg::Segment { attempt, verdict });
+                });
+            }
+            ProbeSpec::MooncakeHealth { host, port } => {
+                let UnitRef::Proc(proc) = unit else {
+                    return Some(Event::ProbeDone {
+                        attempt,
+                        ok: false,
+                        detail: "a store's /health is not a gate".into(),
+                    });
+                };
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let answer = stores::health(host, port, timeout).await;
+                    let _ = tx.send(Msg::Health {
+                        attempt,
+                        proc,
+                        port,
+                        answer,
+                    });
+                });
+            }
             ProbeSpec::LogLine { .. } => {} // matched by the log reader, never polled
         }
         None
+    }
+
+    /// An event the runtime writes itself (not the machine's), logged as well.
+    fn note_event(&mut self, unit: &str, kind: RecordKind, detail: String) {
+        let r = Record {
+            unit: unit.to_string(),
+            kind,
+            pid: None,
+            status: None,
+            detail: Some(detail),
+        };
+        self.events.write(&r, Instant::now(), &self.clock);
+        tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "{}", kind.as_str());
     }
 
     /// A process whose readiness is a servable probe became ready: the job is servable. Say so
@@ -727,6 +805,42 @@ impl Runtime {
                     ok: result.is_ok(),
                     detail: result.err().unwrap_or_default(),
                 });
+            }
+            Msg::Segment { attempt, verdict } => {
+                use crate::mooncake::segments::Verdict;
+                self.feed(match verdict {
+                    Verdict::Registered(detail) => Event::ProbeDone {
+                        attempt,
+                        ok: true,
+                        detail,
+                    },
+                    Verdict::NotYet(detail) => Event::ProbeDone {
+                        attempt,
+                        ok: false,
+                        detail,
+                    },
+                    Verdict::Mismatch(detail) => Event::ProbeFailed { attempt, detail },
+                });
+            }
+            Msg::Health {
+                attempt,
+                proc,
+                port,
+                answer,
+            } => {
+                let o = self.stores.on_health(proc, port, answer);
+                if let Some((kind, detail)) = o.event {
+                    let unit = self.plan.processes[proc].name.clone();
+                    self.note_event(&unit, kind, detail);
+                }
+                self.feed(Event::ProbeDone {
+                    attempt,
+                    ok: o.ok,
+                    detail: o.detail,
+                });
+            }
+            Msg::Diagnosis { unit, detail } => {
+                self.note_event(&unit, RecordKind::Diagnosis, detail)
             }
             Msg::Seen(read) => self.on_seen(read),
             Msg::LogLoss(loss) => self.on_log_loss(loss),

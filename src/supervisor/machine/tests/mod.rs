@@ -106,6 +106,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         recipe_schema: String::new(),
         memory: Default::default(),
         redacted: false,
+        notes: Vec::new(),
         files: vec![],
         dirs: vec![],
         shutdown: ShutdownSpec {
