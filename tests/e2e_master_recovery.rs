@@ -94,6 +94,30 @@ fn one_node_master_crash_recovers_without_touching_workers() {
             && detail.contains("the cache from before the crash is lost"),
         "{detail}"
     );
+    // The store's own /health saw the master go and come back: events, not a restart.
+    let gone = m.wait_event("store", "master-unreachable", Duration::from_secs(20));
+    let back = m.wait_event("store", "master-reachable", Duration::from_secs(40));
+    let gone_detail = gone.raw["detail"].as_str().unwrap_or("").to_string();
+    assert!(
+        gone_detail.contains("503") && gone_detail.contains("master_unreachable"),
+        "{gone_detail}"
+    );
+    eprintln!(
+        "store /health: master unreachable reported, reachable again {} ms later",
+        back.raw["ts_ms"].as_u64().unwrap_or(0) - gone.raw["ts_ms"].as_u64().unwrap_or(0)
+    );
+    // The store's first readiness said what the master holds for it.
+    let ready = m
+        .events()
+        .into_iter()
+        .find(|e| e.process == "store" && e.event == "ready")
+        .expect("the store's ready event");
+    let said = ready.raw["detail"].as_str().unwrap_or("").to_string();
+    assert!(
+        said.starts_with("registered with the master as 127.0.0.1:")
+            && said.contains(": 64 MiB over tcp (client "),
+        "{said}"
+    );
     let lost: u64 = detail
         .split("lost (")
         .nth(1)

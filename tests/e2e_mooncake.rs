@@ -275,8 +275,11 @@ fn master_args_empty_means_no_tunables_and_a_rejected_flag_is_reported() {
             format!("--http_metadata_server_port={}", ports.meta).as_str(),
             "--enable_metric_reporting=true",
             format!("--metrics_port={}", ports.metrics).as_str(),
+            // What a supervisor that restarts stores owes them (the real master accepts both).
+            "--enable_metadata_cleanup_on_timeout=true",
+            "--client_ttl=10",
         ],
-        "only the managed ports, no tunables: {argv:?}"
+        "only the managed ports and the cleanup flags, no tunables: {argv:?}"
     );
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(Duration::from_secs(40)), 0);

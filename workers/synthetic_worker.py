@@ -437,6 +437,8 @@ class Worker:
                  f"segment={cfg.global_segment_size} local_buffer={cfg.local_buffer_size} "
                  f"block_size={args.block_size} blocks={args.blocks} key_prefix={self.prefix}"
                  + (f" read_prefix={args.read_prefix}" if args.read_prefix else ""))
+        for line in args.print_line:
+            print(line, flush=True)
 
         end_at = start + args.duration if args.duration > 0 else math.inf
         next_report = start + args.report_every
@@ -510,6 +512,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="exit after this many put+get operations, 0 = no limit")
     p.add_argument("--connect-timeout", type=float, default=30.0,
                    help="seconds to wait for the master/metadata server and setup (default 30)")
+    p.add_argument("--print-line", action="append", default=[],
+                   help="print this line as it is once READY (repeatable): stands for an engine's "
+                        "own output, e.g. a Mooncake failure line the supervisor should recognise")
     p.add_argument("--fail-after-errors", type=int, default=0,
                    help="exit 1 after this many consecutive errors, 0 = never (default 0)")
     args = p.parse_args(argv)

@@ -47,6 +47,8 @@ pub struct RecipeOpts<'a> {
     pub store_port: u16,
     /// The store's client HTTP port (its `/health`, the store's liveness).
     pub client_http_port: u16,
+    /// The standalone store's command (YAML list).
+    pub store_command: &'a str,
     pub prefill_segment: &'a str,
     pub decode_segment: &'a str,
     pub agg_segment: &'a str,
@@ -68,6 +70,7 @@ impl<'a> RecipeOpts<'a> {
             ports,
             store_port: free_port(),
             client_http_port: free_port(),
+            store_command: "[python, -m, mooncake.mooncake_store_service]",
             prefill_segment: "32mb",
             decode_segment: "48mb",
             agg_segment: "64mb",
@@ -113,7 +116,7 @@ backend:
     env: {{MOONCAKE_PROTOCOL: tcp}}
 {master_args}    master_extra_args: {extra}
     standalone:
-      command: [python, -m, mooncake.mooncake_store_service]
+      command: {store_command}
       args: [--port, "{sp}", --max-wait-time, "30"]
       env: {{MOONCAKE_PROTOCOL: tcp, MOONCAKE_LOCAL_BUFFER_SIZE: "16mb"}}
       placements:
@@ -142,6 +145,7 @@ mcsup:
             extra = self.master_extra_args,
             sp = self.store_port,
             chp = self.client_http_port,
+            store_command = self.store_command,
             ps = self.prefill_segment,
             ds = self.decode_segment,
             as_ = self.agg_segment,

@@ -1,0 +1,104 @@
+//! Mooncake as it really runs, with the real master and store service from the pinned wheel on
+//! 127.0.0.1: a store is ready only when the master holds its segment at the planned size, and
+//! Mooncake's own failure lines in a worker's output become events with their fix. Every test
+//! checks that nothing it started is left (by a tag every child inherits).
+
+mod common;
+
+use std::time::Duration;
+
+use common::recipe::{Ports, RecipeOpts};
+use common::{names, TestEnv};
+use nix::sys::signal::Signal;
+
+#[test]
+fn a_store_that_registers_less_than_planned_fails_readiness_with_both_sizes() {
+    let env = TestEnv::new();
+    let ports = Ports::new();
+    let recipe = env.path("job.yaml");
+    // A wrapper that starts the real store service with 16 MiB where the plan gives it 32 MiB.
+    RecipeOpts {
+        store_command:
+            "[env, MOONCAKE_GLOBAL_SEGMENT_SIZE=16mb, python, -m, mooncake.mooncake_store_service]",
+        store_restart: "{policy: never}",
+        ..RecipeOpts::new(&ports)
+    }
+    .write(&recipe, &env.log_dir());
+    let mut m = common::start_recipe(
+        &env,
+        "n",
+        &[],
+        &recipe,
+        &["--role", "prefill", "--node", "n1"],
+    );
+    let code = m.wait_exit(Duration::from_secs(90));
+    assert_ne!(code, 0, "the job must fail");
+    let evs = m.events();
+    let failed = evs
+        .iter()
+        .find(|e| e.process == "store" && e.event == "failed")
+        .unwrap_or_else(|| panic!("no store failure in {:?}", names(&evs)));
+    let d = failed.raw["detail"].as_str().unwrap_or("");
+    eprintln!("store failed: {d}");
+    assert!(
+        d.contains("readiness failed: the master holds 16 MiB for segment 127.0.0.1:")
+            && d.contains("(16777216 bytes) but the plan gives this store 32 MiB (33554432 bytes)"),
+        "{d}"
+    );
+    assert!(d.contains("ulimit -l") && d.contains("a wrapper"), "{d}");
+    // At once, not after the readiness timeout (60 s), and no worker was started on top of it.
+    let t = |e: &str| {
+        evs.iter()
+            .find(|x| x.process == "store" && x.event == e)
+            .and_then(|x| x.raw["t_ms"].as_f64())
+            .unwrap()
+    };
+    let took = t("failed") - t("spawned");
+    eprintln!("spawn to failed readiness: {took:.0} ms");
+    assert!(took < 30_000.0, "{took} ms");
+    assert!(
+        !evs.iter()
+            .any(|e| e.process == "worker" && e.event == "spawned"),
+        "{:?}",
+        names(&evs)
+    );
+}
+
+#[test]
+fn a_worker_printing_mooncakes_rnic_inactive_line_gets_a_diagnosis_event_with_its_fix() {
+    let env = TestEnv::new();
+    let ports = Ports::new();
+    let recipe = env.path("job.yaml");
+    let line = "E1203 12:00:00.000000 4242 worker_pool.cpp:245] Too many errors found in local RNIC mlx5_3, mark it inactive";
+    let args = format!(", --print-line, \"{line}\"");
+    RecipeOpts {
+        worker_args: &args,
+        ..RecipeOpts::new(&ports)
+    }
+    .write(&recipe, &env.log_dir());
+    let mut m = common::start_recipe(&env, "n", &[], &recipe, &["--role", "agg", "--node", "n1"]);
+    let ev = m.wait_event("worker", "diagnosis", Duration::from_secs(90));
+    let d = ev.raw["detail"].as_str().unwrap_or("").to_string();
+    eprintln!("diagnosis: {d}");
+    assert!(d.starts_with("Mooncake rnic-inactive ("), "{d}");
+    assert!(d.contains(line), "{d}");
+    assert!(d.contains("| fix: check the NIC's link"), "{d}");
+    assert!(d.contains("sgl-project/sglang #10560"), "{d}");
+    // The store registered as planned, and said so in its ready event.
+    let ready = m
+        .events()
+        .into_iter()
+        .find(|e| e.process == "store" && e.event == "ready")
+        .expect("store ready");
+    let said = ready.raw["detail"].as_str().unwrap_or("");
+    assert!(
+        said.starts_with("registered with the master as 127.0.0.1:")
+            && said.contains(": 64 MiB over tcp (client "),
+        "{said}"
+    );
+    // A diagnosis is an event, not a failure: the job runs on.
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(Duration::from_secs(60)), 0);
+    let diagnoses = m.events().iter().filter(|e| e.event == "diagnosis").count();
+    assert_eq!(diagnoses, 1, "one line, one event");
+}
