@@ -158,6 +158,9 @@ wire_names! {
         MasterUnreachable => "master-unreachable",
         /// It reaches the master again.
         MasterReachable => "master-reachable",
+        /// The master's node compared the master's capacity with the job's stores' planned
+        /// segments: whole, or short (the detail says).
+        Capacity => "capacity",
         /// The job is servable through this frontend (written by the runtime: see
         /// `supervisor::servable`).
         Servable => "servable",
@@ -222,6 +225,33 @@ pub struct StatusProcess {
     /// The units it waits for before it is spawned (processes and gates of the same node).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
+    /// A Mooncake store: the segment the plan gives it (what the master must hold for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_bytes: Option<u64>,
+}
+
+/// What the Mooncake master said at its last look (on the node that runs it): its `/metrics`
+/// and `/get_all_segments`, read every few seconds once it is ready.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MooncakeView {
+    /// When it was read.
+    pub ts_ms: u64,
+    /// `master_total_capacity_bytes`: the segments mounted, summed.
+    pub capacity_bytes: u64,
+    /// `master_allocated_bytes`: what the cached keys use.
+    pub allocated_bytes: u64,
+    /// `master_key_count`.
+    pub keys: u64,
+    /// `master_active_clients`.
+    pub clients: u64,
+    /// Segments listed.
+    pub segments: u64,
+    /// Each listed segment's capacity (`segment_total_capacity_bytes{segment=...}`).
+    #[serde(default)]
+    pub segment_capacity: Vec<(String, u64)>,
+    /// Why the last look failed, if it did (the values are from the look before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The whole status file.
@@ -242,6 +272,9 @@ pub struct StatusFile {
     /// The job's endpoint, on the node that runs it, once it has been servable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub servable: Option<ServableStatus>,
+    /// The Mooncake master's view, on the node that runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mooncake: Option<MooncakeView>,
 }
 
 /// One line of `<node>.events.jsonl`: what mcsup writes and what `mcsup status`, tools and the

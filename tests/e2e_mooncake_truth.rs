@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::recipe::{Ports, RecipeOpts};
-use common::{names, TestEnv};
+use common::view::parse_prom;
+use common::{names, wait_for, TestEnv, MCSUP};
 use nix::sys::signal::Signal;
 
 #[test]
@@ -95,6 +96,54 @@ fn a_worker_printing_mooncakes_rnic_inactive_line_gets_a_diagnosis_event_with_it
         said.starts_with("registered with the master as 127.0.0.1:")
             && said.contains(": 64 MiB over tcp (client "),
         "{said}"
+    );
+    // The master's node checked the job's capacity against the stores' planned segments...
+    let cap = m.wait_event("master", "capacity", Duration::from_secs(30));
+    let cap = cap.raw["detail"].as_str().unwrap_or("").to_string();
+    assert_eq!(
+        cap,
+        "Mooncake: 1 store(s) on 1 node(s), 64 MiB of 64 MiB registered"
+    );
+    // ...copied the master's series into its .prom, as a real Prometheus parser reads it...
+    let prom = env.log_dir().join("n1.prom");
+    let series = wait_for(
+        "the master's series in n1.prom",
+        Duration::from_secs(30),
+        || {
+            let p = parse_prom(&prom);
+            p.contains_key(&(
+                "mooncake_master_total_capacity_bytes".to_string(),
+                "node=n1".to_string(),
+            ))
+            .then_some(p)
+        },
+    );
+    let get =
+        |name: &str, labels: &str| series.get(&(name.to_string(), labels.to_string())).copied();
+    assert_eq!(
+        get("mooncake_master_total_capacity_bytes", "node=n1"),
+        Some((64u64 << 20) as f64)
+    );
+    assert_eq!(
+        get("mcsup_store_segment_planned_bytes", "node=n1,process=store"),
+        Some((64u64 << 20) as f64)
+    );
+    assert!(get("mooncake_master_active_clients", "node=n1").unwrap() >= 1.0);
+    assert!(get("mooncake_master_key_count", "node=n1").is_some());
+    assert!(series
+        .keys()
+        .any(|(n, l)| n == "mooncake_segment_total_capacity_bytes"
+            && l.starts_with("node=n1,segment=127.0.0.1:")));
+    // ...and `status --job` says it in a line.
+    let out = std::process::Command::new(MCSUP)
+        .args(["status", "--job", "--log-dir"])
+        .arg(env.log_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Mooncake: 1 store(s) on 1 node(s), 64 MiB of 64 MiB registered; "),
+        "{text}"
     );
     // A diagnosis is an event, not a failure: the job runs on.
     m.signal(Signal::SIGTERM);

@@ -76,6 +76,11 @@ pub struct Look {
     pub segments: Vec<String>,
     pub capacity: Option<u64>,
     pub keys: Option<u64>,
+    /// `master_allocated_bytes` and `master_active_clients`.
+    pub allocated: Option<u64>,
+    pub clients: Option<u64>,
+    /// `segment_total_capacity_bytes{segment="..."}`, per segment.
+    pub segment_capacity: Vec<(String, u64)>,
 }
 
 impl Look {
@@ -99,6 +104,17 @@ impl Look {
                 .collect(),
             capacity: metric("master_total_capacity_bytes"),
             keys: metric("master_key_count"),
+            allocated: metric("master_allocated_bytes"),
+            clients: metric("master_active_clients"),
+            segment_capacity: metrics
+                .lines()
+                .filter_map(|l| {
+                    let rest = l.strip_prefix("segment_total_capacity_bytes{segment=\"")?;
+                    let (name, value) = rest.split_once("\"}")?;
+                    let v = value.trim().parse::<f64>().ok()?;
+                    Some((name.to_string(), v as u64))
+                })
+                .collect(),
         }
     }
 }
@@ -209,6 +225,7 @@ mod tests {
             segments: vec!["10.0.0.2:1".into()],
             capacity: Some(64 << 20),
             keys: Some(0),
+            ..Look::default()
         };
         let mut t = t();
         let d = describe(&t, &look, Duration::from_millis(800), true);
@@ -235,6 +252,17 @@ mod tests {
         assert_eq!(l.segments, vec!["10.0.0.2:13075", "10.0.0.3:12555"]);
         assert_eq!(l.capacity, Some(128 << 20));
         assert_eq!(l.keys, Some(0));
+        // The pinned master's own series (0.3.13.post1, measured on loopback).
+        let l = Look::parse(
+            "127.0.0.1:14243\n",
+            "master_allocated_bytes 1048576\nmaster_total_capacity_bytes 67108864\nsegment_allocated_bytes{segment=\"127.0.0.1:14243\"} 0\nsegment_total_capacity_bytes{segment=\"127.0.0.1:14243\"} 67108864\nmaster_key_count 3\nmaster_active_clients 2\n",
+        );
+        assert_eq!(l.allocated, Some(1 << 20));
+        assert_eq!(l.clients, Some(2));
+        assert_eq!(
+            l.segment_capacity,
+            vec![("127.0.0.1:14243".to_string(), 64 << 20)]
+        );
     }
 
     #[test]
@@ -243,6 +271,7 @@ mod tests {
             segments: vec!["10.0.0.2:13075".into()],
             capacity: Some(64 << 20),
             keys: Some(0),
+            ..Look::default()
         };
         assert!(judge(&t(), &back));
         // Another node's store remounted first: not ours.

@@ -205,6 +205,66 @@ fn judge_listed(e: &Expected, segments: &[Segment]) -> Verdict {
     ))
 }
 
+/// The job's stores (as the nodes' status files list them) against the master's
+/// `master_total_capacity_bytes`: what `status --job` prints and what the master's node checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capacity {
+    pub stores: usize,
+    pub ready: usize,
+    pub nodes: usize,
+    /// The planned segments of every store, summed.
+    pub planned: u64,
+    pub held: u64,
+}
+
+impl Capacity {
+    /// From each node's units: (ready, planned segment) of its stores.
+    pub fn of(held: u64, nodes: &[Vec<(bool, u64)>]) -> Capacity {
+        let stores = nodes.iter().map(Vec::len).sum();
+        Capacity {
+            stores,
+            ready: nodes.iter().flatten().filter(|(r, _)| *r).count(),
+            nodes: nodes.iter().filter(|n| !n.is_empty()).count(),
+            planned: nodes
+                .iter()
+                .flatten()
+                .map(|(_, b)| *b)
+                .fold(0, u64::saturating_add),
+            held,
+        }
+    }
+
+    /// Every store is ready and the master holds exactly their segments.
+    pub fn whole(&self) -> bool {
+        self.stores > 0 && self.ready == self.stores && self.held == self.planned
+    }
+
+    /// `Mooncake: 3 stores, 1.2 TiB of 1.2 TiB`, and what is wrong when it is.
+    pub fn text(&self) -> String {
+        let mut t = format!(
+            "Mooncake: {} store(s) on {} node(s), {} of {} registered",
+            self.stores,
+            self.nodes,
+            Bytes(self.held),
+            Bytes(self.planned)
+        );
+        if self.ready < self.stores {
+            t.push_str(&format!(" ({} of {} ready)", self.ready, self.stores));
+        } else if self.held < self.planned {
+            t.push_str(&format!(
+                ": the master holds {} less than the stores' planned segments; each store's ready event says what it registered, `mcsup status` on their nodes says which is missing",
+                Bytes(self.planned - self.held)
+            ));
+        } else if self.held > self.planned {
+            t.push_str(&format!(
+                ": the master holds {} more than this job's stores plan: another client mounts memory into this master (a worker's embedded store with MOONCAKE_GLOBAL_SEGMENT_SIZE not 0, or another job on the same master ports)",
+                Bytes(self.held - self.planned)
+            ));
+        }
+        t
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +397,38 @@ mod tests {
         assert!(named_as("127.0.0.1:14266", "127.0.0.1:14266"));
         assert!(!named_as("127.0.0.1:14098", "127.0.0.1:14266"));
         assert!(named_as("[fe80::1]:5", "fe80::1"));
+    }
+
+    #[test]
+    fn the_jobs_capacity_is_the_sum_of_its_stores_planned_segments() {
+        let mib = 1u64 << 20;
+        let nodes = vec![vec![(true, 32 * mib)], vec![(true, 64 * mib)], vec![]];
+        let c = Capacity::of(96 << 20, &nodes);
+        assert!(c.whole());
+        assert_eq!(
+            c.text(),
+            "Mooncake: 2 store(s) on 2 node(s), 96 MiB of 96 MiB registered"
+        );
+        let starting = vec![vec![(true, 32 * mib)], vec![(false, 64 * mib)]];
+        let c = Capacity::of(96 << 20, &starting);
+        assert!(
+            !c.whole() && c.text().ends_with("(1 of 2 ready)"),
+            "{}",
+            c.text()
+        );
+        let c = Capacity::of(32 << 20, &nodes);
+        assert!(!c.whole());
+        assert!(
+            c.text().contains(": the master holds 64 MiB less"),
+            "{}",
+            c.text()
+        );
+        assert!(Capacity::of(4 << 30, &nodes)
+            .text()
+            .contains("more than this job's stores plan"));
+        assert!(
+            !Capacity::of(96 << 20, &[]).whole(),
+            "no store: nothing to hold"
+        );
     }
 }

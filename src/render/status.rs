@@ -5,9 +5,10 @@
 use std::fmt::Write as _;
 
 use crate::engine::frontend::describe as servable_describe;
+use crate::mooncake::segments::Capacity;
 use crate::runfiles::{
-    NodePhase, ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead, UnitKind,
-    UnitState,
+    MooncakeView, NodePhase, ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead,
+    UnitKind, UnitState,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -176,6 +177,7 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
     if let Some(v) = &s.servable {
         servable_families(&mut out, v, s.started_ts_ms, &node);
     }
+    mooncake_families(&mut out, s, &node);
     out.family(
         "mcsup_teardown_seconds",
         "gauge",
@@ -185,6 +187,77 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
             .unwrap_or_default(),
     );
     out.0
+}
+
+/// Each store's planned segment, and on the master's node the master's own series (its
+/// `/metrics`, read every few seconds), prefixed `mooncake_` and labelled by node: the job's
+/// capacity is `sum(mcsup_store_segment_planned_bytes)` against
+/// `mooncake_master_total_capacity_bytes`.
+fn mooncake_families(out: &mut Prom, s: &StatusFile, node: &str) {
+    out.family(
+        "mcsup_store_segment_planned_bytes",
+        "gauge",
+        "The segment the plan gives a Mooncake store (what the master must hold for it).",
+        s.units
+            .iter()
+            .filter_map(|u| {
+                let b = u.segment_bytes?;
+                Some((
+                    format!("node=\"{node}\",process=\"{}\"", prom_escape(&u.name)),
+                    b.to_string(),
+                ))
+            })
+            .collect(),
+    );
+    let Some(m) = &s.mooncake else { return };
+    let one = |v: u64| vec![(format!("node=\"{node}\""), v.to_string())];
+    out.family(
+        "mooncake_master_total_capacity_bytes",
+        "gauge",
+        "The Mooncake master's master_total_capacity_bytes: every mounted segment, summed.",
+        one(m.capacity_bytes),
+    );
+    out.family(
+        "mooncake_master_allocated_bytes",
+        "gauge",
+        "The Mooncake master's master_allocated_bytes: what the cached objects use.",
+        one(m.allocated_bytes),
+    );
+    out.family(
+        "mooncake_master_key_count",
+        "gauge",
+        "The Mooncake master's master_key_count.",
+        one(m.keys),
+    );
+    out.family(
+        "mooncake_master_active_clients",
+        "gauge",
+        "The Mooncake master's master_active_clients.",
+        one(m.clients),
+    );
+    out.family(
+        "mooncake_segment_total_capacity_bytes",
+        "gauge",
+        "Each mounted segment's capacity, as the Mooncake master lists it.",
+        m.segment_capacity
+            .iter()
+            .map(|(seg, b)| {
+                (
+                    format!("node=\"{node}\",segment=\"{}\"", prom_escape(seg)),
+                    b.to_string(),
+                )
+            })
+            .collect(),
+    );
+    out.family(
+        "mooncake_master_view_timestamp_seconds",
+        "gauge",
+        "When mcsup last read the Mooncake master's metrics (unix seconds).",
+        vec![(
+            format!("node=\"{node}\""),
+            format!("{:.3}", m.ts_ms as f64 / 1000.0),
+        )],
+    );
 }
 
 /// A label value in the Prometheus text format.
@@ -573,6 +646,9 @@ pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
             let _ = writeln!(out, "{} (on {node})", servable_text(v, start, now_ms));
         }
     }
+    if let Some(line) = mooncake_line(nodes) {
+        let _ = writeln!(out, "{line}");
+    }
     if !nodes.iter().any(|(_, r)| r.status.servable.is_some()) {
         if let Some((node, u)) = units(nodes).find(|(_, u)| {
             u.kind == UnitKind::Frontend
@@ -612,6 +688,46 @@ pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
     out
 }
 
+/// The job's stores as its nodes list them, against what the master holds (from the status of
+/// the master's node), or `None` when no node has seen the master.
+fn mooncake_capacity(nodes: &[(String, StatusRead)]) -> Option<(String, Capacity, &MooncakeView)> {
+    let (node, view) = nodes
+        .iter()
+        .find_map(|(n, r)| r.status.mooncake.as_ref().map(|m| (n.clone(), m)))?;
+    let stores: Vec<Vec<(bool, u64)>> = nodes
+        .iter()
+        .map(|(_, r)| {
+            r.status
+                .units
+                .iter()
+                .filter(|u| u.kind == UnitKind::Store)
+                .filter_map(|u| Some((u.state == UnitState::Ready, u.segment_bytes?)))
+                .collect()
+        })
+        .collect();
+    Some((node, Capacity::of(view.capacity_bytes, &stores), view))
+}
+
+/// `Mooncake: 3 store(s) on 3 node(s), 1.2 TiB of 1.2 TiB registered; 120 keys, 7 clients, 3.1 GiB
+/// used (master on n1, read 4 s ago)`.
+fn mooncake_line(nodes: &[(String, StatusRead)]) -> Option<String> {
+    let (node, c, m) = mooncake_capacity(nodes)?;
+    let now = nodes
+        .iter()
+        .map(|(_, r)| r.status.updated_ts_ms)
+        .max()
+        .unwrap_or(m.ts_ms);
+    Some(format!(
+        "{}; {} key(s), {} client(s), {} used (master on {node}, read {:.0} s before the last status{})",
+        c.text(),
+        m.keys,
+        m.clients,
+        crate::mooncake::size::Bytes(m.allocated_bytes),
+        now.saturating_sub(m.ts_ms) as f64 / 1000.0,
+        m.error.as_ref().map(|e| format!("; its last look failed: {e}")).unwrap_or_default()
+    ))
+}
+
 /// `mcsup status --job --json`: `{"nodes": [{"node", "alive", "outcome", "status": STATUS}],
 /// "waiting": [{"node", "unit", "what"}], "critical_path": [{"node", "unit", "ready_s"}],
 /// "slowest_to_ready": {"node", "process", "seconds", "spawned_after"} | null}`.
@@ -638,6 +754,18 @@ pub fn job_status_json(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
             "node": n, "unit": u.name, "ready_s": t as f64 / 1000.0,
         })).collect::<Vec<_>>(),
         "slowest_to_ready": slowest,
+        "mooncake": mooncake_capacity(nodes).map(|(node, c, m)| serde_json::json!({
+            "node": node,
+            "stores": c.stores,
+            "stores_ready": c.ready,
+            "planned_bytes": c.planned,
+            "capacity_bytes": c.held,
+            "whole": c.whole(),
+            "summary": c.text(),
+            "keys": m.keys,
+            "clients": m.clients,
+            "allocated_bytes": m.allocated_bytes,
+        })),
         "servable": nodes.iter().find_map(|(n, r)| r.status.servable.as_ref().map(|v| serde_json::json!({
             "node": n,
             "url": v.url,
@@ -668,6 +796,7 @@ pub(crate) mod status_tests {
             exit_code: None,
             console_dropped_lines: 0,
             servable: None,
+            mooncake: None,
             units: vec![
                 StatusProcess {
                     name: "master".into(),
@@ -685,6 +814,7 @@ pub(crate) mod status_tests {
                     ready_after_ms: Some(500),
                     first_ready_ts_ms: Some(1_500),
                     depends_on: vec![],
+                    segment_bytes: None,
                 },
                 StatusProcess {
                     name: "worker".into(),
@@ -709,6 +839,7 @@ pub(crate) mod status_tests {
                     ready_after_ms: None,
                     first_ready_ts_ms: None,
                     depends_on: vec!["master".into()],
+                    segment_bytes: None,
                 },
             ],
         }
@@ -779,6 +910,7 @@ pub(crate) mod status_tests {
             ready_after_ms: if kind == "gate" { None } else { ready },
             first_ready_ts_ms: None,
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            segment_bytes: None,
         }
     }
 

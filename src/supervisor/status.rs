@@ -97,6 +97,7 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
         ready_after_ms: u.ready_after.map(|d| d.as_millis() as u64),
         first_ready_ts_ms: u.first_ready_at.map(|t| clock.wall_ms(t)),
         depends_on: u.depends_on.clone(),
+        segment_bytes: None,
     }
 }
 

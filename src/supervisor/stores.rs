@@ -209,6 +209,21 @@ impl StoreWatch {
     }
 }
 
+/// How often the master's view is read once it is ready (its own report is every 10 s).
+pub const MASTER_LOOK_EVERY: Duration = Duration::from_secs(5);
+
+/// One look at the master's admin server: `/get_all_segments` and `/metrics`.
+pub async fn look_at_master(
+    host: String,
+    port: u16,
+    timeout: Duration,
+) -> Result<crate::mooncake::remount::Look, String> {
+    let get = |path: &'static str| super::probes::http_body(host.clone(), port, path, timeout);
+    let segments = get("/get_all_segments").await?;
+    let metrics = get("/metrics").await?;
+    Ok(crate::mooncake::remount::Look::parse(&segments, &metrics))
+}
+
 /// One look at the master for store `p`: its verdict (see [`segments::judge`]).
 pub async fn segment(p: SegmentProbe, printed: Printed, timeout: Duration) -> Verdict {
     let body = super::probes::http_body(

@@ -101,6 +101,8 @@ enum Msg {
         unit: String,
         detail: String,
     },
+    /// A periodic look at the master's admin server (on its node).
+    MasterView(Result<crate::mooncake::remount::Look, String>),
 }
 
 struct Runtime {
@@ -133,6 +135,12 @@ struct Runtime {
     masters: remount::MasterWatch,
     /// What the stores printed and what their `/health` said; Mooncake's failure lines.
     stores: stores::StoreWatch,
+    /// The master's view (on its node), its poller, and the last capacity verdict said (whole,
+    /// and how many looks in a row were short).
+    mooncake: Option<crate::runfiles::MooncakeView>,
+    master_poller: Option<JoinHandle<()>>,
+    capacity_said: Option<bool>,
+    short_looks: u32,
     /// When the machine entered its teardown (for `mcsup_teardown_seconds`).
     teardown_started: Option<Instant>,
     /// The job's endpoint once servable, and the task that keeps reading what it sees.
@@ -223,6 +231,10 @@ pub async fn run_with_signals(
         file_size_reported: false,
         masters: remount::MasterWatch::default(),
         stores: stores::StoreWatch::default(),
+        mooncake: None,
+        master_poller: None,
+        capacity_said: None,
+        short_looks: 0,
         teardown_started: None,
         servable: None,
         servable_watch: None,
@@ -541,6 +553,76 @@ impl Runtime {
         None
     }
 
+    /// A look at the master: kept for the status and metrics files, and the job's capacity
+    /// checked against the stores' planned segments (each node's status file lists its stores).
+    fn on_master_view(&mut self, look: Result<crate::mooncake::remount::Look, String>) {
+        let ts_ms = self.clock.wall_ms(Instant::now());
+        let view = match look {
+            Ok(l) => crate::runfiles::MooncakeView {
+                ts_ms,
+                capacity_bytes: l.capacity.unwrap_or(0),
+                allocated_bytes: l.allocated.unwrap_or(0),
+                keys: l.keys.unwrap_or(0),
+                clients: l.clients.unwrap_or(0),
+                segments: l.segments.len() as u64,
+                segment_capacity: l.segment_capacity,
+                error: None,
+            },
+            Err(e) => crate::runfiles::MooncakeView {
+                ts_ms,
+                error: Some(e),
+                ..self.mooncake.clone().unwrap_or_default()
+            },
+        };
+        let fresh = view.error.is_none();
+        self.mooncake = Some(view.clone());
+        self.status_version = None; // rewrite the status and metrics files
+        if !fresh {
+            return;
+        }
+        let Ok(nodes) = status::read_job(&self.plan.log_dir) else {
+            return;
+        };
+        let stores: Vec<Vec<(bool, u64)>> = nodes
+            .iter()
+            .map(|(_, r)| {
+                r.status
+                    .units
+                    .iter()
+                    .filter(|u| u.kind == crate::runfiles::UnitKind::Store)
+                    .filter_map(|u| {
+                        Some((
+                            u.state == crate::runfiles::UnitState::Ready,
+                            u.segment_bytes?,
+                        ))
+                    })
+                    .collect()
+            })
+            .collect();
+        let c = crate::mooncake::segments::Capacity::of(view.capacity_bytes, &stores);
+        if c.ready < c.stores || c.stores == 0 {
+            return; // said once every store is ready
+        }
+        let whole = c.whole();
+        self.short_looks = if whole { 0 } else { self.short_looks + 1 };
+        // A short look is said when it lasts (two looks: a master restart's remount takes
+        // about a second), a whole one at once; each only when it changes.
+        if (whole || self.short_looks >= 2) && self.capacity_said != Some(whole) {
+            self.capacity_said = Some(whole);
+            let unit = self
+                .plan
+                .processes
+                .iter()
+                .find(|p| p.kind == ProcessKind::Master)
+                .map_or("mcsup".to_string(), |p| p.name.clone());
+            if whole {
+                self.note(&unit, RecordKind::Capacity, c.text());
+            } else {
+                self.note_event(&unit, RecordKind::Capacity, c.text());
+            }
+        }
+    }
+
     /// An event the runtime writes itself (not the machine's), logged as well.
     fn note_event(&mut self, unit: &str, kind: RecordKind, detail: String) {
         let r = Record {
@@ -715,6 +797,27 @@ impl Runtime {
         else {
             return;
         };
+        if self.master_poller.is_none() {
+            if let Some(port) =
+                crate::mooncake::remount::master_metrics_port(&self.plan.processes[i].argv)
+            {
+                let tx = self.tx.clone();
+                self.master_poller = Some(tokio::spawn(async move {
+                    loop {
+                        let look = stores::look_at_master(
+                            "127.0.0.1".into(),
+                            port,
+                            Duration::from_secs(2),
+                        )
+                        .await;
+                        if tx.send(Msg::MasterView(look)).is_err() {
+                            return;
+                        }
+                        tokio::time::sleep(stores::MASTER_LOOK_EVERY).await;
+                    }
+                }));
+            }
+        }
         let Some(target) = self.masters.on_ready(&self.plan, i) else {
             return;
         };
@@ -842,6 +945,7 @@ impl Runtime {
             Msg::Diagnosis { unit, detail } => {
                 self.note_event(&unit, RecordKind::Diagnosis, detail)
             }
+            Msg::MasterView(look) => self.on_master_view(look),
             Msg::Seen(read) => self.on_seen(read),
             Msg::LogLoss(loss) => self.on_log_loss(loss),
             Msg::ExecTimeout { attempt, pid } => {
@@ -955,10 +1059,12 @@ impl Runtime {
                 .map(|u| {
                     let mut unit = status::unit_to_status(u, &self.clock);
                     unit.output_lost = self.losses.get(&unit.name).cloned();
+                    unit.segment_bytes = planned_segment(&self.plan, &unit.name);
                     unit
                 })
                 .collect(),
             servable: self.servable.clone(),
+            mooncake: self.mooncake.clone(),
         };
         if let Err(e) = status::write_status(&self.status_path, &status) {
             tracing::warn!(error = %e, "cannot write the status file");
@@ -981,4 +1087,16 @@ impl Runtime {
             tracing::warn!(error = %e, "cannot write the metrics file");
         }
     }
+}
+
+/// The segment the plan gives store `name` (its registration probe's size).
+fn planned_segment(plan: &Plan, name: &str) -> Option<u64> {
+    let p = plan
+        .processes
+        .iter()
+        .find(|p| p.name == name && p.kind == ProcessKind::Store)?;
+    p.readiness.as_ref()?.probes.iter().find_map(|x| match x {
+        ProbeSpec::MooncakeSegment(s) => s.size_bytes,
+        _ => None,
+    })
 }
