@@ -145,6 +145,28 @@ fn a_worker_printing_mooncakes_rnic_inactive_line_gets_a_diagnosis_event_with_it
         text.contains("Mooncake: 1 store(s) on 1 node(s), 64 MiB of 64 MiB registered; "),
         "{text}"
     );
+    // The master's periodic report stays whole in its log file; the console shows a short
+    // summary instead of the ~2.5 KB line.
+    let master_log = env.log_dir().join("n1.master.log");
+    wait_for(
+        "a report in the master's log",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(&master_log)
+                .unwrap_or_default()
+                .contains("Master Admin Metrics: ")
+                .then_some(())
+        },
+    );
+    let console = wait_for(
+        "the summary on the console",
+        Duration::from_secs(10),
+        || {
+            let c = m.stdout();
+            c.contains("master | Mooncake master: memory ").then_some(c)
+        },
+    );
+    assert!(!console.contains("Master Admin Metrics"), "{console}");
     // A diagnosis is an event, not a failure: the job runs on.
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(Duration::from_secs(60)), 0);

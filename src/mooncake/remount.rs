@@ -69,6 +69,31 @@ pub fn reported_keys(line: &[u8]) -> Option<u64> {
         .ok()
 }
 
+/// A one-line summary of the master's periodic report (a ~2.5 KB line every 10 s), for the
+/// console: `Mooncake master: memory 32.00 MB / 512.00 MB (6.2%), 128 keys, 1 client(s)`; `None`
+/// when the line is not the report.
+pub fn report_summary(line: &[u8]) -> Option<String> {
+    if !line.starts_with(b"I") {
+        return None;
+    }
+    let text = std::str::from_utf8(line).ok()?;
+    let at = text
+        .find("Master Admin Metrics: ")
+        .or_else(|| text.find("Master Metrics: "))?;
+    let body = &text[at..];
+    let field = |name: &str| {
+        let from = body.find(name)? + name.len();
+        let rest = &body[from..];
+        Some(rest[..rest.find(" |").unwrap_or(rest.len())].trim())
+    };
+    let memory = field("Mem Storage: ").unwrap_or("?");
+    let keys = reported_keys(line).map_or("?".to_string(), |k| k.to_string());
+    let clients = field("| Clients: ").unwrap_or("?");
+    Some(format!(
+        "Mooncake master: memory {memory}, {keys} key(s), {clients} client(s) (full report every 10 s in the log file)"
+    ))
+}
+
 /// What the master said at one look.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Look {
@@ -217,6 +242,20 @@ mod tests {
         assert_eq!(reported_keys(b"W1201 x] | Keys: 5"), None);
         assert_eq!(reported_keys(b"I1201 x] keys=12"), None);
         assert_eq!(reported_keys(b"I1201 x] | Keys: "), None);
+    }
+
+    #[test]
+    fn the_masters_report_is_summed_up_in_one_short_line() {
+        let report = b"I1201 08:49:38.954806 11198 master_admin_service.cpp:301] Master Admin Metrics: role=leader, state=serving, service_ready=true, master={Mem Storage: 32.00 MB / 512.00 MB (6.2%) | NVMe-oF SSD: 0 B / 0 B | SSD Storage: 0 B / 0 B | Keys: 128 (soft-pinned: 0) | Clients: 1 | Eviction: Success/Attempts=0/0, keys=0, size=0 B}";
+        assert_eq!(
+            report_summary(report).as_deref(),
+            Some("Mooncake master: memory 32.00 MB / 512.00 MB (6.2%), 128 key(s), 1 client(s) (full report every 10 s in the log file)")
+        );
+        assert_eq!(
+            report_summary(b"I1201 x] Master service started on port 1"),
+            None
+        );
+        assert_eq!(report_summary(b"W1201 x] Master Admin Metrics: junk"), None);
     }
 
     #[test]

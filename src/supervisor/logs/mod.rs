@@ -68,7 +68,20 @@ pub struct PumpConfig {
     /// Sees the lines that hold one of its needles (Mooncake's failure lines), without taking
     /// the reader off its fast path.
     pub watch: Option<Watch>,
+    /// What the console shows of a line (the file always gets it whole): the master's periodic
+    /// report as a one-line summary.
+    pub console_filter: Option<ConsoleFilter>,
 }
+
+/// What the console shows for one line of a child's output.
+pub enum ConsoleLine {
+    AsIs,
+    Instead(String),
+    Skip,
+}
+
+/// Decides [`ConsoleLine`] per line.
+pub type ConsoleFilter = Box<dyn FnMut(&[u8]) -> ConsoleLine + Send>;
 
 /// Lines with known text in them, found as output arrives: a multi-needle search over each
 /// chunk of whole lines, so a busy child's output is still written in one piece; only a hit
@@ -182,7 +195,8 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                 let whole = (n > 0
                     && splitter.buffered() == 0
                     && cfg.matchers.is_empty()
-                    && cfg.tap.is_none())
+                    && cfg.tap.is_none()
+                    && cfg.console_filter.is_none())
                 .then(|| whole_lines(data))
                 .flatten();
                 if let Some((last, count)) = whole {
@@ -210,8 +224,21 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                     let mut emit = |line: &[u8], split: bool| {
                         put_line(&mut out, "", line, split);
                         if console_on {
-                            put_line(&mut batch, &cfg.prefix, line, split);
-                            lines += 1;
+                            let shown = match &mut cfg.console_filter {
+                                Some(f) => f(line),
+                                None => ConsoleLine::AsIs,
+                            };
+                            match shown {
+                                ConsoleLine::AsIs => {
+                                    put_line(&mut batch, &cfg.prefix, line, split);
+                                    lines += 1;
+                                }
+                                ConsoleLine::Instead(s) => {
+                                    put_line(&mut batch, &cfg.prefix, s.as_bytes(), false);
+                                    lines += 1;
+                                }
+                                ConsoleLine::Skip => {}
+                            }
                         }
                         if let Some(tap) = &mut cfg.tap {
                             tap(line);

@@ -445,6 +445,7 @@ impl Runtime {
                     }),
                     tap,
                     watch,
+                    console_filter: (spec.kind == ProcessKind::Master).then(master_console),
                 };
                 self.readers.push(tokio::spawn(logs::pump(rx, file, cfg)));
             }
@@ -1099,4 +1100,20 @@ fn planned_segment(plan: &Plan, name: &str) -> Option<u64> {
         ProbeSpec::MooncakeSegment(s) => s.size_bytes,
         _ => None,
     })
+}
+
+/// The master's console: its periodic report (a ~2.5 KB line every 10 s) as a one-line summary,
+/// shown only when it changed; everything else as it is. The log file keeps every report whole.
+fn master_console() -> logs::ConsoleFilter {
+    let mut last: Option<String> = None;
+    Box::new(
+        move |line| match crate::mooncake::remount::report_summary(line) {
+            None => logs::ConsoleLine::AsIs,
+            Some(s) if last.as_ref() == Some(&s) => logs::ConsoleLine::Skip,
+            Some(s) => {
+                last = Some(s.clone());
+                logs::ConsoleLine::Instead(s)
+            }
+        },
+    )
 }
