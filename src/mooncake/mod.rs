@@ -96,6 +96,14 @@ pub fn master_address(host: &str, rpc_port: u16) -> String {
     format!("{host}:{rpc_port}")
 }
 
+/// Is this `MOONCAKE_MASTER` an HA address (`etcd://h1:2379;h2:2379`, `redis://...`)? Clients
+/// then find the leader through the backend (`master_client.cpp`, Mooncake's deployment guide
+/// §HA), so the address must reach them as written.
+pub fn is_ha_master_address(value: &str) -> bool {
+    let v = value.trim_start().to_ascii_lowercase();
+    v.starts_with("etcd://") || v.starts_with("redis://") || v.starts_with("k8s://")
+}
+
 /// The URL of the master's embedded HTTP metadata server.
 pub fn metadata_url(host: &str, metadata_port: u16) -> String {
     format!("http://{host}:{metadata_port}/metadata")

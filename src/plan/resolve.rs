@@ -237,6 +237,11 @@ pub fn plan_with(
         .client_http_port
         .map_or(stores::DEFAULT_CLIENT_HTTP_PORT, |p| p.0);
     notes.extend(stores::wire(&mut processes, admin.as_ref(), client_port));
+    stores::lints(
+        &processes,
+        master.service.map(|s| s.argv.as_slice()),
+        &mut warnings,
+    );
     let shutdown = shutdown_spec(&mc, &processes, &mut warnings)?;
     check_not_empty(recipe, &mc, roles, ctx, &processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);

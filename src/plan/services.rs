@@ -420,7 +420,7 @@ fn instance_env(
         env.layer(o.env.iter().map(|(k, v)| (k, ph.apply(v))), &source);
     }
     if svc.kind == ServiceType::MooncakeStore {
-        env.set(mooncake::env::MASTER, s.master_addr.clone(), "forced");
+        super::stores::set_master(&mut env, &s.master_addr);
         env.set(
             mooncake::env::METADATA_SERVER,
             s.metadata_url.clone(),

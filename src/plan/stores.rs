@@ -169,6 +169,125 @@ pub fn wire(
     notes
 }
 
+/// `MOONCAKE_MASTER` for a Mooncake client: mcsup's master, unless an earlier layer gave an HA
+/// address (`etcd://...`), which passes through ([`lints`] says so): overriding it would point
+/// the client at one master and lose the failover.
+pub fn set_master(env: &mut super::env::EnvBuilder, addr: &str) {
+    let ha = env
+        .get(mooncake::env::MASTER)
+        .is_some_and(|v| mooncake::is_ha_master_address(&v.value));
+    if !ha {
+        env.set(mooncake::env::MASTER, addr.to_string(), "forced");
+    }
+}
+
+/// The master's `--allocation_strategy`, if its argv sets one.
+fn allocation_strategy(argv: &[String]) -> Option<&str> {
+    argv.iter().enumerate().find_map(|(i, a)| {
+        let rest = a.strip_prefix("--allocation_strategy")?;
+        match rest.strip_prefix('=') {
+            Some(v) => Some(v),
+            None if rest.is_empty() => argv.get(i + 1).map(String::as_str),
+            None => None,
+        }
+    })
+}
+
+fn host_of(name: &str) -> &str {
+    match name.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => name,
+    }
+}
+
+/// Lints on this node's Mooncake clients, each with its source:
+/// - an HA master address (`etcd://...`) in a client's environment, passed through;
+/// - vLLM workers with `MooncakeStoreConnector` and Python's built-in block hash but no
+///   `PYTHONHASHSEED`, or different seeds: each process hashes the same prefix differently and
+///   the shared store's hit rate is silently 0 (Mooncake's llm-d/vLLM integration guide;
+///   vllm-ascend's KV-pool guide asks for one PYTHONHASHSEED on every node);
+/// - a `local_first` master (`--allocation_strategy`) whose clients on this node register under
+///   another host than the node's store: "local" is judged by the host part, so nothing is local
+///   (Mooncake `allocation_strategy.h` `LocalFirst`, via the segment name).
+pub fn lints(
+    processes: &[ProcessSpec],
+    master_argv: Option<&[String]>,
+    warnings: &mut Vec<String>,
+) {
+    for p in processes {
+        if let Some(v) = p
+            .env
+            .iter()
+            .find(|v| v.name == mooncake::env::MASTER && mooncake::is_ha_master_address(&v.value))
+        {
+            warnings.push(format!(
+                "{}: MOONCAKE_MASTER={} ({}) is a Mooncake HA address: passed through as written, not replaced by mcsup's master; the clients find the leader through that backend, so the master mcsup starts must belong to that HA group (--enable_ha with the same backend) or be disabled (source: Mooncake deployment guide §HA)",
+                p.name, v.value, v.source
+            ));
+        }
+    }
+    let store_connector: Vec<&ProcessSpec> = processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Worker)
+        .filter(|p| p.argv.iter().any(|a| a.contains("MooncakeStoreConnector")))
+        .filter(|p| {
+            // A sha256 block hash does not depend on the seed.
+            !p.argv.windows(2).any(|w| {
+                (w[0] == "--prefix-caching-hash-algo" && w[1].starts_with("sha256"))
+                    || w[0].starts_with("--prefix-caching-hash-algo=sha256")
+            }) && !p
+                .argv
+                .iter()
+                .any(|a| a.starts_with("--prefix-caching-hash-algo=sha256"))
+        })
+        .collect();
+    let unseeded: Vec<&str> = store_connector
+        .iter()
+        .filter(|p| p.env_value("PYTHONHASHSEED").is_none())
+        .map(|p| p.name.as_str())
+        .collect();
+    if !unseeded.is_empty() {
+        warnings.push(format!(
+            "{}: vLLM's MooncakeStoreConnector keys blocks with Python's built-in hash, which is salted per process unless PYTHONHASHSEED is fixed: workers sharing the store would never hit each other's blocks (hit rate silently 0); set PYTHONHASHSEED to one value for every worker of the job (backend.environment), or --prefix-caching-hash-algo sha256 (sources: Mooncake's vLLM/llm-d integration guide; vllm-ascend docs/source/user_guide/feature_guide/kv_pool.md, \"synchronize the PYTHONHASHSEED environment variable across all nodes\")",
+            unseeded.join(", ")
+        ));
+    }
+    let seeds: std::collections::BTreeSet<&str> = store_connector
+        .iter()
+        .filter_map(|p| p.env_value("PYTHONHASHSEED"))
+        .collect();
+    if seeds.len() > 1 {
+        warnings.push(format!(
+            "vLLM MooncakeStoreConnector workers on this node use different PYTHONHASHSEED values ({}): their block hashes differ and they never share cached blocks; give every worker the same seed",
+            seeds.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if master_argv.and_then(allocation_strategy) != Some("local_first") {
+        return;
+    }
+    let stores: std::collections::BTreeSet<&str> = processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Store)
+        .filter_map(|p| p.env_value(mooncake::env::LOCAL_HOSTNAME))
+        .map(host_of)
+        .collect();
+    if stores.is_empty() {
+        return;
+    }
+    for p in processes.iter().filter(|p| p.kind == ProcessKind::Worker) {
+        let named = p
+            .env_value(mooncake::env::REQUESTER_LOCAL_HOSTNAME)
+            .or(p.env_value(mooncake::env::LOCAL_HOSTNAME));
+        if let Some(h) = named.map(host_of).filter(|h| !stores.contains(h)) {
+            warnings.push(format!(
+                "{}: the master allocates local_first, but this worker registers as {h} while this node's store registers as {}: the master matches them by host part, so no allocation is local; give both the same MOONCAKE_LOCAL_HOSTNAME host (source: Mooncake allocation_strategy local_first)",
+                p.name,
+                stores.iter().copied().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+}
+
 fn set_env(p: &mut ProcessSpec, name: &str, value: String) {
     p.env.retain(|v| v.name != name);
     p.env.push(EnvVar {

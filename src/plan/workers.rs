@@ -420,7 +420,7 @@ impl WorkerEnv<'_> {
             }
             env.set(k, v, &source);
         }
-        env.set(mooncake::env::MASTER, s.master_addr.clone(), "forced");
+        super::stores::set_master(env, &s.master_addr);
         env.set(
             mooncake::env::METADATA_SERVER,
             s.metadata_url.clone(),
