@@ -277,6 +277,17 @@ pub struct StatusFile {
     pub mooncake: Option<MooncakeView>,
 }
 
+impl StatusFile {
+    /// The node's Mooncake stores: (ready, the segment the plan gives it).
+    pub fn store_segments(&self) -> Vec<(bool, u64)> {
+        self.units
+            .iter()
+            .filter(|u| u.kind == UnitKind::Store)
+            .filter_map(|u| Some((u.state == UnitState::Ready, u.segment_bytes?)))
+            .collect()
+    }
+}
+
 /// One line of `<node>.events.jsonl`: what mcsup writes and what `mcsup status`, tools and the
 /// tests read back (the one type of the events file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

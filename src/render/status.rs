@@ -696,14 +696,7 @@ fn mooncake_capacity(nodes: &[(String, StatusRead)]) -> Option<(String, Capacity
         .find_map(|(n, r)| r.status.mooncake.as_ref().map(|m| (n.clone(), m)))?;
     let stores: Vec<Vec<(bool, u64)>> = nodes
         .iter()
-        .map(|(_, r)| {
-            r.status
-                .units
-                .iter()
-                .filter(|u| u.kind == UnitKind::Store)
-                .filter_map(|u| Some((u.state == UnitState::Ready, u.segment_bytes?)))
-                .collect()
-        })
+        .map(|(_, r)| r.status.store_segments())
         .collect();
     Some((node, Capacity::of(view.capacity_bytes, &stores), view))
 }

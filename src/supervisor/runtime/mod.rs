@@ -586,19 +586,7 @@ impl Runtime {
         };
         let stores: Vec<Vec<(bool, u64)>> = nodes
             .iter()
-            .map(|(_, r)| {
-                r.status
-                    .units
-                    .iter()
-                    .filter(|u| u.kind == crate::runfiles::UnitKind::Store)
-                    .filter_map(|u| {
-                        Some((
-                            u.state == crate::runfiles::UnitState::Ready,
-                            u.segment_bytes?,
-                        ))
-                    })
-                    .collect()
-            })
+            .map(|(_, r)| r.status.store_segments())
             .collect();
         let c = crate::mooncake::segments::Capacity::of(view.capacity_bytes, &stores);
         if c.ready < c.stores || c.stores == 0 {
@@ -616,25 +604,8 @@ impl Runtime {
                 .iter()
                 .find(|p| p.kind == ProcessKind::Master)
                 .map_or("mcsup".to_string(), |p| p.name.clone());
-            if whole {
-                self.note(&unit, RecordKind::Capacity, c.text());
-            } else {
-                self.note_event(&unit, RecordKind::Capacity, c.text());
-            }
+            self.note(&unit, RecordKind::Capacity, c.text());
         }
-    }
-
-    /// An event the runtime writes itself (not the machine's), logged as well.
-    fn note_event(&mut self, unit: &str, kind: RecordKind, detail: String) {
-        let r = Record {
-            unit: unit.to_string(),
-            kind,
-            pid: None,
-            status: None,
-            detail: Some(detail),
-        };
-        self.events.write(&r, Instant::now(), &self.clock);
-        tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "{}", kind.as_str());
     }
 
     /// A process whose readiness is a servable probe became ready: the job is servable. Say so
@@ -778,7 +749,11 @@ impl Runtime {
         };
         self.events.write(&r, Instant::now(), &self.clock);
         match kind {
-            RecordKind::WorkersLost | RecordKind::OutputLost | RecordKind::LogDirRecreated => {
+            RecordKind::WorkersLost
+            | RecordKind::OutputLost
+            | RecordKind::LogDirRecreated
+            | RecordKind::Diagnosis
+            | RecordKind::MasterUnreachable => {
                 tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "{}", kind.as_str())
             }
             _ => {
@@ -935,7 +910,7 @@ impl Runtime {
                 let o = self.stores.on_health(proc, port, answer);
                 if let Some((kind, detail)) = o.event {
                     let unit = self.plan.processes[proc].name.clone();
-                    self.note_event(&unit, kind, detail);
+                    self.note(&unit, kind, detail);
                 }
                 self.feed(Event::ProbeDone {
                     attempt,
@@ -943,9 +918,7 @@ impl Runtime {
                     detail: o.detail,
                 });
             }
-            Msg::Diagnosis { unit, detail } => {
-                self.note_event(&unit, RecordKind::Diagnosis, detail)
-            }
+            Msg::Diagnosis { unit, detail } => self.note(&unit, RecordKind::Diagnosis, detail),
             Msg::MasterView(look) => self.on_master_view(look),
             Msg::Seen(read) => self.on_seen(read),
             Msg::LogLoss(loss) => self.on_log_loss(loss),
