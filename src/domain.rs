@@ -9,6 +9,18 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// The value of flag `--name` in an argv (`--name=V` or `--name V`), the first one given.
+pub fn flag_value<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
+    argv.iter().enumerate().find_map(|(i, a)| {
+        let rest = a.strip_prefix("--")?.strip_prefix(name)?;
+        match rest.strip_prefix('=') {
+            Some(v) => Some(v),
+            None if rest.is_empty() => argv.get(i + 1).map(String::as_str),
+            None => None,
+        }
+    })
+}
+
 /// A serving role, as named by srt-slurm (`prefill`, `decode`, `aggregated`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -63,18 +63,11 @@ fn store(p: &Plan) -> &ProcessSpec {
         .expect("a store")
 }
 
-fn segment_probe(p: &ProcessSpec) -> Option<&plan::SegmentProbe> {
-    p.readiness.as_ref()?.probes.iter().find_map(|x| match x {
-        ProbeSpec::MooncakeSegment(s) => Some(s),
-        _ => None,
-    })
-}
-
 #[test]
 fn a_store_is_ready_when_the_master_lists_its_segment_and_alive_while_its_health_answers() {
     let p = plan_on(&v1("", "", ""), "n2", &[Role::Decode]);
     let s = store(&p);
-    let seg = segment_probe(s).expect("a registration probe");
+    let seg = s.segment_probe().expect("a registration probe");
     // The master runs on the infra node n1 (10.0.0.1); its admin server is the metrics port.
     assert_eq!(
         (seg.master_host.as_str(), seg.admin_port),
@@ -152,7 +145,7 @@ fn the_recipe_moves_or_turns_off_the_stores_client_http_server() {
         "n2",
         &[Role::Decode],
     );
-    assert_eq!(segment_probe(store(&file)).unwrap().size_bytes, None);
+    assert_eq!(store(&file).segment_probe().unwrap().size_bytes, None);
 }
 
 #[test]

@@ -14,16 +14,7 @@ use super::size;
 /// The master's metrics port from its argv (`--metrics_port P` or `--metrics_port=P`), or `None`
 /// when it has no metrics server to ask (no such flag, or `--enable_metric_reporting=false`).
 pub fn master_metrics_port(argv: &[String]) -> Option<u16> {
-    let flag = |name: &str| {
-        argv.iter().enumerate().find_map(|(i, a)| {
-            let rest = a.strip_prefix(&format!("--{name}"))?;
-            match rest.strip_prefix('=') {
-                Some(v) => Some(v.to_string()),
-                None if rest.is_empty() => argv.get(i + 1).cloned(),
-                None => None,
-            }
-        })
-    };
+    let flag = |name: &str| crate::domain::flag_value(argv, name);
     if flag("enable_metric_reporting").is_some_and(|v| v == "false" || v == "0") {
         return None;
     }

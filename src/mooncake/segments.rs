@@ -85,8 +85,9 @@ pub enum Verdict {
     Mismatch(String),
 }
 
-fn host_part(name: &str) -> &str {
-    // `[v6]:port`, `host:port`, `host`.
+/// The host of a Mooncake name (`[v6]:port`, `host:port`, `host`): what a segment name and a
+/// `MOONCAKE_LOCAL_HOSTNAME` share when one has a port and the other not.
+pub fn host_part(name: &str) -> &str {
     if let Some(rest) = name.strip_prefix('[') {
         return rest.split(']').next().unwrap_or(rest);
     }

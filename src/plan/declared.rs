@@ -362,9 +362,8 @@ impl Declared<'_> {
             (None, _) => kinds::default_argv(t, &s.options, configs_dir),
         };
         argv.extend(s.args.0.iter().cloned());
-        if t == ServiceType::MooncakeMaster && mc.master.metadata_cleanup != Some(false) {
-            let added = super::stores::master_cleanup_flags(&argv);
-            argv.extend(added);
+        if t == ServiceType::MooncakeMaster {
+            super::stores::add_cleanup_flags(&mut argv, &mc.master);
         }
         argv
     }

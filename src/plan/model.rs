@@ -557,10 +557,7 @@ fn implied_master(
         ),
     }
     argv.extend(m.master_extra_args.0.iter().cloned());
-    if mc.master.metadata_cleanup != Some(false) {
-        let added = super::stores::master_cleanup_flags(&argv);
-        argv.extend(added);
-    }
+    super::stores::add_cleanup_flags(&mut argv, &mc.master);
     let mut env = Vec::new();
     if !mc.master.env.is_empty() {
         env.push(("mcsup.master.env".to_string(), mc.master.env.clone()));

@@ -217,6 +217,18 @@ impl ProcessSpec {
         }
     }
 
+    /// A store's registration readiness probe (what the master must hold for it), if it has one.
+    pub fn segment_probe(&self) -> Option<&SegmentProbe> {
+        self.readiness
+            .as_ref()?
+            .probes
+            .iter()
+            .find_map(|x| match x {
+                ProbeSpec::MooncakeSegment(s) => Some(s),
+                _ => None,
+            })
+    }
+
     /// Look up the final value of a variable this spec sets.
     pub fn env_value(&self, name: &str) -> Option<&str> {
         self.env

@@ -14,6 +14,8 @@
 //! #1363, #2498).
 
 use super::spec::*;
+use crate::domain::flag_value;
+use crate::mooncake::segments::host_part;
 use crate::mooncake::{self, size};
 
 /// Mooncake's default client HTTP port (`mooncake_config.py`): the first store of a node gets
@@ -63,6 +65,15 @@ pub fn master_cleanup_added(argv: &[String]) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Add [`master_cleanup_flags`] to a master's argv, unless `mcsup.master.metadata_cleanup` is
+/// false.
+pub fn add_cleanup_flags(argv: &mut Vec<String>, master: &crate::recipe::MasterConfig) {
+    if master.metadata_cleanup != Some(false) {
+        let added = master_cleanup_flags(argv);
+        argv.extend(added);
+    }
+}
+
 /// Why the flags are there, for the plan's notes.
 pub fn master_cleanup_note(added: &[String]) -> String {
     format!(
@@ -73,8 +84,7 @@ pub fn master_cleanup_note(added: &[String]) -> String {
 
 /// Is this argv Mooncake's store service (the program that has the client HTTP server)?
 fn is_store_service(argv: &[String]) -> bool {
-    argv.iter()
-        .any(|a| a == "mooncake.mooncake_store_service" || a.ends_with("mooncake_store_service"))
+    argv.iter().any(|a| a.ends_with("mooncake_store_service"))
 }
 
 /// Wire the checks into this node's stores, in plan order: the registration probe (when the
@@ -153,10 +163,7 @@ pub fn wire(
         notes.push(format!(
             "{}: liveness is the store's own /health on port {port} (503 master_unreachable is an event, not a restart: the store remounts when the master is back); readiness waits until the master lists its segment{}",
             p.name,
-            match p.readiness.as_ref().and_then(|r| r.probes.iter().find_map(|x| match x {
-                ProbeSpec::MooncakeSegment(s) => Some(s),
-                _ => None,
-            })) {
+            match p.segment_probe() {
                 Some(s) => format!(
                     " at {} over {}",
                     s.size_bytes.map_or("the config file's size".into(), |b| size::Bytes(b).to_string()),
@@ -178,25 +185,6 @@ pub fn set_master(env: &mut super::env::EnvBuilder, addr: &str) {
         .is_some_and(|v| mooncake::is_ha_master_address(&v.value));
     if !ha {
         env.set(mooncake::env::MASTER, addr.to_string(), "forced");
-    }
-}
-
-/// The master's `--allocation_strategy`, if its argv sets one.
-fn allocation_strategy(argv: &[String]) -> Option<&str> {
-    argv.iter().enumerate().find_map(|(i, a)| {
-        let rest = a.strip_prefix("--allocation_strategy")?;
-        match rest.strip_prefix('=') {
-            Some(v) => Some(v),
-            None if rest.is_empty() => argv.get(i + 1).map(String::as_str),
-            None => None,
-        }
-    })
-}
-
-fn host_of(name: &str) -> &str {
-    match name.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') && p.bytes().all(|b| b.is_ascii_digit()) => h,
-        _ => name,
     }
 }
 
@@ -232,13 +220,8 @@ pub fn lints(
         .filter(|p| p.argv.iter().any(|a| a.contains("MooncakeStoreConnector")))
         .filter(|p| {
             // A sha256 block hash does not depend on the seed.
-            !p.argv.windows(2).any(|w| {
-                (w[0] == "--prefix-caching-hash-algo" && w[1].starts_with("sha256"))
-                    || w[0].starts_with("--prefix-caching-hash-algo=sha256")
-            }) && !p
-                .argv
-                .iter()
-                .any(|a| a.starts_with("--prefix-caching-hash-algo=sha256"))
+            !flag_value(&p.argv, "prefix-caching-hash-algo")
+                .is_some_and(|v| v.starts_with("sha256"))
         })
         .collect();
     let unseeded: Vec<&str> = store_connector
@@ -262,14 +245,14 @@ pub fn lints(
             seeds.into_iter().collect::<Vec<_>>().join(", ")
         ));
     }
-    if master_argv.and_then(allocation_strategy) != Some("local_first") {
+    if master_argv.and_then(|a| flag_value(a, "allocation_strategy")) != Some("local_first") {
         return;
     }
     let stores: std::collections::BTreeSet<&str> = processes
         .iter()
         .filter(|p| p.kind == ProcessKind::Store)
         .filter_map(|p| p.env_value(mooncake::env::LOCAL_HOSTNAME))
-        .map(host_of)
+        .map(host_part)
         .collect();
     if stores.is_empty() {
         return;
@@ -278,7 +261,7 @@ pub fn lints(
         let named = p
             .env_value(mooncake::env::REQUESTER_LOCAL_HOSTNAME)
             .or(p.env_value(mooncake::env::LOCAL_HOSTNAME));
-        if let Some(h) = named.map(host_of).filter(|h| !stores.contains(h)) {
+        if let Some(h) = named.map(host_part).filter(|h| !stores.contains(h)) {
             warnings.push(format!(
                 "{}: the master allocates local_first, but this worker registers as {h} while this node's store registers as {}: the master matches them by host part, so no allocation is local; give both the same MOONCAKE_LOCAL_HOSTNAME host (source: Mooncake allocation_strategy local_first)",
                 p.name,

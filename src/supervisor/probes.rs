@@ -46,16 +46,7 @@ pub fn http_blocking(
         format!("/{path}")
     };
     let url = format!("http://{host}:{port}{path}");
-    let agent = ureq::AgentBuilder::new()
-        .timeout(timeout)
-        .redirects(0)
-        .build();
-    let resp = match agent.get(&url).call() {
-        Ok(r) => r,
-        // A non-2xx status is an answer, not a transport error: compare it like any other.
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => return Err(format!("GET {url}: {e}")),
-    };
+    let resp = get_any_status(&url, timeout)?;
     let got = resp.status();
     if got != status {
         return Err(format!("GET {url}: status {got}, expected {status}"));
@@ -141,25 +132,39 @@ pub fn frontend_seen_blocking(
     frontend::parse_health(frontend, &body).map_err(|e| format!("GET {url}: {e}"))
 }
 
-/// One GET whose body (at most 1 MiB) is the answer; status 200. Blocking.
-/// One GET: its status and body (at most 64 KiB), whatever the status.
-pub fn get_status_blocking(url: &str, timeout: Duration) -> Result<(u16, String), String> {
+/// One GET whose answer is the response, whatever its status: a non-2xx status is an answer, not
+/// a transport error. Blocking.
+fn get_any_status(url: &str, timeout: Duration) -> Result<ureq::Response, String> {
     let agent = ureq::AgentBuilder::new()
         .timeout(timeout)
         .redirects(0)
         .build();
-    let resp = match agent.get(url).call() {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => return Err(format!("GET {url}: {e}")),
-    };
-    let status = resp.status();
-    let mut body = String::new();
-    use std::io::Read;
-    let _ = resp.into_reader().take(64 << 10).read_to_string(&mut body);
-    Ok((status, body))
+    match agent.get(url).call() {
+        Ok(r) => Ok(r),
+        Err(ureq::Error::Status(_, r)) => Ok(r),
+        Err(e) => Err(format!("GET {url}: {e}")),
+    }
 }
 
+/// One GET: its status and body (at most 64 KiB), whatever the status; on the blocking pool,
+/// with an outer timeout as well.
+pub async fn get_status(url: String, timeout: Duration) -> Result<(u16, String), String> {
+    let job = tokio::task::spawn_blocking(move || {
+        let resp = get_any_status(&url, timeout)?;
+        let status = resp.status();
+        let mut body = String::new();
+        use std::io::Read;
+        let _ = resp.into_reader().take(64 << 10).read_to_string(&mut body);
+        Ok((status, body))
+    });
+    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(format!("http task failed: {e}")),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+/// One GET whose body (at most 1 MiB) is the answer; status 200. Blocking.
 fn get_body_blocking(url: &str, timeout: Duration) -> Result<String, String> {
     let agent = ureq::AgentBuilder::new()
         .timeout(timeout)

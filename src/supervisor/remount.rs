@@ -123,17 +123,22 @@ pub fn target(plan: &Plan, master: usize) -> Option<Target> {
     })
 }
 
+/// One look at the master's admin server: `/get_all_segments` and `/metrics` (for the remount
+/// check and for the master's view in the status and metrics files).
+pub async fn look(host: String, port: u16, timeout: Duration) -> Result<Look, String> {
+    let get = |path: &'static str| super::probes::http_body(host.clone(), port, path, timeout);
+    let segments = get("/get_all_segments").await?;
+    let metrics = get("/metrics").await?;
+    Ok(Look::parse(&segments, &metrics))
+}
+
 /// Poll the master until [`judge`] is satisfied or `within` passes: `(registered, detail)`.
 pub async fn verify(t: Target, within: Duration) -> (bool, String) {
     let start = Instant::now();
     let mut last = Look::default();
     loop {
-        let get = |path: &'static str| {
-            super::probes::http_body(t.host.clone(), t.metrics_port, path, POLL * 4)
-        };
-        if let (Ok(segments), Ok(metrics)) = (get("/get_all_segments").await, get("/metrics").await)
-        {
-            last = Look::parse(&segments, &metrics);
+        if let Ok(l) = look(t.host.clone(), t.metrics_port, POLL * 4).await {
+            last = l;
             if judge(&t, &last) {
                 return (true, describe(&t, &last, start.elapsed(), true));
             }

@@ -212,18 +212,6 @@ impl StoreWatch {
 /// How often the master's view is read once it is ready (its own report is every 10 s).
 pub const MASTER_LOOK_EVERY: Duration = Duration::from_secs(5);
 
-/// One look at the master's admin server: `/get_all_segments` and `/metrics`.
-pub async fn look_at_master(
-    host: String,
-    port: u16,
-    timeout: Duration,
-) -> Result<crate::mooncake::remount::Look, String> {
-    let get = |path: &'static str| super::probes::http_body(host.clone(), port, path, timeout);
-    let segments = get("/get_all_segments").await?;
-    let metrics = get("/metrics").await?;
-    Ok(crate::mooncake::remount::Look::parse(&segments, &metrics))
-}
-
 /// One look at the master for store `p`: its verdict (see [`segments::judge`]).
 pub async fn segment(p: SegmentProbe, printed: Printed, timeout: Duration) -> Verdict {
     let body = super::probes::http_body(
@@ -250,23 +238,16 @@ pub async fn segment(p: SegmentProbe, printed: Printed, timeout: Duration) -> Ve
 /// One GET of a Mooncake client's `/health`.
 pub async fn health(host: String, port: u16, timeout: Duration) -> HealthAnswer {
     let url = format!("http://{host}:{port}/health");
-    let job =
-        tokio::task::spawn_blocking(move || super::probes::get_status_blocking(&url, timeout));
-    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
-        Ok(Ok(Ok((200, _)))) => HealthAnswer::Healthy,
-        Ok(Ok(Ok((503, body)))) if body.contains("master_unreachable") => {
+    match super::probes::get_status(url.clone(), timeout).await {
+        Ok((200, _)) => HealthAnswer::Healthy,
+        Ok((503, body)) if body.contains("master_unreachable") => {
             HealthAnswer::MasterUnreachable(body.trim().to_string())
         }
-        Ok(Ok(Ok((code, body)))) => HealthAnswer::Failed(format!(
-            "GET http://{host}:{port}/health: status {code} {}",
-            body.trim()
-        )),
-        Ok(Ok(Err(e))) => HealthAnswer::Failed(e),
-        Ok(Err(e)) => HealthAnswer::Failed(format!("health task failed: {e}")),
-        Err(_) => HealthAnswer::Failed(format!(
-            "GET http://{host}:{port}/health: no answer within {} ms",
-            timeout.as_millis()
-        )),
+        Ok((code, body)) => {
+            HealthAnswer::Failed(format!("GET {url}: status {code} {}", body.trim()))
+        }
+        Err(e) if e.starts_with("GET ") => HealthAnswer::Failed(e),
+        Err(e) => HealthAnswer::Failed(format!("GET {url}: {e}")),
     }
 }
 

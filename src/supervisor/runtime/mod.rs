@@ -139,6 +139,8 @@ struct Runtime {
     /// and how many looks in a row were short).
     mooncake: Option<crate::runfiles::MooncakeView>,
     master_poller: Option<JoinHandle<()>>,
+    /// Each store's planned segment (its registration probe's size), by name, for the status file.
+    planned_segments: HashMap<String, u64>,
     capacity_said: Option<bool>,
     short_looks: u32,
     /// When the machine entered its teardown (for `mcsup_teardown_seconds`).
@@ -211,6 +213,11 @@ pub async fn run_with_signals(
     spawn::Dispositions::refresh();
     let (tx, mut rx) = unbounded_channel::<Msg>();
     let status_path = crate::runfiles::status_path(&log_dir, &node);
+    let planned_segments = plan
+        .processes
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), p.segment_probe()?.size_bytes?)))
+        .collect();
     let mut rt = Runtime {
         machine,
         plan,
@@ -233,6 +240,7 @@ pub async fn run_with_signals(
         stores: stores::StoreWatch::default(),
         mooncake: None,
         master_poller: None,
+        planned_segments,
         capacity_said: None,
         short_looks: 0,
         teardown_started: None,
@@ -575,8 +583,8 @@ impl Runtime {
                 ..self.mooncake.clone().unwrap_or_default()
             },
         };
-        let fresh = view.error.is_none();
-        self.mooncake = Some(view.clone());
+        let (fresh, capacity) = (view.error.is_none(), view.capacity_bytes);
+        self.mooncake = Some(view);
         self.status_version = None; // rewrite the status and metrics files
         if !fresh {
             return;
@@ -588,7 +596,7 @@ impl Runtime {
             .iter()
             .map(|(_, r)| r.status.store_segments())
             .collect();
-        let c = crate::mooncake::segments::Capacity::of(view.capacity_bytes, &stores);
+        let c = crate::mooncake::segments::Capacity::of(capacity, &stores);
         if c.ready < c.stores || c.stores == 0 {
             return; // said once every store is ready
         }
@@ -780,12 +788,8 @@ impl Runtime {
                 let tx = self.tx.clone();
                 self.master_poller = Some(tokio::spawn(async move {
                     loop {
-                        let look = stores::look_at_master(
-                            "127.0.0.1".into(),
-                            port,
-                            Duration::from_secs(2),
-                        )
-                        .await;
+                        let look =
+                            remount::look("127.0.0.1".into(), port, Duration::from_secs(2)).await;
                         if tx.send(Msg::MasterView(look)).is_err() {
                             return;
                         }
@@ -1033,7 +1037,7 @@ impl Runtime {
                 .map(|u| {
                     let mut unit = status::unit_to_status(u, &self.clock);
                     unit.output_lost = self.losses.get(&unit.name).cloned();
-                    unit.segment_bytes = planned_segment(&self.plan, &unit.name);
+                    unit.segment_bytes = self.planned_segments.get(&unit.name).copied();
                     unit
                 })
                 .collect(),
@@ -1061,18 +1065,6 @@ impl Runtime {
             tracing::warn!(error = %e, "cannot write the metrics file");
         }
     }
-}
-
-/// The segment the plan gives store `name` (its registration probe's size).
-fn planned_segment(plan: &Plan, name: &str) -> Option<u64> {
-    let p = plan
-        .processes
-        .iter()
-        .find(|p| p.name == name && p.kind == ProcessKind::Store)?;
-    p.readiness.as_ref()?.probes.iter().find_map(|x| match x {
-        ProbeSpec::MooncakeSegment(s) => s.size_bytes,
-        _ => None,
-    })
 }
 
 /// The master's console: its periodic report (a ~2.5 KB line every 10 s) as a one-line summary,
