@@ -2,32 +2,13 @@
 //! readiness and `/health` liveness, the master's cleanup flags and their note, and the lints on
 //! Mooncake clients (each with its source). Pure: plans only, nothing runs.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+#[path = "common/node_plan.rs"]
+mod node_plan;
 
-use mcsup::node::{self, MasterMode, NodeInputs};
-use mcsup::plan::{self, Plan, ProbeSpec, ProcessKind, ProcessSpec, Role};
-use mcsup::recipe;
-
-fn dns(n: &str) -> Option<std::net::IpAddr> {
-    let i: u8 = n.strip_prefix("n")?.parse().ok()?;
-    format!("10.0.0.{i}").parse().ok()
-}
+use mcsup::plan::{Plan, ProbeSpec, ProcessKind, ProcessSpec, Role};
 
 fn plan_on(yaml: &str, node: &str, roles: &[Role]) -> Plan {
-    let r = recipe::parse_str(Path::new("t.yaml"), yaml).expect("recipe parses");
-    let inputs = NodeInputs {
-        node: Some(node.into()),
-        nodelist: Some("n[1-3]".into()),
-        job_id: Some("5".into()),
-        hostname: "x".into(),
-        cwd: "/w".into(),
-        tmp_dir: "/scratch".into(),
-        master: MasterMode::Auto,
-        ..Default::default()
-    };
-    let ctx = node::resolve(&inputs, &BTreeMap::new(), &dns).unwrap();
-    plan::plan(&r, roles, &ctx).unwrap_or_else(|e| panic!("{e}"))
+    node_plan::plan_on(yaml, node, roles).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The seed's shape: a standalone store per role, a synthetic worker; `extra` goes under

@@ -2,33 +2,11 @@
 //! worker` instances, the discovery variables, per-service supervision, srtctl's placement
 //! defaults, phases and teardown tiers. Pure: plans only, nothing runs.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+#[path = "common/node_plan.rs"]
+mod node_plan;
 
-use mcsup::node::{self, MasterMode, NodeInputs};
-use mcsup::plan::{self, Phase, Plan, ProcessKind, Role, ServiceHere, SignalName};
-use mcsup::recipe;
-
-fn dns(n: &str) -> Option<std::net::IpAddr> {
-    let i: u8 = n.strip_prefix("n")?.parse().ok()?;
-    format!("10.0.0.{i}").parse().ok()
-}
-
-fn plan_on(yaml: &str, node: &str, roles: &[Role]) -> Result<Plan, plan::PlanError> {
-    let r = recipe::parse_str(Path::new("t.yaml"), yaml).expect("recipe parses");
-    let inputs = NodeInputs {
-        node: Some(node.into()),
-        nodelist: Some("n[1-3]".into()),
-        job_id: Some("5".into()),
-        hostname: "x".into(),
-        cwd: "/w".into(),
-        tmp_dir: "/scratch".into(),
-        master: MasterMode::Auto,
-        ..Default::default()
-    };
-    let ctx = node::resolve(&inputs, &BTreeMap::new(), &dns).unwrap();
-    plan::plan(&r, roles, &ctx)
-}
+use mcsup::plan::{self, Phase, ProcessKind, Role, ServiceHere, SignalName};
+use node_plan::plan_on;
 
 const HEAD: &str = "schema: 2\nengine: sglang\nroles:\n  prefill: {env: {MOONCAKE_GLOBAL_SEGMENT_SIZE: \"0\"}, args: {disaggregation-transfer-backend: mooncake}}\n  decode: {env: {MOONCAKE_GLOBAL_SEGMENT_SIZE: \"0\"}, args: {disaggregation-transfer-backend: mooncake}}\nfrontend: {type: sglang-router}\n";
 
