@@ -131,6 +131,20 @@ const MCSUP_ONLY: [&str; 2] = [
     "DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS",
 ];
 
+/// The stop profile: srtctl v1 does not set these, srt-slurm 2.0 does on its SGLang workers
+/// (`src/srtctl/cli/mixins/worker_stage.py`), so that a stopping SGLang worker does not wait 65 s
+/// for crash dumps. mcsup sets them on every SGLang worker it derives (src/engine/stop.rs).
+const SRTCTL_2_0_STOP_PROFILE: [(&str, &str); 2] = [
+    ("SGLANG_CUDA_COREDUMP_BEFORE_CRASH", "0"),
+    ("SGLANG_PYSPY_DUMP_BEFORE_CRASH", "0"),
+];
+
+/// A worker that runs SGLang, by its module.
+fn runs_sglang(argv: &[String]) -> bool {
+    argv.iter()
+        .any(|a| a == "sglang.launch_server" || a == "dynamo.sglang")
+}
+
 /// A path srtctl writes as its log directory, on the host (`/LOGS`, the harness's) or in its
 /// container (`/logs`, where srtctl mounts it), as mcsup writes it: in the plan's log directory.
 fn in_log_dir(s: &str, log_dir: &str) -> String {
@@ -211,10 +225,25 @@ fn check_with(stem: &str, also: &mut dyn FnMut(&str, usize, &plan::Plan)) -> usi
                         g.name
                     );
                 }
+                for (k, v) in SRTCTL_2_0_STOP_PROFILE {
+                    if runs_sglang(&g.argv) && !w.env.contains_key(k) {
+                        let var = g.env.iter().find(|x| x.name == k);
+                        assert_eq!(
+                            var.map(|x| x.value.as_str()),
+                            Some(v),
+                            "{stem} {name} {}: the stop profile sets {k}",
+                            g.name
+                        );
+                        assert!(var.unwrap().source.contains("srt-slurm 2.0"));
+                    }
+                }
                 for v in &g.env {
+                    let stop_profile = runs_sglang(&g.argv)
+                        && SRTCTL_2_0_STOP_PROFILE.iter().any(|(k, _)| *k == v.name);
                     assert!(
                         (w.env.contains_key(&v.name) && !w.unset.contains(&v.name))
-                            || MCSUP_ONLY.contains(&v.name.as_str()),
+                            || MCSUP_ONLY.contains(&v.name.as_str())
+                            || stop_profile,
                         "{stem} {name} {}: mcsup sets {}={} which srtctl does not",
                         g.name,
                         v.name,

@@ -91,3 +91,82 @@ pub fn vllm_segment(source: &str, v: &serde_json::Value, warnings: &mut Vec<Stri
         ));
     }
 }
+
+/// Stop budgets that do not add up: an engine that needs longer to stop than its grace (it would
+/// be SIGKILLed while draining), and a grace longer than the whole teardown's deadline (cut by
+/// it). Processes with the same finding are named together.
+pub fn stop_budgets(
+    processes: &[super::spec::ProcessSpec],
+    deadline: std::time::Duration,
+    warnings: &mut Vec<String>,
+) {
+    for (what, fix) in stop_budget_findings(processes, deadline) {
+        warnings.push(format!("{what}; {fix}"));
+    }
+}
+
+/// [`stop_budgets`]' findings as (what is wrong, with the processes' names; the fix).
+pub fn stop_budget_findings(
+    processes: &[super::spec::ProcessSpec],
+    deadline: std::time::Duration,
+) -> Vec<(String, String)> {
+    use crate::engine::stop::{show, MARGIN};
+    let mut found: Vec<((String, String), Vec<String>)> = Vec::new();
+    let mut note = |what: String, fix: String, name: &String| {
+        let key = (what, fix);
+        match found.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, names)) => names.push(name.clone()),
+            None => found.push((key, vec![name.clone()])),
+        }
+    };
+    for p in processes {
+        let grace = p.stop.grace;
+        if let Some(b) = &p.stop.budget {
+            let need = b.total + MARGIN;
+            if need > grace {
+                let mut fix = match &b.fix {
+                    Some(f) if f.contains('=') => format!("set {f} in the worker's environment"),
+                    Some(f) => format!("lower {f}"),
+                    None => String::from("use a shorter engine stop"),
+                };
+                fix.push_str(&format!(
+                    ", or raise the stop grace to {} or more (mcsup.worker_defaults.stop.grace_seconds, or the worker's stop.grace_seconds)",
+                    show(need)
+                ));
+                if need > deadline {
+                    fix.push_str(&format!(
+                        " and mcsup.shutdown.deadline_seconds (now {}) with it",
+                        show(deadline)
+                    ));
+                }
+                note(
+                    format!(
+                        "{} ({}), but the stop grace is {} (it needs the budget + {} margin, {}): mcsup would SIGKILL it while it stops",
+                        b.engine_line(),
+                        b.parts.join(" + "),
+                        show(grace),
+                        show(MARGIN),
+                        show(need)
+                    ),
+                    fix,
+                    &p.name,
+                );
+            }
+        }
+        if grace > deadline {
+            note(
+                format!(
+                    "stop grace {} is longer than the teardown deadline {}: whatever still runs at the deadline is SIGKILLed",
+                    show(grace),
+                    show(deadline)
+                ),
+                "lower the grace or raise mcsup.shutdown.deadline_seconds".into(),
+                &p.name,
+            );
+        }
+    }
+    found
+        .into_iter()
+        .map(|((what, fix), names)| (format!("{}: {what}", names.join(", ")), fix))
+        .collect()
+}

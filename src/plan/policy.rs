@@ -13,26 +13,31 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
         ProcessKind::Worker => StopSpec {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(10),
+            budget: None,
         },
         // Older store services handle only SIGINT. store.close() unmounts over RPC: measured
         // (tests/e2e_store_close.rs) 1.7-2.7 s with the master alive, 11-13 s with it gone.
         ProcessKind::Store => StopSpec {
             signal: SignalName::SIGINT,
             grace: Duration::from_secs(20),
+            budget: None,
         },
         ProcessKind::Master => StopSpec {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(5),
+            budget: None,
         },
         ProcessKind::Service => StopSpec {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(10),
+            budget: None,
         },
         // Dynamo's frontend drains its HTTP server for DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS
         // (5 s by default); nginx and the SGLang router stop at once on SIGTERM.
         ProcessKind::Frontend => StopSpec {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(5),
+            budget: None,
         },
     };
     let restart = RestartSpec {

@@ -18,7 +18,7 @@ use super::model::*;
 use super::placeholders::Placeholders;
 use super::services::{self, NodeScope, WorkerSlot};
 use super::spec::*;
-use super::{files, frontends, order, stores, topo, workers};
+use super::{files, frontends, lints, order, stores, topo, workers};
 use crate::mooncake;
 use crate::node::NodeContext;
 use crate::recipe::*;
@@ -243,6 +243,7 @@ pub fn plan_with(
         &mut warnings,
     );
     let shutdown = shutdown_spec(&mc, &processes, &mut warnings)?;
+    lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
     check_not_empty(recipe, &mc, roles, ctx, &processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
     Ok(Plan {

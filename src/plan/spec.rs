@@ -581,6 +581,39 @@ pub struct StopSpec {
     /// Then SIGKILL to the whole group after this long.
     #[serde(with = "duration_ms", rename = "grace_ms")]
     pub grace: Duration,
+    /// What the process's engine may take to stop after the signal, when mcsup knows the engine
+    /// ([`crate::engine::stop`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<EngineBudget>,
+}
+
+impl EngineBudget {
+    /// `SGLang may take 70 s to stop`.
+    pub fn engine_line(&self) -> String {
+        format!(
+            "{} may take {} to stop",
+            self.engine,
+            crate::engine::stop::show(self.total)
+        )
+    }
+}
+
+/// An engine's own stop budget, as the plan shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineBudget {
+    /// `SGLang`, `vLLM`, `Dynamo`, `Dynamo (SGLang)`.
+    pub engine: String,
+    /// The sum of `parts`.
+    #[serde(with = "duration_ms", rename = "total_ms")]
+    pub total: Duration,
+    /// Each part with its source (`5 s: SGLang's drain poll`).
+    pub parts: Vec<String>,
+    /// What the budget does not bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unbounded: Option<String>,
+    /// The setting that shortens it (`SGLANG_CUDA_COREDUMP_BEFORE_CRASH=0`, `--shutdown-timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 /// Node-wide shutdown behaviour.

@@ -178,10 +178,11 @@ pub fn plan_workers(
                 }
                 .build(store_here, vllm_config_path, warnings);
                 let (stop, restart) = policy_defaults(ProcessKind::Worker);
-                let stop = apply_stop(
+                let mut stop = apply_stop(
                     apply_stop(stop, mc.worker_defaults.stop.as_ref()),
                     w.stop.as_ref(),
                 );
+                stop.budget = engine_budget(&argv, &env);
                 let restart = apply_restart(
                     restart,
                     mc.worker_defaults.restart.as_ref(),
@@ -224,6 +225,18 @@ pub fn plan_workers(
         }
     }
     Ok(out)
+}
+
+/// The stop budget of the engine a worker runs, read from its argv and final environment.
+fn engine_budget(argv: &[String], env: &EnvBuilder) -> Option<EngineBudget> {
+    let b = crate::engine::stop::StopBudget::of(argv, &|k| env.get(k).map(|v| v.value.clone()))?;
+    Some(EngineBudget {
+        engine: b.engine.name().to_string(),
+        total: b.total,
+        parts: b.parts,
+        unbounded: b.unbounded,
+        fix: b.fix,
+    })
 }
 
 /// One worker entry of a role: its key path, its config, whether mcsup derived it, and what
@@ -366,6 +379,11 @@ impl WorkerEnv<'_> {
             }
             for (k, v, why) in &x.defaults {
                 env.set(k, v.clone(), why);
+            }
+        }
+        if self.entry.derived {
+            for (k, v, why) in crate::engine::stop::env_defaults(&w.command.0) {
+                env.set(k, v, why);
             }
         }
         if model.mooncake.is_some() {

@@ -189,6 +189,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 
     tools::check_ephemeral_ports(plan, &root, &mut report);
+    slurm::check_stop_budgets(plan, &mut report);
     if opts.live {
         tools::check_ports(plan, &mut report);
         let (path, wait) = (opts.path_var.as_deref(), opts.tool_timeout);

@@ -170,6 +170,47 @@ pub fn check(plan: &Plan, kill_wait: &KillWait, report: &mut Report) {
     ));
 }
 
+/// Does each worker's engine stop within its grace, and each grace within the deadline? The
+/// plan's warnings, restated where the preflight report shows them before anything starts.
+pub fn check_stop_budgets(plan: &Plan, report: &mut Report) {
+    let budgets: Vec<_> = plan
+        .processes
+        .iter()
+        .filter_map(|p| p.stop.budget.as_ref().map(|b| (p, b)))
+        .collect();
+    if budgets.is_empty() {
+        return;
+    }
+    let found = crate::plan::lints::stop_budget_findings(&plan.processes, plan.shutdown.deadline);
+    if found.is_empty() {
+        let worst = budgets
+            .iter()
+            .max_by_key(|(_, b)| b.total)
+            .map(|(p, b)| {
+                format!(
+                    "; longest: {} ({}, grace {})",
+                    p.name,
+                    b.engine_line(),
+                    secs(p.stop.grace)
+                )
+            })
+            .unwrap_or_default();
+        report.push(Check::ok(
+            "slurm",
+            "stop budgets",
+            format!(
+                "{} worker(s) stop within their grace (engine budget + {} margin){worst}",
+                budgets.len(),
+                secs(crate::engine::stop::MARGIN)
+            ),
+        ));
+        return;
+    }
+    for (what, fix) in found {
+        report.push(Check::warn("slurm", "stop budgets", what, fix));
+    }
+}
+
 fn secs(d: Duration) -> String {
     let ms = d.as_millis();
     if ms % 1000 == 0 {

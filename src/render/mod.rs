@@ -373,6 +373,17 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
         s.stop.signal,
         secs(s.stop.grace)
     );
+    if let Some(b) = &s.stop.budget {
+        let parts = if b.parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", b.parts.join(" + "))
+        };
+        let _ = writeln!(o, "   stop budget: {}{parts}", b.engine_line());
+        if let Some(u) = &b.unbounded {
+            let _ = writeln!(o, "     not bounded: {u}");
+        }
+    }
     let r = &s.restart;
     let restart = match r.policy {
         RestartPolicy::Never => "never".to_string(),

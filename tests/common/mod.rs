@@ -210,6 +210,7 @@ impl TestEnv {
             stop: StopSpec {
                 signal: SignalName::SIGTERM,
                 grace: ms(2000),
+                budget: None,
             },
             critical: true,
         }

@@ -40,6 +40,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
         stop: StopSpec {
             signal: SignalName::SIGTERM,
             grace: d(1000),
+            budget: None,
         },
         critical: true,
     }

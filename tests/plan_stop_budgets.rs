@@ -1,0 +1,126 @@
+//! Stop budgets in the plan: each worker's engine budget and where it comes from, and the rule
+//! table of docs/supervision.md ("Stop budgets") applied to recipes that do not add up.
+
+#[path = "common/node_plan.rs"]
+mod node_plan;
+
+use std::time::Duration;
+
+use mcsup::plan::{Plan, ProcessKind, Role};
+use node_plan::plan_on;
+
+fn plan(yaml: &str) -> Plan {
+    plan_on(yaml, "n1", &[Role::Aggregated]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn worker(p: &Plan) -> &mcsup::plan::ProcessSpec {
+    p.processes
+        .iter()
+        .find(|x| x.kind == ProcessKind::Worker)
+        .unwrap()
+}
+
+fn budget_warnings(p: &Plan) -> Vec<&String> {
+    p.warnings
+        .iter()
+        .filter(|w| w.contains("stop grace") || w.contains("may take"))
+        .collect()
+}
+
+const VLLM: &str = "name: v\nmodel: {path: /m}\nbackend:\n  type: vllm\n  vllm_config:\n    agg:\n      port: 8001\n";
+
+#[test]
+fn vllm_without_a_shutdown_timeout_aborts_and_needs_no_grace() {
+    let p = plan(VLLM);
+    let b = worker(&p).stop.budget.as_ref().unwrap();
+    assert_eq!((b.engine.as_str(), b.total), ("vLLM", Duration::ZERO));
+    assert!(b.unbounded.as_deref().unwrap().contains("aborts in-flight"));
+    assert!(budget_warnings(&p).is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn a_vllm_drain_longer_than_the_grace_is_warned_with_the_numbers() {
+    let p = plan(&format!("{VLLM}      shutdown-timeout: 30\n"));
+    let w = budget_warnings(&p);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(
+        w[0].as_str(),
+        "vllm-aggregated: vLLM may take 30 s to stop (30 s: vLLM --shutdown-timeout 30), but the stop grace is 10 s (it needs the budget + 5 s margin, 35 s): mcsup would SIGKILL it while it stops; lower --shutdown-timeout, or raise the stop grace to 35 s or more (mcsup.worker_defaults.stop.grace_seconds, or the worker's stop.grace_seconds) and mcsup.shutdown.deadline_seconds (now 25 s) with it"
+    );
+}
+
+#[test]
+fn a_grace_past_the_deadline_is_warned_and_a_fitting_one_is_quiet() {
+    let yaml = format!(
+        "{VLLM}      shutdown-timeout: 30\nmcsup:\n  worker_defaults:\n    stop:\n      grace_seconds: 35\n"
+    );
+    let p = plan(&yaml);
+    let w = budget_warnings(&p);
+    assert_eq!(
+        w.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        ["vllm-aggregated: stop grace 35 s is longer than the teardown deadline 25 s: whatever still runs at the deadline is SIGKILLed; lower the grace or raise mcsup.shutdown.deadline_seconds"]
+    );
+    let p = plan(&format!("{yaml}  shutdown:\n    deadline_seconds: 40\n"));
+    assert!(budget_warnings(&p).is_empty(), "{:?}", p.warnings);
+    // The deadline itself is then past Slurm's default KillWait: that warning stays.
+    assert!(
+        p.warnings.iter().any(|w| w.contains("KillWait")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn dynamo_workers_read_the_total_budget_and_its_legacy_name() {
+    let base = "name: d\nmodel: {path: /m}\nmcsup:\n  workers:\n    agg:\n      - name: w\n        command: [python3, -m, dynamo.vllm]\n        env:\n";
+    let p = plan(&format!(
+        "{base}          DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT: \"8\"\n"
+    ));
+    let b = worker(&p).stop.budget.as_ref().unwrap();
+    assert_eq!(b.total, Duration::from_secs(8));
+    assert_eq!(
+        b.parts,
+        ["8 s: Dynamo's DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT=8"]
+    );
+    let w = budget_warnings(&p);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("lower DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT"),
+        "{}",
+        w[0]
+    );
+    // A hand-written worker gets no stop-profile variables of its own.
+    let p = plan(&format!(
+        "{base}          DYN_WORKER_SHUTDOWN_TOTAL_TIMEOUT_SECS: \"5\"\n          DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT: \"100\"\n"
+    ));
+    assert_eq!(
+        worker(&p).stop.budget.as_ref().unwrap().total,
+        Duration::from_secs(5)
+    );
+    assert!(budget_warnings(&p).is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn sglang_workers_get_srtctls_switches_unless_the_recipe_sets_them() {
+    let sgl = "name: s\nmodel: {path: /m}\nbackend:\n  type: sglang\n  sglang_config:\n    agg:\n      tp-size: 1\n";
+    let p = plan(sgl);
+    let w = worker(&p);
+    assert_eq!(w.env_value("SGLANG_CUDA_COREDUMP_BEFORE_CRASH"), Some("0"));
+    assert_eq!(w.env_value("SGLANG_PYSPY_DUMP_BEFORE_CRASH"), Some("0"));
+    assert_eq!(
+        w.stop.budget.as_ref().unwrap().total,
+        Duration::from_secs(5)
+    );
+    assert!(budget_warnings(&p).is_empty(), "{:?}", p.warnings);
+    let p = plan(&format!(
+        "{sgl}environment:\n  SGLANG_PYSPY_DUMP_BEFORE_CRASH: \"true\"\n"
+    ));
+    let w = budget_warnings(&p);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("SGLang may take 10 s to stop")
+            && w[0].contains("set SGLANG_PYSPY_DUMP_BEFORE_CRASH=0"),
+        "{}",
+        w[0]
+    );
+}
