@@ -158,5 +158,14 @@ fn a_forced_coredump_is_warned_before_start_and_sigkilled_at_the_grace() {
         (9_500.0..12_000.0).contains(&killing),
         "SIGKILL {killing} ms after SIGTERM"
     );
+    let finished = Mcsup::find(&m.events(), "mcsup", "finished");
+    assert!(
+        finished.raw["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("SIGKILLed 1 process(es) that did not stop in time: sglang-aggregated"),
+        "{:?}",
+        finished.raw
+    );
     env.assert_no_leftovers();
 }

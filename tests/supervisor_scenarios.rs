@@ -304,7 +304,15 @@ fn child_ignoring_sigterm_is_killed_at_its_grace() {
     let mut plan = chain(&env);
     plan.processes[2].argv.push("--ignore-term".into());
     plan.processes[2].stop.grace = ms(300);
-    let mut m = env.start(&plan);
+    // As a Mooncake client over RDMA would be.
+    plan.processes[2].env.push(mcsup::plan::EnvVar {
+        name: "MOONCAKE_PROTOCOL".into(),
+        value: "rdma".into(),
+        source: "test".into(),
+        overrode: Vec::new(),
+    });
+    // (No RDMA device here: the preflight would refuse the protocol.)
+    let mut m = env.start_with(&plan, &["--skip-preflight"]);
     m.wait_event("worker", "ready", T);
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 124, "teardown needed SIGKILL");
@@ -322,6 +330,13 @@ fn child_ignoring_sigterm_is_killed_at_its_grace() {
     let detail = killing.raw["detail"].as_str().unwrap_or_default();
     assert!(
         detail.starts_with("grace expired; it was ") && detail.ends_with("; SIGTERM: caught"),
+        "{detail}"
+    );
+    // The final record names every SIGKILL, and warns for an RDMA client.
+    let finished = Mcsup::find(&evs, "mcsup", "finished");
+    let detail = finished.raw["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("SIGKILLed 1 process(es) that did not stop in time: worker; warning: worker had RDMA memory registered"),
         "{detail}"
     );
     let sigs = signal_log(&env, "worker");

@@ -229,6 +229,13 @@ impl ProcessSpec {
             })
     }
 
+    /// Whether the process registers memory with an RDMA NIC (a Mooncake client over `rdma`): a
+    /// SIGKILL of such a process can leak the NIC's memory keys.
+    pub fn registers_rdma_memory(&self) -> bool {
+        self.segment_probe().is_some_and(|s| s.protocol == "rdma")
+            || self.env_value("MOONCAKE_PROTOCOL") == Some("rdma")
+    }
+
     /// Look up the final value of a variable this spec sets.
     pub fn env_value(&self, name: &str) -> Option<&str> {
         self.env

@@ -44,18 +44,21 @@ impl Machine {
         out.push(Action::Record(rec("mcsup", RecordKind::Escalated).detail(
             format!("second {}: SIGKILL to every group", sig.as_str()),
         )));
-        self.kill_everything(now, out);
+        self.kill_everything(now, &format!("second {}", sig.as_str()), out);
     }
 
-    /// SIGKILL every live group at once (escalation or global deadline).
-    pub(super) fn kill_everything(&mut self, now: Instant, out: &mut Vec<Action>) {
+    /// SIGKILL every live group at once (escalation or global deadline); `why` goes into each
+    /// `killing` event.
+    pub(super) fn kill_everything(&mut self, now: Instant, why: &str, out: &mut Vec<Action>) {
         for i in 0..self.procs.len() {
             let name = self.procs[i].spec.name.clone();
             match &mut self.procs[i].state {
                 ProcState::Stopping { pid, killed, .. } => {
                     if !*killed {
                         *killed = true;
-                        out.push(Action::Record(rec(&name, RecordKind::Killing).pid(*pid)));
+                        out.push(Action::Record(
+                            rec(&name, RecordKind::Killing).pid(*pid).detail(why),
+                        ));
                     }
                     out.push(Action::Signal {
                         pgid: *pid,
@@ -65,7 +68,9 @@ impl Machine {
                 }
                 ProcState::Starting { pid, .. } | ProcState::Ready { pid, .. } => {
                     let pid = *pid;
-                    out.push(Action::Record(rec(&name, RecordKind::Killing).pid(pid)));
+                    out.push(Action::Record(
+                        rec(&name, RecordKind::Killing).pid(pid).detail(why),
+                    ));
                     out.push(Action::Signal {
                         pgid: pid,
                         signal: Signal::SIGKILL,
@@ -216,7 +221,11 @@ impl Machine {
                         ms(self.shutdown.deadline)
                     ),
                 )));
-                self.kill_everything(now, out);
+                let why = format!(
+                    "teardown deadline of {} ms reached",
+                    ms(self.shutdown.deadline)
+                );
+                self.kill_everything(now, &why, out);
             }
         }
         if self.deadline_hit && now >= deadline + ABANDON_AFTER_DEADLINE {

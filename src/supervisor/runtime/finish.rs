@@ -146,3 +146,44 @@ impl Runtime {
         }
     }
 }
+
+impl Runtime {
+    /// The final record's detail plus the processes mcsup had to SIGKILL, and a warning for those
+    /// that had RDMA memory registered: repeated SIGKILLs of RDMA clients leak the NIC's memory
+    /// keys until the node reboots (Mooncake's troubleshooting guide, MKEY exhaustion).
+    pub(super) fn with_sigkills(&self, mut detail: String) -> String {
+        if self.sigkilled.is_empty() {
+            return detail;
+        }
+        let rdma: Vec<&str> = self
+            .sigkilled
+            .iter()
+            .filter(|n| {
+                self.plan
+                    .processes
+                    .iter()
+                    .any(|p| &p.name == *n && p.registers_rdma_memory())
+            })
+            .map(String::as_str)
+            .collect();
+        if !detail.is_empty() {
+            detail.push_str("; ");
+        }
+        detail.push_str(&format!(
+            "SIGKILLed {} process(es) that did not stop in time: {}",
+            self.sigkilled.len(),
+            self.sigkilled.join(", ")
+        ));
+        if !rdma.is_empty() {
+            tracing::warn!(
+                processes = %rdma.join(", "),
+                "SIGKILLed processes with RDMA memory registered: repeated SIGKILLs leak the NIC's memory keys until the node reboots"
+            );
+            detail.push_str(&format!(
+                "; warning: {} had RDMA memory registered, and repeated SIGKILLs of RDMA clients leak the NIC's memory keys until the node reboots (Mooncake troubleshooting: MKEY exhaustion); give them a longer stop grace",
+                rdma.join(", ")
+            ));
+        }
+        detail
+    }
+}

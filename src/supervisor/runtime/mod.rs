@@ -143,6 +143,8 @@ struct Runtime {
     planned_segments: HashMap<String, u64>,
     capacity_said: Option<bool>,
     short_looks: u32,
+    /// The processes mcsup SIGKILLed, in order, for the final record.
+    sigkilled: Vec<String>,
     /// When the machine entered its teardown (for `mcsup_teardown_seconds`).
     teardown_started: Option<Instant>,
     /// The job's endpoint once servable, and the task that keeps reading what it sees.
@@ -243,6 +245,7 @@ pub async fn run_with_signals(
         planned_segments,
         capacity_said: None,
         short_looks: 0,
+        sigkilled: Vec::new(),
         teardown_started: None,
         servable: None,
         servable_watch: None,
@@ -358,7 +361,11 @@ impl Runtime {
                 }
                 let servable = r.kind == RecordKind::Ready;
                 if r.kind == RecordKind::Finished {
-                    r.detail = Some(with_losses(r.detail.take().unwrap_or_default()));
+                    let detail = with_losses(r.detail.take().unwrap_or_default());
+                    r.detail = Some(self.with_sigkills(detail));
+                }
+                if r.kind == RecordKind::Killing && !self.sigkilled.contains(&r.unit) {
+                    self.sigkilled.push(r.unit.clone());
                 }
                 if let (RecordKind::Killing, Some(pid)) = (r.kind, r.pid) {
                     // Why did it not stop? What the kernel says of it, just before the SIGKILL.
