@@ -243,7 +243,11 @@ pub struct JobArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    // The log directory: --log-dir (TargetArgs), else from --recipe, else ./mcsup-logs/<job>.
+    /// The job's log directory, as `timeline DIR` takes it (the same as --log-dir DIR).
+    #[arg(value_name = "LOG_DIR", conflicts_with = "log_dir")]
+    pub dir: Option<PathBuf>,
+    // The log directory: DIR, else --log-dir (TargetArgs), else from --recipe, else
+    // ./mcsup-logs/<job>.
     #[command(flatten)]
     pub target: TargetArgs,
     /// Print the raw JSON status.
@@ -876,7 +880,10 @@ fn submit_job(a: SubmitArgs) -> Result<i32, CliError> {
 }
 
 fn status(args: StatusArgs) -> Result<i32, CliError> {
-    let (dir, node) = match (&args.target.log_dir, &args.target.recipe) {
+    let (dir, node) = match (
+        args.dir.as_ref().or(args.target.log_dir.as_ref()),
+        &args.target.recipe,
+    ) {
         (Some(d), _) => (d.clone(), args.target.node.clone()),
         (None, Some(_)) if args.target.role.is_some() => {
             let p = load_plan(&args.target)?;

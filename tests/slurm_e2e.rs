@@ -895,7 +895,7 @@ fn submit_with(
     let dir = env.path("out").join(&id);
     let logs = dir.join("logs");
     assert!(
-        stdout.contains(&format!("mcsup status --job --log-dir {}", logs.display())),
+        stdout.contains(&format!("mcsup status --job {}", logs.display())),
         "{stdout}"
     );
     let out = logs.join(format!("sweep_{id}.log"));

@@ -161,6 +161,18 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
         out.contains("n1: done, exit code 0 (received SIGTERM)"),
         "{out}"
     );
+    // `status --job DIR` takes the directory as `timeline DIR` does.
+    let positional = Command::new(MCSUP)
+        .args(["status", "--job"])
+        .arg(env.log_dir())
+        .output()
+        .unwrap();
+    let positional = String::from_utf8_lossy(&positional.stdout);
+    assert!(
+        positional.starts_with("job: 2 node(s): n1, n2\n")
+            && positional.contains("n1: done, exit code 0 (received SIGTERM)"),
+        "{positional}"
+    );
     // The watcher saw the job running and, at the end, n2 gone and n1 done; then it stopped by
     // itself.
     let watched = wait_for("the watcher to finish", T, || watcher.0.try_wait().unwrap());

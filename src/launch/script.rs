@@ -185,7 +185,7 @@ fi
 if [ "${#NODES[@]}" -ne "${#ROLE_OF[@]}" ]; then
   say "ROLES names ${#ROLE_OF[@]} node(s), the job has ${#NODES[@]} ($SLURM_JOB_NODELIST)"; exit 2
 fi
-say "status: mcsup status --job --log-dir $LOG_DIR; timeline: mcsup timeline $LOG_DIR"
+say "status: mcsup status --job $LOG_DIR; timeline: mcsup timeline $LOG_DIR"
 
 DRAINED_AT=""
 drain() {

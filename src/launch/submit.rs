@@ -85,7 +85,7 @@ pub fn next_steps(s: &Submitted) -> String {
     let logs = s.dir.join("logs");
     let show = |p: &Path| crate::render::shell_word(&p.display().to_string());
     format!(
-        "  status:   mcsup status --job --log-dir {l}\n  timeline: mcsup timeline {l} -o timeline.html\n  log:      {out}\n  stop:     scancel --batch --signal=USR1 {id}   (the ordered drain)\n",
+        "  status:   mcsup status --job {l}\n  timeline: mcsup timeline {l} -o timeline.html\n  log:      {out}\n  stop:     scancel --batch --signal=USR1 {id}   (the ordered drain)\n",
         l = show(&logs),
         out = show(&logs.join(format!("sweep_{}.log", s.job_id))),
         id = s.job_id,
