@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::recipe::venv_bin;
-use common::{free_port, start_recipe, Mcsup, TestEnv, MCSUP};
+use common::{free_port, start_recipe, Mcsup, TestEnv};
 use nix::sys::signal::Signal;
 
 /// A package directory where `sglang.launch_server` is the stand-in and `sglang.srt.environ`
@@ -65,19 +65,15 @@ environment:
 }
 
 fn plan_warnings(recipe: &Path) -> Vec<String> {
-    let out = std::process::Command::new(MCSUP)
-        .args([
-            "plan", "--json", "--role", "agg", "--node", "n1", "--recipe",
-        ])
-        .arg(recipe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut args: Vec<&std::ffi::OsStr> = [
+        "plan", "--json", "--role", "agg", "--node", "n1", "--recipe",
+    ]
+    .iter()
+    .map(|a| a.as_ref())
+    .collect();
+    args.push(recipe.as_os_str());
+    let out = common::mcsup_ok(args);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v["warnings"]
         .as_array()
         .unwrap()

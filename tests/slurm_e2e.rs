@@ -293,17 +293,13 @@ impl Job {
 
 /// `mcsup status --job --log-dir <the job's log directory>`, which must succeed.
 fn job_status(job: &Job) -> String {
-    let out = Command::new(MCSUP)
-        .args(["status", "--job", "--log-dir"])
-        .arg(&job.logs)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let args: [&std::ffi::OsStr; 4] = [
+        "status".as_ref(),
+        "--job".as_ref(),
+        "--log-dir".as_ref(),
+        job.logs.as_ref(),
+    ];
+    common::mcsup_ok(args)
 }
 
 /// The job view of a finished 1P1D job, read the way its users read it: the `--job` table with

@@ -143,6 +143,21 @@ pub fn free_port() -> u16 {
     panic!("no free port in {LO}..{HI}");
 }
 
+/// `mcsup ARGS`, which must succeed: its stdout.
+pub fn mcsup_ok<I, S>(args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = Command::new(MCSUP).args(args).output().expect("run mcsup");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// One test's world: temp dir, tag, node name.
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
