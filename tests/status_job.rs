@@ -151,7 +151,10 @@ fn the_job_table_covers_every_node_running_killed_and_done() {
     assert_eq!(json["nodes"][0]["alive"], true);
     assert_eq!(json["nodes"][1]["alive"], false);
     assert_eq!(json["slowest_to_ready"]["node"], "n2");
-    assert!(json["slowest_to_ready"]["seconds"].as_f64().unwrap() >= 0.6);
+    // About 0.6 s: the worker listens 600 ms after its own start, but mcsup counts from when it
+    // saw the exec succeed, which on a loaded machine comes after the child started running.
+    let slowest = json["slowest_to_ready"]["seconds"].as_f64().unwrap();
+    assert!((0.3..5.0).contains(&slowest), "{slowest}");
 
     // n1 finishes on SIGTERM.
     n1.signal(Signal::SIGTERM);
