@@ -21,6 +21,29 @@ pub fn flag_value<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
     })
 }
 
+/// Serde helper: a [`std::time::Duration`] as integer milliseconds.
+pub mod duration_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+/// A duration for a message: `5 s`, `2.5 s`.
+pub fn show_secs(d: std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
 /// A serving role, as named by srt-slurm (`prefill`, `decode`, `aggregated`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

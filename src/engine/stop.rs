@@ -14,7 +14,9 @@
 
 use std::time::Duration;
 
-use crate::domain::flag_value;
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{duration_ms, flag_value, show_secs as show};
 
 /// What a supervisor's grace must leave beyond an engine's own stop budget (Dynamo's rule: "the
 /// supervisor's grace ≥ total + 5 s").
@@ -99,17 +101,22 @@ pub fn env_defaults(argv: &[String]) -> Vec<(&'static str, &'static str, &'stati
     }
 }
 
-/// How long an engine may take to exit after its stop signal, and why.
-#[derive(Debug, Clone, PartialEq)]
+/// How long an engine may take to exit after its stop signal, and why; a worker's
+/// `stop.budget` in the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StopBudget {
-    pub engine: StopEngine,
+    /// [`StopEngine::name`]: `SGLang`, `vLLM`, `Dynamo`, `Dynamo (SGLang)`.
+    pub engine: String,
     /// The sum of `parts`.
+    #[serde(with = "duration_ms", rename = "total_ms")]
     pub total: Duration,
     /// Each part of the budget with where it comes from (`5 s: SGLang's drain poll`).
     pub parts: Vec<String>,
     /// What the budget does not bound (SGLang's drain of in-flight requests has no timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unbounded: Option<String>,
-    /// The recipe setting that most shortens the budget, for a fix (`SGLANG_CUDA_COREDUMP_BEFORE_CRASH`).
+    /// The setting that shortens it (`SGLANG_CUDA_COREDUMP_BEFORE_CRASH=0`, `--shutdown-timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
 }
 
@@ -118,7 +125,7 @@ impl StopBudget {
     pub fn of(argv: &[String], env: &dyn Fn(&str) -> Option<String>) -> Option<Self> {
         let engine = StopEngine::recognise(argv)?;
         let mut b = StopBudget {
-            engine,
+            engine: engine.name().to_string(),
             total: Duration::ZERO,
             parts: Vec::new(),
             unbounded: None,
@@ -196,6 +203,11 @@ impl StopBudget {
         Some(b)
     }
 
+    /// `SGLang may take 70 s to stop`.
+    pub fn engine_line(&self) -> String {
+        format!("{} may take {} to stop", self.engine, show(self.total))
+    }
+
     fn add(&mut self, d: Duration, why: String) {
         self.total += d;
         self.parts.push(format!("{}: {why}", show(d)));
@@ -260,15 +272,6 @@ fn sglang_bool(v: Option<&str>, default: bool) -> bool {
 
 fn secs(s: f64) -> Duration {
     Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX / 4)
-}
-
-/// `5 s`, `2.5 s`.
-pub fn show(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{:.1} s", d.as_secs_f64())
-    }
 }
 
 #[cfg(test)]

@@ -110,7 +110,8 @@ pub fn stop_budget_findings(
     processes: &[super::spec::ProcessSpec],
     deadline: std::time::Duration,
 ) -> Vec<(String, String)> {
-    use crate::engine::stop::{show, MARGIN};
+    use crate::domain::show_secs as show;
+    use crate::engine::stop::MARGIN;
     let mut found: Vec<((String, String), Vec<String>)> = Vec::new();
     let mut note = |what: String, fix: String, name: &String| {
         let key = (what, fix);

@@ -89,19 +89,7 @@ impl fmt::Display for Phase {
     }
 }
 
-/// Serde helper: a [`Duration`] as integer milliseconds.
-pub mod duration_ms {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(d.as_millis() as u64)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
-    }
-}
+pub use crate::domain::duration_ms;
 
 /// The complete resolved plan for one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -591,36 +579,7 @@ pub struct StopSpec {
     /// What the process's engine may take to stop after the signal, when mcsup knows the engine
     /// ([`crate::engine::stop`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<EngineBudget>,
-}
-
-impl EngineBudget {
-    /// `SGLang may take 70 s to stop`.
-    pub fn engine_line(&self) -> String {
-        format!(
-            "{} may take {} to stop",
-            self.engine,
-            crate::engine::stop::show(self.total)
-        )
-    }
-}
-
-/// An engine's own stop budget, as the plan shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EngineBudget {
-    /// `SGLang`, `vLLM`, `Dynamo`, `Dynamo (SGLang)`.
-    pub engine: String,
-    /// The sum of `parts`.
-    #[serde(with = "duration_ms", rename = "total_ms")]
-    pub total: Duration,
-    /// Each part with its source (`5 s: SGLang's drain poll`).
-    pub parts: Vec<String>,
-    /// What the budget does not bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unbounded: Option<String>,
-    /// The setting that shortens it (`SGLANG_CUDA_COREDUMP_BEFORE_CRASH=0`, `--shutdown-timeout`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
+    pub budget: Option<crate::engine::stop::StopBudget>,
 }
 
 /// Node-wide shutdown behaviour.

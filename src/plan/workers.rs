@@ -182,7 +182,9 @@ pub fn plan_workers(
                     apply_stop(stop, mc.worker_defaults.stop.as_ref()),
                     w.stop.as_ref(),
                 );
-                stop.budget = engine_budget(&argv, &env);
+                stop.budget = crate::engine::stop::StopBudget::of(&argv, &|k| {
+                    env.get(k).map(|v| v.value.clone())
+                });
                 let restart = apply_restart(
                     restart,
                     mc.worker_defaults.restart.as_ref(),
@@ -225,18 +227,6 @@ pub fn plan_workers(
         }
     }
     Ok(out)
-}
-
-/// The stop budget of the engine a worker runs, read from its argv and final environment.
-fn engine_budget(argv: &[String], env: &EnvBuilder) -> Option<EngineBudget> {
-    let b = crate::engine::stop::StopBudget::of(argv, &|k| env.get(k).map(|v| v.value.clone()))?;
-    Some(EngineBudget {
-        engine: b.engine.name().to_string(),
-        total: b.total,
-        parts: b.parts,
-        unbounded: b.unbounded,
-        fix: b.fix,
-    })
 }
 
 /// One worker entry of a role: its key path, its config, whether mcsup derived it, and what

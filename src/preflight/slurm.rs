@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use super::report::{Check, Report};
+use crate::domain::show_secs as secs;
 use crate::plan::{Plan, TeardownTier};
 
 pub use crate::slurm::{DEFAULT_KILL_WAIT, KILL_MARGIN};
@@ -208,15 +209,6 @@ pub fn check_stop_budgets(plan: &Plan, report: &mut Report) {
     }
     for (what, fix) in found {
         report.push(Check::warn("slurm", "stop budgets", what, fix));
-    }
-}
-
-fn secs(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms % 1000 == 0 {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{:.1} s", d.as_secs_f64())
     }
 }
 
