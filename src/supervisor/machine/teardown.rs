@@ -41,10 +41,11 @@ impl Machine {
             return;
         }
         self.escalated = true;
-        out.push(Action::Record(rec("mcsup", RecordKind::Escalated).detail(
-            format!("second {}: SIGKILL to every group", sig.as_str()),
-        )));
-        self.kill_everything(now, &format!("second {}", sig.as_str()), out);
+        let why = format!("second {}", sig.as_str());
+        out.push(Action::Record(
+            rec("mcsup", RecordKind::Escalated).detail(format!("{why}: SIGKILL to every group")),
+        ));
+        self.kill_everything(now, &why, out);
     }
 
     /// SIGKILL every live group at once (escalation or global deadline); `why` goes into each
@@ -215,16 +216,14 @@ impl Machine {
         if now >= deadline && !self.deadline_hit {
             self.deadline_hit = true;
             if self.procs.iter().any(|p| p.state.live_pid().is_some()) {
-                out.push(Action::Record(rec("mcsup", RecordKind::Deadline).detail(
-                    format!(
-                        "teardown deadline of {} ms reached: SIGKILL to every group",
-                        ms(self.shutdown.deadline)
-                    ),
-                )));
                 let why = format!(
                     "teardown deadline of {} ms reached",
                     ms(self.shutdown.deadline)
                 );
+                out.push(Action::Record(
+                    rec("mcsup", RecordKind::Deadline)
+                        .detail(format!("{why}: SIGKILL to every group")),
+                ));
                 self.kill_everything(now, &why, out);
             }
         }

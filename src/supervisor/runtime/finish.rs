@@ -145,9 +145,6 @@ impl Runtime {
             let _ = tokio::time::timeout(Duration::from_millis(50), sigchld.recv()).await;
         }
     }
-}
-
-impl Runtime {
     /// The final record's detail plus the processes mcsup had to SIGKILL, and a warning for those
     /// that had RDMA memory registered: repeated SIGKILLs of RDMA clients leak the NIC's memory
     /// keys until the node reboots (Mooncake's troubleshooting guide, MKEY exhaustion).
