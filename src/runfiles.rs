@@ -99,6 +99,8 @@ wire_names! {
         Probing => "probing",
         Ready => "ready",
         BackingOff => "backing-off",
+        /// A drain waits for its in-flight requests before its stop signal.
+        Draining => "draining",
         Stopping => "stopping",
         /// Completed, or stopped by the teardown.
         Exited => "exited",
@@ -136,6 +138,13 @@ wire_names! {
         /// A readiness wait goes on: what is awaited, for how long (at a calm cadence).
         StillWaiting => "still-waiting",
         LivenessFailed => "liveness-failed",
+        /// A drain reads a process's in-flight requests before its stop signal: how many, and
+        /// how long it waits for them.
+        Draining => "draining",
+        /// Its in-flight requests ended within the drain: how many, in how long.
+        Drained => "drained",
+        /// The drain's time ran out with requests still in flight: how many.
+        DrainTimeout => "drain-timeout",
         Stopping => "stopping",
         Killing => "killing",
         Stopped => "stopped",

@@ -260,6 +260,102 @@ impl StopBudget {
     }
 }
 
+/// Where an engine says how many requests it is serving: the Prometheus gauges of its
+/// `/metrics`, summed over every series. Read during a drain (the drain signal's teardown),
+/// before the process's stop signal: some engines stop answering `/metrics` once signalled.
+///
+/// | engine | gauges | where |
+/// |---|---|---|
+/// | Dynamo worker | `dynamo_component_inflight_requests` | `DYN_SYSTEM_PORT` |
+/// | Dynamo frontend | `dynamo_frontend_inflight_requests` | its HTTP port |
+/// | vLLM server | `vllm:num_requests_running`, `vllm:num_requests_waiting` | its port |
+/// | SGLang server (with `--enable-metrics`) | `sglang:num_running_reqs`, `sglang:num_queue_reqs` | its port |
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InflightGauge {
+    /// `http://127.0.0.1:<port>/metrics`.
+    pub url: String,
+    /// The gauges whose values are added up.
+    pub metrics: Vec<String>,
+}
+
+impl InflightGauge {
+    /// The gauge of a worker running `argv` whose server (or Dynamo system server) listens on
+    /// `port`; `None` for an engine mcsup does not know or one that publishes no metrics.
+    pub fn of_worker(argv: &[String], port: u16) -> Option<Self> {
+        let metrics: &[&str] = match StopEngine::recognise(argv)? {
+            StopEngine::Dynamo { .. } => &["dynamo_component_inflight_requests"],
+            StopEngine::VllmServer => &["vllm:num_requests_running", "vllm:num_requests_waiting"],
+            StopEngine::SglangServer => {
+                if !argv.iter().any(|a| a == "--enable-metrics") {
+                    return None;
+                }
+                &["sglang:num_running_reqs", "sglang:num_queue_reqs"]
+            }
+        };
+        Some(Self::at(port, metrics))
+    }
+
+    /// A Dynamo frontend's gauge on its HTTP port.
+    pub fn of_dynamo_frontend(port: u16) -> Self {
+        Self::at(port, &["dynamo_frontend_inflight_requests"])
+    }
+
+    fn at(port: u16, metrics: &[&str]) -> Self {
+        InflightGauge {
+            url: format!("http://127.0.0.1:{port}/metrics"),
+            metrics: metrics.iter().map(|m| m.to_string()).collect(),
+        }
+    }
+
+    /// The sum of the gauges in a Prometheus text exposition; `Err` when none of them is
+    /// there (the engine has not published it yet, or this is not its metrics page).
+    pub fn read(&self, text: &str) -> Result<u64, String> {
+        let mut sum = 0.0f64;
+        let mut seen = false;
+        for line in text.lines() {
+            let line = line.trim_start();
+            if line.starts_with('#') {
+                continue;
+            }
+            let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
+            if !self.metrics.iter().any(|m| m == &line[..name_end]) {
+                continue;
+            }
+            // The value follows the labels (which may hold spaces inside quotes).
+            let rest = match line[name_end..].strip_prefix('{') {
+                Some(labels) => match labels.rfind('}') {
+                    Some(close) => &labels[close + 1..],
+                    None => continue,
+                },
+                None => &line[name_end..],
+            };
+            let Some(value) = rest.split_whitespace().next() else {
+                continue;
+            };
+            match value.parse::<f64>() {
+                Ok(v) if v.is_finite() => {
+                    sum += v.max(0.0);
+                    seen = true;
+                }
+                _ => {
+                    return Err(format!(
+                        "{}: value {value:?} is not a number",
+                        &line[..name_end]
+                    ))
+                }
+            }
+        }
+        if !seen {
+            return Err(format!(
+                "{} not published at {}",
+                self.metrics.join(" or "),
+                self.url
+            ));
+        }
+        Ok(sum.round() as u64)
+    }
+}
+
 /// SGLang's `EnvBool`: `true/1/yes/y` and `false/0/no/n`, any case; unset or anything else is
 /// the default.
 fn sglang_bool(v: Option<&str>, default: bool) -> bool {
@@ -429,5 +525,49 @@ mod tests {
         assert_eq!(env_defaults(&argv("python3 -m dynamo.sglang")).len(), 2);
         assert!(env_defaults(&argv("python3 -m dynamo.vllm")).is_empty());
         assert!(env_defaults(&argv("my-server")).is_empty());
+    }
+
+    #[test]
+    fn inflight_gauges_per_engine() {
+        let g = |cmd: &str| InflightGauge::of_worker(&argv(cmd), 7500).map(|g| g.metrics);
+        assert_eq!(
+            g("python3 -m dynamo.mocker --model-path m"),
+            Some(vec!["dynamo_component_inflight_requests".to_string()])
+        );
+        assert_eq!(g("vllm serve m").unwrap().len(), 2);
+        // SGLang publishes metrics only when asked to.
+        assert_eq!(g("python3 -m sglang.launch_server --port 1"), None);
+        assert_eq!(
+            g("python3 -m sglang.launch_server --enable-metrics").unwrap()[0],
+            "sglang:num_running_reqs"
+        );
+        assert_eq!(g("my-server"), None);
+        assert_eq!(
+            InflightGauge::of_dynamo_frontend(8000).url,
+            "http://127.0.0.1:8000/metrics"
+        );
+    }
+
+    #[test]
+    fn inflight_gauges_are_summed_over_series_and_names() {
+        let g = InflightGauge::of_worker(&argv("vllm serve m"), 1).unwrap();
+        let page = "# HELP vllm:num_requests_running Number of requests\n\
+            # TYPE vllm:num_requests_running gauge\n\
+            vllm:num_requests_running{engine=\"0\",model_name=\"a b}\"} 3.0\n\
+            vllm:num_requests_running{engine=\"1\",model_name=\"m\"} 2\n\
+            vllm:num_requests_running_total 99\n\
+            vllm:num_requests_waiting 1 1700000000000\n";
+        assert_eq!(g.read(page), Ok(6));
+        let err = g.read("other_metric 1\n").unwrap_err();
+        assert!(
+            err.contains("not published at http://127.0.0.1:1/metrics"),
+            "{err}"
+        );
+        assert!(g.read("vllm:num_requests_waiting NaN\n").is_err());
+        let d = InflightGauge::of_dynamo_frontend(1);
+        assert_eq!(
+            d.read("dynamo_frontend_inflight_requests{model=\"x\"} 0\n"),
+            Ok(0)
+        );
     }
 }

@@ -129,7 +129,7 @@ pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
 }
 
 /// Plan each node of an `n`-node job as it will plan itself, on stand-in names `node0..`: the
-/// roles each gets (in words) and the longest teardown deadline among them.
+/// roles each gets (in words) and the longest drain plus teardown deadline among them.
 fn plan_every_node(
     recipe: &Recipe,
     n: usize,
@@ -182,7 +182,7 @@ fn plan_every_node(
         })?;
         let plan = plan::plan_for_role(recipe, role, &ctx, PlanOptions::default())
             .map_err(|e| node_err(recipe.place(path, &e)))?;
-        deadline = deadline.max(plan.shutdown.deadline);
+        deadline = deadline.max(plan.shutdown.drain + plan.shutdown.deadline);
         let names: Vec<&str> = plan.roles.iter().map(|r| r.as_str()).collect();
         let what = if names.is_empty() {
             "no workers".to_string()

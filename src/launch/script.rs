@@ -71,7 +71,7 @@ impl Script<'_> {
         );
         let _ = writeln!(
             w,
-            "# early warning: USR1 {} s before the time limit, time for every node's ordered teardown.",
+            "# early warning: USR1 {} s before the time limit, time for every node's drain and ordered teardown.",
             self.early_warning_s
         );
         for d in &self.allocation.directives {

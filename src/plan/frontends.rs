@@ -264,7 +264,12 @@ fn frontend_process(
     } else {
         tcp("127.0.0.1", fp.port)
     };
-    let (stop, restart) = policy_defaults(ProcessKind::Frontend);
+    let (mut stop, restart) = policy_defaults(ProcessKind::Frontend);
+    if fp.argv.iter().any(|a| a == "dynamo.frontend") {
+        stop.inflight = Some(crate::engine::stop::InflightGauge::of_dynamo_frontend(
+            fp.port,
+        ));
+    }
     ProcessSpec {
         name: fp.name.clone(),
         kind: ProcessKind::Frontend,

@@ -14,6 +14,7 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(10),
             budget: None,
+            inflight: None,
         },
         // Older store services handle only SIGINT. store.close() unmounts over RPC: measured
         // (tests/e2e_store_close.rs) 1.7-2.7 s with the master alive, 11-13 s with it gone.
@@ -21,16 +22,19 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
             signal: SignalName::SIGINT,
             grace: Duration::from_secs(20),
             budget: None,
+            inflight: None,
         },
         ProcessKind::Master => StopSpec {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(5),
             budget: None,
+            inflight: None,
         },
         ProcessKind::Service => StopSpec {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(10),
             budget: None,
+            inflight: None,
         },
         // Dynamo's frontend drains its HTTP server for DYN_HTTP_GRACEFUL_SHUTDOWN_TIMEOUT_SECS
         // (5 s by default); nginx and the SGLang router stop at once on SIGTERM.
@@ -38,6 +42,7 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
             signal: SignalName::SIGTERM,
             grace: Duration::from_secs(5),
             budget: None,
+            inflight: None,
         },
     };
     let restart = RestartSpec {

@@ -383,6 +383,10 @@ fn frontends_here(
     Ok(fe)
 }
 
+/// How long a drain waits for in-flight requests by default: srt-slurm 2.0's worker shutdown
+/// timeout (`worker_shutdown_timeout_seconds`, 30 s).
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
+
 /// `mcsup.shutdown`, checked against Slurm's default KillWait and the processes' stop signals.
 fn shutdown_spec(
     mc: &McsupSection,
@@ -400,6 +404,10 @@ fn shutdown_spec(
             .drain_signal
             .map_or(SignalName::SIGUSR1, |s| s.0),
         exit_when_workers_done: mc.shutdown.exit_when_workers_done.unwrap_or(true),
+        drain: mc
+            .shutdown
+            .drain_seconds
+            .map_or(DEFAULT_DRAIN, |s| s.duration()),
     };
     if shutdown.deadline + KILL_MARGIN > DEFAULT_KILL_WAIT {
         warnings.push(format!(

@@ -580,6 +580,10 @@ pub struct StopSpec {
     /// ([`crate::engine::stop`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::engine::stop::StopBudget>,
+    /// Where the engine counts the requests it is serving: a drain waits for them
+    /// ([`crate::engine::stop::InflightGauge`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inflight: Option<crate::engine::stop::InflightGauge>,
 }
 
 /// Node-wide shutdown behaviour.
@@ -590,6 +594,11 @@ pub struct ShutdownSpec {
     pub deadline: Duration,
     /// Signal that starts the ordered teardown and that children ignore (default SIGUSR1).
     pub drain_signal: SignalName,
+    /// On the drain signal, before the teardown's deadline starts: how long the frontends may
+    /// take to finish what they admitted and the workers' in-flight requests may take to end
+    /// (`mcsup.shutdown.drain_seconds`). A plan written before this field existed has none.
+    #[serde(default, with = "duration_ms", rename = "drain_ms")]
+    pub drain: Duration,
     /// Tear down when every worker has exited (default true).
     pub exit_when_workers_done: bool,
 }

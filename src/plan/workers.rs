@@ -201,6 +201,8 @@ pub fn plan_workers(
                     )?),
                     None => None,
                 };
+                let readiness = worker_readiness(s, &entry, &rm, &wp)?;
+                stop.inflight = inflight_gauge(&argv, readiness.as_ref());
                 out.push(ProcessSpec {
                     name,
                     kind: ProcessKind::Worker,
@@ -213,7 +215,7 @@ pub fn plan_workers(
                     env: env.build(),
                     cwd: w.cwd.as_ref().map(|c| s.ctx.cwd.join(wp.apply(c))),
                     depends_on: Vec::new(),
-                    readiness: worker_readiness(s, &entry, &rm, &wp)?,
+                    readiness,
                     liveness,
                     restart,
                     stop,
@@ -227,6 +229,22 @@ pub fn plan_workers(
         }
     }
     Ok(out)
+}
+
+/// Where a worker's engine counts its requests: the `/metrics` beside the `/health` its
+/// readiness asks on this node, for an engine whose gauges mcsup knows.
+fn inflight_gauge(
+    argv: &[String],
+    readiness: Option<&ReadinessSpec>,
+) -> Option<crate::engine::stop::InflightGauge> {
+    readiness?.probes.iter().find_map(|p| match p {
+        ProbeSpec::Http {
+            host, port, path, ..
+        } if path == "/health" && host == "127.0.0.1" => {
+            crate::engine::stop::InflightGauge::of_worker(argv, *port)
+        }
+        _ => None,
+    })
 }
 
 /// One worker entry of a role: its key path, its config, whether mcsup derived it, and what

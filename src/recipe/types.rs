@@ -543,6 +543,10 @@ pub struct ShutdownConfig {
     /// Default SIGUSR1.
     #[serde(default)]
     pub drain_signal: Option<SignalValue>,
+    /// On the drain signal, how long in-flight requests may take to end before the teardown
+    /// proper (default 30 s; 0: no wait).
+    #[serde(default)]
+    pub drain_seconds: Option<Seconds>,
     /// Tear the node down once every worker has exited. Default true.
     #[serde(default)]
     pub exit_when_workers_done: Option<bool>,

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::engine::frontend::{self, FrontendType, Seen};
+use crate::engine::stop::InflightGauge;
 use crate::plan::ServableProbe;
 
 /// One TCP connect attempt.
@@ -113,6 +114,17 @@ pub async fn http_body(
     let job = tokio::task::spawn_blocking(move || {
         get_body_blocking(&format!("http://{host}:{port}{path}"), timeout)
     });
+    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(format!("http task failed: {e}")),
+        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+    }
+}
+
+/// One read of an engine's in-flight gauge (status 200, body at most 1 MiB).
+pub async fn inflight(gauge: InflightGauge, timeout: Duration) -> Result<u64, String> {
+    let job =
+        tokio::task::spawn_blocking(move || gauge.read(&get_body_blocking(&gauge.url, timeout)?));
     match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => Err(format!("http task failed: {e}")),

@@ -226,6 +226,7 @@ impl TestEnv {
                 signal: SignalName::SIGTERM,
                 grace: ms(2000),
                 budget: None,
+                inflight: None,
             },
             critical: true,
         }
@@ -259,6 +260,8 @@ impl TestEnv {
                 deadline: ms(10_000),
                 drain_signal: SignalName::SIGUSR1,
                 exit_when_workers_done: true,
+                // No wait for in-flight requests unless a test asks for one.
+                drain: ms(0),
             },
             log_dir: self.log_dir(),
             ignored_sections: vec![],

@@ -73,6 +73,8 @@ enum ProcState {
     },
     /// Waiting to be restarted.
     BackingOff { until: Instant },
+    /// A drain reads its in-flight requests before its stop signal.
+    Draining { pid: Pid, drain: Drain },
     /// Stop signal sent (or group being killed); done when the leader is reaped AND the group is
     /// empty: a member surviving its leader must still be killed (process-compose #520).
     Stopping {
@@ -97,6 +99,7 @@ impl ProcState {
             ProcState::Starting { .. } => UnitState::Starting,
             ProcState::Ready { .. } => UnitState::Ready,
             ProcState::BackingOff { .. } => UnitState::BackingOff,
+            ProcState::Draining { .. } => UnitState::Draining,
             ProcState::Stopping { .. } => UnitState::Stopping,
             ProcState::Exited => UnitState::Exited,
             ProcState::Failed => UnitState::Failed,
@@ -111,10 +114,30 @@ impl ProcState {
     fn live_pid(&self) -> Option<Pid> {
         match self {
             ProcState::Starting { pid, .. } | ProcState::Ready { pid, .. } => Some(*pid),
-            ProcState::Stopping { pid, .. } => Some(*pid),
+            ProcState::Draining { pid, .. } | ProcState::Stopping { pid, .. } => Some(*pid),
             _ => None,
         }
     }
+}
+
+/// A process the drain reads before its stop signal (`teardown.rs`).
+#[derive(Debug, Clone)]
+struct Drain {
+    /// When the drain reached this process.
+    started: Instant,
+    /// When it stops waiting.
+    until: Instant,
+    /// A worker waits for its gauge to reach 0; a frontend is read once (its stop signal stops
+    /// admission, and it finishes what it admitted before it exits).
+    wait: bool,
+    /// In flight at the first read.
+    first: Option<u64>,
+    /// In flight at the last read.
+    last: Option<u64>,
+    /// When to read next; `None` while a read is outstanding.
+    next_read: Option<Instant>,
+    /// The outstanding read's attempt number.
+    attempt: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -142,6 +165,8 @@ struct Proc {
     ready_after: Option<Duration>,
     /// When it first became ready (the start-up; restarts do not move it).
     first_ready: Option<Instant>,
+    /// A drained frontend: in flight at its stop signal, and when it was sent.
+    drained_from: Option<(u64, Instant)>,
 }
 
 #[derive(Debug, Clone)]
@@ -172,6 +197,8 @@ pub struct Machine {
     phase: Phase,
     reason: Option<ShutdownReason>,
     teardown_deadline: Option<Instant>,
+    /// Set by the drain signal: until when the drain waits for in-flight requests.
+    drain_until: Option<Instant>,
     deadline_hit: bool,
     /// Deaths by a stop signal held back for [`SIGNAL_DEATH_SETTLE`], in arrival order.
     held: Vec<HeldExit>,
@@ -262,6 +289,7 @@ impl Machine {
                 probe_failures: 0,
                 ready_after: None,
                 first_ready: None,
+                drained_from: None,
             })
             .collect();
         let gates = plan
@@ -283,6 +311,7 @@ impl Machine {
             phase: Phase::Idle,
             reason: None,
             teardown_deadline: None,
+            drain_until: None,
             deadline_hit: false,
             first_stop_signal_at: None,
             escalated: false,
@@ -361,6 +390,10 @@ impl Machine {
                     kill_at,
                     ..
                 } => consider(Some(*kill_at)),
+                ProcState::Draining { drain, .. } => {
+                    consider(Some(drain.until));
+                    consider(drain.next_read);
+                }
                 _ => {}
             }
         }
@@ -459,6 +492,7 @@ impl Machine {
                 Some(h) => h.group_empty = true,
                 None => self.on_group_empty(pgid, now, &mut out),
             },
+            Event::Inflight { attempt, result } => self.on_inflight(attempt, result, now, &mut out),
             Event::BackstopKilled => {
                 if !self.sigkill_needed {
                     self.sigkill_needed = true;
@@ -495,7 +529,10 @@ impl Machine {
         self.settle(now, &mut out);
         if !out.is_empty() && self.version == before {
             // Probe bookkeeping changes no visible state; records and signals do.
-            if out.iter().any(|a| !matches!(a, Action::Probe { .. })) {
+            if out
+                .iter()
+                .any(|a| !matches!(a, Action::Probe { .. } | Action::ReadInflight { .. }))
+            {
                 self.version += 1;
             }
         }

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::domain::show_secs;
 
 /// A leader's exit (and its group's emptiness, if that came too) waiting for
 /// [`SIGNAL_DEATH_SETTLE`] to pass before the machine judges it.
@@ -72,7 +73,7 @@ impl Machine {
                 self.version += 1;
                 self.maybe_stopped(i, now, out);
             }
-            ProcState::Starting { .. } | ProcState::Ready { .. } => {
+            ProcState::Starting { .. } | ProcState::Ready { .. } | ProcState::Draining { .. } => {
                 let was_starting = matches!(p.state, ProcState::Starting { .. });
                 // The leader is gone; whatever is left of its group is a leftover (pc #520):
                 // kill it by the pgid recorded at spawn.
@@ -124,15 +125,28 @@ impl Machine {
             leader: Some(status),
             group_empty: true,
             then,
+            killed,
             ..
         } = &self.procs[i].state
         else {
             return;
         };
-        let (pid, status, then) = (*pid, *status, then.clone());
+        let (pid, status, then, killed) = (*pid, *status, then.clone(), *killed);
         let name = self.procs[i].spec.name.clone();
         match then {
             AfterStop::Teardown => {
+                if let Some((n, at)) = self.procs[i].drained_from.take() {
+                    if n > 0 && !killed {
+                        let detail = format!(
+                            "drained {n} in-flight request(s) in {}: it stopped admitting on {} and exited once they were done",
+                            show_secs(now.saturating_duration_since(at)),
+                            self.procs[i].spec.stop.signal
+                        );
+                        out.push(Action::Record(
+                            rec(&name, RecordKind::Drained).pid(pid).detail(detail),
+                        ));
+                    }
+                }
                 out.push(Action::Record(
                     rec(&name, RecordKind::Stopped).pid(pid).status(status),
                 ));

@@ -3,7 +3,9 @@
 //! and services started before the workers, the Mooncake masters, then the infrastructure such
 //! as etcd and NATS), per-process grace, the global deadline, escalation and the final SIGKILL.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::domain::show_secs;
 
 use nix::sys::signal::Signal;
 
@@ -67,7 +69,9 @@ impl Machine {
                     });
                     self.sigkill_needed = true;
                 }
-                ProcState::Starting { pid, .. } | ProcState::Ready { pid, .. } => {
+                ProcState::Starting { pid, .. }
+                | ProcState::Ready { pid, .. }
+                | ProcState::Draining { pid, .. } => {
                     let pid = *pid;
                     out.push(Action::Record(
                         rec(&name, RecordKind::Killing).pid(pid).detail(why),
@@ -103,12 +107,28 @@ impl Machine {
         if matches!(self.phase, Phase::Stopping | Phase::Done) {
             return;
         }
+        let drain = match reason {
+            ShutdownReason::Signal(sig) if sig == self.shutdown.drain_signal.0 => {
+                self.shutdown.drain
+            }
+            _ => Duration::ZERO,
+        };
+        let detail = if drain.is_zero() {
+            reason.to_string()
+        } else {
+            format!(
+                "{reason}: in-flight requests have {} to end, then the teardown {}",
+                show_secs(drain),
+                show_secs(self.shutdown.deadline)
+            )
+        };
         out.push(Action::Record(
-            rec("mcsup", RecordKind::ShutdownRequested).detail(reason.to_string()),
+            rec("mcsup", RecordKind::ShutdownRequested).detail(detail),
         ));
         self.phase = Phase::Stopping;
         self.reason = Some(reason);
-        self.teardown_deadline = Some(now + self.shutdown.deadline);
+        self.drain_until = (!drain.is_zero()).then(|| now + drain);
+        self.teardown_deadline = Some(now + drain + self.shutdown.deadline);
         for g in &mut self.gates {
             if matches!(g.state, GateState::Probing(_)) {
                 g.state = GateState::Cancelled;
@@ -147,6 +167,12 @@ impl Machine {
         };
         let stop = self.procs[i].spec.stop.clone();
         let mut kill_at = now + stop.grace;
+        if let (Some(until), ProcessKind::Frontend, Some(_)) =
+            (self.drain_until, self.procs[i].spec.kind, &stop.inflight)
+        {
+            // A drained frontend finishes what it admitted before it exits: it has the drain.
+            kill_at = kill_at.max(until + stop.grace);
+        }
         if let (Some(d), Phase::Stopping) = (self.teardown_deadline, self.phase) {
             // The global deadline shortens later graces.
             kill_at = kill_at.min(d);
@@ -238,6 +264,7 @@ impl Machine {
                 }
             }
         }
+        self.settle_drains(now, out);
         // Waves: a process starts stopping once every process of a lower stop level is gone.
         let pending_level = self
             .procs
@@ -248,13 +275,18 @@ impl Machine {
         if let Some(level) = pending_level {
             for i in 0..self.procs.len() {
                 let p = &self.procs[i];
-                if p.stop_level == level
-                    && matches!(
-                        p.state,
-                        ProcState::Starting { .. } | ProcState::Ready { .. }
-                    )
-                {
-                    self.begin_stop(i, AfterStop::Teardown, now, out);
+                if p.stop_level != level {
+                    continue;
+                }
+                match (&p.state, self.drain_until, &p.spec.stop.inflight) {
+                    (ProcState::Ready { pid, .. }, Some(until), Some(_)) => {
+                        let pid = *pid;
+                        self.begin_drain(i, pid, until, now);
+                    }
+                    (ProcState::Starting { .. } | ProcState::Ready { .. }, ..) => {
+                        self.begin_stop(i, AfterStop::Teardown, now, out)
+                    }
+                    _ => {}
                 }
             }
         }
@@ -296,5 +328,146 @@ impl Machine {
                 }
             }
         }
+    }
+
+    /// A drain reaches a ready process whose engine counts its requests: read it first.
+    fn begin_drain(&mut self, i: usize, pid: Pid, until: Instant, now: Instant) {
+        let wait = self.procs[i].spec.kind != ProcessKind::Frontend;
+        let drain = Drain {
+            started: now,
+            // A frontend is read once, then stopped, whatever the answer.
+            until: if wait {
+                until
+            } else {
+                now + INFLIGHT_READ_TIMEOUT
+            },
+            wait,
+            first: None,
+            last: None,
+            next_read: Some(now),
+            attempt: 0,
+        };
+        self.set_state(i, ProcState::Draining { pid, drain }, now);
+    }
+
+    /// Reads that are due, and waits whose time ran out.
+    fn settle_drains(&mut self, now: Instant, out: &mut Vec<Action>) {
+        for i in 0..self.procs.len() {
+            let p = &mut self.procs[i];
+            let ProcState::Draining { drain, .. } = &mut p.state else {
+                continue;
+            };
+            if now >= drain.until {
+                let (wait, last, first) = (drain.wait, drain.last, drain.first);
+                if wait {
+                    let detail = format!(
+                        "drain time of {} spent with {} in flight (of {} at the start): {} now",
+                        show_secs(self.shutdown.drain),
+                        last.map_or("an unknown number".into(), |n| n.to_string()),
+                        first.map_or("?".into(), |n| n.to_string()),
+                        self.procs[i].spec.stop.signal
+                    );
+                    out.push(Action::Record(
+                        rec(&self.procs[i].spec.name, RecordKind::DrainTimeout).detail(detail),
+                    ));
+                }
+                self.begin_stop(i, AfterStop::Teardown, now, out);
+                continue;
+            }
+            if drain.next_read.is_some_and(|t| t <= now) {
+                let Some(gauge) = p.spec.stop.inflight.clone() else {
+                    continue;
+                };
+                drain.next_read = None;
+                drain.attempt = self.next_attempt;
+                self.next_attempt += 1;
+                out.push(Action::ReadInflight {
+                    attempt: drain.attempt,
+                    gauge,
+                    timeout: INFLIGHT_READ_TIMEOUT,
+                });
+            }
+        }
+    }
+
+    /// A gauge's answer: stop a worker once nothing is in flight, a frontend at once.
+    pub(super) fn on_inflight(
+        &mut self,
+        attempt: u64,
+        result: Result<u64, String>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(i) = self.procs.iter().position(|p| {
+            matches!(&p.state, ProcState::Draining { drain, .. }
+                if drain.next_read.is_none() && drain.attempt == attempt)
+        }) else {
+            return;
+        };
+        let signal = self.procs[i].spec.stop.signal;
+        let name = self.procs[i].spec.name.clone();
+        let ProcState::Draining { pid, drain } = &mut self.procs[i].state else {
+            return;
+        };
+        let pid = *pid;
+        let say = |kind, detail: String| Action::Record(rec(&name, kind).pid(pid).detail(detail));
+        let n = match result {
+            Ok(n) => n,
+            Err(e) => {
+                let detail = match drain.last {
+                    None => format!("cannot read its in-flight requests ({e}): {signal} now"),
+                    Some(last) => format!(
+                        "its in-flight gauge stopped answering ({e}) with {last} in flight at the last read: {signal} now"
+                    ),
+                };
+                out.push(say(RecordKind::Draining, detail));
+                self.begin_stop(i, AfterStop::Teardown, now, out);
+                return;
+            }
+        };
+        let first = *drain.first.get_or_insert(n);
+        let is_first = drain.last.is_none();
+        drain.last = Some(n);
+        if !drain.wait {
+            if n > 0 {
+                let until = self.drain_until.unwrap_or(now);
+                out.push(say(
+                    RecordKind::Draining,
+                    format!(
+                        "{n} in flight: {signal} stops admission; it has {} to finish them",
+                        show_secs(until.saturating_duration_since(now))
+                    ),
+                ));
+            }
+            self.procs[i].drained_from = Some((n, now));
+            self.begin_stop(i, AfterStop::Teardown, now, out);
+            return;
+        }
+        if n == 0 {
+            if first > 0 {
+                let took = now.saturating_duration_since(drain.started);
+                out.push(say(
+                    RecordKind::Drained,
+                    format!(
+                        "drained {first} in-flight request(s) in {}: {signal} now",
+                        show_secs(took)
+                    ),
+                ));
+            }
+            self.begin_stop(i, AfterStop::Teardown, now, out);
+            return;
+        }
+        if is_first {
+            let left = drain.until.saturating_duration_since(now);
+            out.push(say(
+                RecordKind::Draining,
+                format!(
+                    "{n} in flight: waiting up to {} for them to end before {signal}",
+                    show_secs(left)
+                ),
+            ));
+        }
+        drain.next_read = Some(now + INFLIGHT_POLL);
+        self.version += 1;
     }
 }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use crate::engine::stop::InflightGauge;
 use crate::plan::{ProbeSpec, ProcessKind};
 
 /// A process id (and, since every child leads its own group, its process-group id).
@@ -52,6 +53,12 @@ pub fn is_stop_signal(signo: i32) -> bool {
 /// the death for a crash (restart, or a critical failure with 143 instead of a clean shutdown).
 /// The child is dead either way; only the decision waits. A teardown releases it at once.
 pub const SIGNAL_DEATH_SETTLE: Duration = Duration::from_millis(25);
+
+/// During a drain, how often a worker's in-flight gauge is read while requests remain.
+pub const INFLIGHT_POLL: Duration = Duration::from_millis(500);
+
+/// How long one read of an in-flight gauge may take.
+pub const INFLIGHT_READ_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How a reaped process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +145,11 @@ pub enum Event {
     },
     /// mcsup received a signal (SIGTERM, SIGINT, SIGHUP or the drain signal).
     Signal(Signal),
+    /// The answer to [`Action::ReadInflight`]: the requests the process's engine is serving.
+    Inflight {
+        attempt: u64,
+        result: Result<u64, String>,
+    },
     /// The signal handler's backstop SIGKILLed every group itself (a second stop signal came
     /// while the loop was busy): the teardown needed SIGKILL, whatever the machine saw.
     BackstopKilled,
@@ -159,6 +171,12 @@ pub enum Action {
         attempt: u64,
         unit: UnitRef,
         probe: ProbeSpec,
+        timeout: Duration,
+    },
+    /// Read the engine's in-flight gauge (at most `timeout`) and answer with `Inflight`.
+    ReadInflight {
+        attempt: u64,
+        gauge: InflightGauge,
         timeout: Duration,
     },
     /// Log this and append it to the events file.

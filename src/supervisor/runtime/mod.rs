@@ -57,6 +57,11 @@ const MIN_READERS_PRUNE: usize = 64;
 
 /// Messages from helper tasks to the loop.
 enum Msg {
+    /// One read of an engine's in-flight gauge during a drain.
+    Inflight {
+        attempt: u64,
+        result: Result<u64, String>,
+    },
     Probe {
         attempt: u64,
         result: Result<(), String>,
@@ -354,6 +359,17 @@ impl Runtime {
                 if let Some(ev) = self.probe(attempt, unit, probe, timeout) {
                     queue.push_back(ev);
                 }
+            }
+            Action::ReadInflight {
+                attempt,
+                gauge,
+                timeout,
+            } => {
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let result = probes::inflight(gauge, timeout).await;
+                    let _ = tx.send(Msg::Inflight { attempt, result });
+                });
             }
             Action::Record(mut r) => {
                 if r.kind == RecordKind::Ready {
@@ -850,6 +866,7 @@ impl Runtime {
 
     fn on_msg(&mut self, msg: Msg) {
         match msg {
+            Msg::Inflight { attempt, result } => self.feed(Event::Inflight { attempt, result }),
             Msg::Probe { attempt, result } => {
                 let ok = result.is_ok();
                 self.feed(Event::ProbeDone {

@@ -39,6 +39,10 @@ fn any_event() -> impl proptest::strategy::Strategy<Value = (u64, Event)> {
         }),
         Just(Event::Signal(Signal::SIGUSR1)),
         Just(Event::BackstopKilled),
+        (0..10u64, proptest::option::of(0..5u64)).prop_map(|(attempt, n)| Event::Inflight {
+            attempt,
+            result: n.ok_or_else(|| "refused".to_string()),
+        }),
     ];
     (0..300u64, ev)
 }
@@ -55,6 +59,9 @@ proptest::proptest! {
     ) {
         let mut p = chain();
         p.processes[0] = tcp_ready(p.processes[0].clone(), 500);
+        // The drain signal waits for the worker's requests (read by `Inflight` answers).
+        p.shutdown.drain = d(2000);
+        p.processes[2].stop.inflight = Some(gauge());
         for (s, c) in p.processes.iter_mut().zip(&critical) {
             s.restart.policy = RestartPolicy::Always;
             s.critical = *c;

@@ -41,6 +41,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
             signal: SignalName::SIGTERM,
             grace: d(1000),
             budget: None,
+            inflight: None,
         },
         critical: true,
     }
@@ -114,6 +115,8 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
             deadline: d(25_000),
             drain_signal: SignalName::SIGUSR1,
             exit_when_workers_done: true,
+            // No wait for in-flight requests unless a test asks for one.
+            drain: d(0),
         },
         log_dir: PathBuf::from("/nonexistent"),
         ignored_sections: vec![],
@@ -185,6 +188,34 @@ impl H {
         a.extend(self.ev(Event::GroupEmpty { pgid: pid }));
         a
     }
+}
+
+/// A worker's in-flight gauge (its address is never dialled here).
+pub(super) fn gauge() -> crate::engine::stop::InflightGauge {
+    crate::engine::stop::InflightGauge::of_worker(
+        &["python3".into(), "-m".into(), "dynamo.mocker".into()],
+        1,
+    )
+    .unwrap()
+}
+
+/// The attempts of the in-flight reads among `a`.
+pub(super) fn reads(a: &[Action]) -> Vec<u64> {
+    a.iter()
+        .filter_map(|a| match a {
+            Action::ReadInflight { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(super) fn detail(a: &[Action], unit: &str, kind: RecordKind) -> String {
+    a.iter()
+        .find_map(|a| match a {
+            Action::Record(r) if r.unit == unit && r.kind == kind => r.detail.clone(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {kind} of {unit} in {a:?}"))
 }
 
 pub(super) fn pid(i: usize) -> Pid {

@@ -316,3 +316,234 @@ fn a_backstop_kill_makes_a_clean_teardown_report_sigkill() {
     h.ev(Event::BackstopKilled);
     assert_eq!(h.m.exit_code(), 3);
 }
+
+/// The chain with a worker whose engine counts its requests, and a drain of `drain_ms`.
+fn drained_chain(drain_ms: u64) -> Plan {
+    let mut p = chain();
+    p.shutdown.drain = d(drain_ms);
+    p.processes[2].stop.inflight = Some(gauge());
+    p
+}
+
+#[test]
+fn a_drain_waits_for_the_workers_requests_before_its_stop_signal() {
+    let mut h = H::new(drained_chain(30_000));
+    h.start_all();
+    let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    let why = detail(&a, "mcsup", RecordKind::ShutdownRequested);
+    assert!(
+        why.contains("in-flight requests have 30 s to end, then the teardown 25 s"),
+        "{why}"
+    );
+    assert!(signals(&a).is_empty(), "nobody is signalled yet: {a:?}");
+    assert_eq!(h.state(2), UnitState::Draining);
+    let [first] = reads(&a)[..] else {
+        panic!("one read: {a:?}")
+    };
+    let a = h.ev(Event::Inflight {
+        attempt: first,
+        result: Ok(8),
+    });
+    let said = detail(&a, "worker", RecordKind::Draining);
+    assert!(
+        said.contains("8 in flight: waiting up to 30 s for them to end before SIGTERM"),
+        "{said}"
+    );
+    assert!(signals(&a).is_empty() && reads(&a).is_empty());
+    // The next read comes after the poll interval, not before.
+    assert!(reads(&h.at(400)).is_empty());
+    let a = h.at(500);
+    let [second] = reads(&a)[..] else {
+        panic!("{a:?}")
+    };
+    let a = h.ev(Event::Inflight {
+        attempt: second,
+        result: Ok(3),
+    });
+    assert!(records(&a).is_empty() && signals(&a).is_empty(), "{a:?}");
+    // A stale answer (an earlier attempt) changes nothing.
+    assert!(h
+        .ev(Event::Inflight {
+            attempt: first,
+            result: Ok(0)
+        })
+        .is_empty());
+    let a = h.at(1000);
+    let [third] = reads(&a)[..] else {
+        panic!("{a:?}")
+    };
+    let a = h.ev(Event::Inflight {
+        attempt: third,
+        result: Ok(0),
+    });
+    let said = detail(&a, "worker", RecordKind::Drained);
+    assert_eq!(said, "drained 8 in-flight request(s) in 1 s: SIGTERM now");
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+    // Its grace starts now: the usual 1 s, not shortened by the drain.
+    assert!(signals(&h.at(1900)).is_empty());
+    let a = h.gone(102, ExitStatus::Code(0));
+    assert_eq!(signals(&a), [(101, Signal::SIGINT), (101, Signal::SIGCONT)]);
+    h.gone(101, ExitStatus::Code(0));
+    h.gone(100, ExitStatus::Code(0));
+    assert_eq!(h.m.phase(), Phase::Done);
+    assert_eq!(h.m.exit_code(), 0);
+}
+
+#[test]
+fn a_drain_that_runs_out_of_time_says_how_many_were_left_then_stops() {
+    let mut h = H::new(drained_chain(2000));
+    h.start_all();
+    let mut a = h.ev(Event::Signal(Signal::SIGUSR1));
+    let mut t = 0;
+    while t < 2000 {
+        for attempt in reads(&a) {
+            h.ev(Event::Inflight {
+                attempt,
+                result: Ok(5),
+            });
+        }
+        t += 500;
+        a = h.at(t);
+    }
+    let said = detail(&a, "worker", RecordKind::DrainTimeout);
+    assert_eq!(
+        said,
+        "drain time of 2 s spent with 5 in flight (of 5 at the start): SIGTERM now"
+    );
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+    // The teardown deadline counts from the end of the drain: 2 s + 25 s.
+    assert!(signals(&h.at(2999)).is_empty());
+    let a = h.at(3000);
+    assert_eq!(signals(&a), [(102, Signal::SIGKILL)], "its own 1 s grace");
+}
+
+#[test]
+fn an_unreadable_gauge_does_not_hold_the_drain() {
+    let mut h = H::new(drained_chain(30_000));
+    h.start_all();
+    let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    let a = h.ev(Event::Inflight {
+        attempt: reads(&a)[0],
+        result: Err("GET http://127.0.0.1:1/metrics: connection refused".into()),
+    });
+    let said = detail(&a, "worker", RecordKind::Draining);
+    assert!(
+        said.starts_with("cannot read its in-flight requests (GET http://127.0.0.1:1/metrics: connection refused): SIGTERM now"),
+        "{said}"
+    );
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+}
+
+#[test]
+fn a_stop_request_does_not_wait_for_requests() {
+    let mut h = H::new(drained_chain(30_000));
+    h.start_all();
+    let a = h.ev(Event::Signal(Signal::SIGTERM));
+    assert!(reads(&a).is_empty());
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+    let why = detail(&a, "mcsup", RecordKind::ShutdownRequested);
+    assert!(!why.contains("in-flight"), "{why}");
+}
+
+#[test]
+fn a_worker_that_exits_while_draining_is_stopped_not_restarted() {
+    let mut p = drained_chain(30_000);
+    p.processes[2].restart.policy = RestartPolicy::Always;
+    let mut h = H::new(p);
+    h.start_all();
+    let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    h.ev(Event::Inflight {
+        attempt: reads(&a)[0],
+        result: Ok(2),
+    });
+    let a = h.gone(102, ExitStatus::Code(1));
+    assert!(spawns(&a).is_empty());
+    assert!(has(&a, "worker", RecordKind::Stopped));
+    assert_eq!(
+        signals(&a)[..2],
+        [(102, Signal::SIGKILL), (101, Signal::SIGINT)]
+    );
+}
+
+#[test]
+fn a_drained_frontend_is_read_signalled_at_once_and_given_the_drain_to_finish() {
+    let mut p = drained_chain(30_000);
+    let mut frontend = proc("frontend", ProcessKind::Frontend);
+    frontend.stop.inflight = Some(crate::engine::stop::InflightGauge::of_dynamo_frontend(2));
+    dep(&mut frontend, "worker", DependencyCondition::Healthy);
+    p.processes.push(frontend);
+    let mut h = H::new(p);
+    h.start_all();
+    let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    assert_eq!(h.state(3), UnitState::Draining);
+    assert_eq!(
+        h.state(2),
+        UnitState::Ready,
+        "the worker waits for the frontend"
+    );
+    let a = h.ev(Event::Inflight {
+        attempt: reads(&a)[0],
+        result: Ok(8),
+    });
+    let said = detail(&a, "frontend", RecordKind::Draining);
+    assert_eq!(
+        said,
+        "8 in flight: SIGTERM stops admission; it has 30 s to finish them"
+    );
+    assert_eq!(
+        signals(&a),
+        [(103, Signal::SIGTERM), (103, Signal::SIGCONT)]
+    );
+    // Not SIGKILLed after its 1 s grace: it has the drain and then its grace.
+    assert!(signals(&h.at(30_999)).is_empty());
+    h.now = h.t0 + d(12_000);
+    let a = h.gone(103, ExitStatus::Code(0));
+    let said = detail(&a, "frontend", RecordKind::Drained);
+    assert_eq!(
+        said,
+        "drained 8 in-flight request(s) in 12 s: it stopped admitting on SIGTERM and exited once they were done"
+    );
+    // Then the worker is read, finds nothing in flight, and stops without a drained event.
+    let a2 = h.ev(Event::Inflight {
+        attempt: reads(&a)[0],
+        result: Ok(0),
+    });
+    assert!(!has(&a2, "worker", RecordKind::Drained));
+    assert_eq!(
+        signals(&a2),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+}
+
+#[test]
+fn a_frontend_past_its_drain_and_grace_is_killed() {
+    let mut p = drained_chain(3000);
+    let mut frontend = proc("frontend", ProcessKind::Frontend);
+    frontend.stop.inflight = Some(crate::engine::stop::InflightGauge::of_dynamo_frontend(2));
+    dep(&mut frontend, "worker", DependencyCondition::Healthy);
+    p.processes.push(frontend);
+    let mut h = H::new(p);
+    h.start_all();
+    let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    h.ev(Event::Inflight {
+        attempt: reads(&a)[0],
+        result: Ok(1),
+    });
+    assert!(signals(&h.at(3999)).is_empty());
+    let a = h.at(4000);
+    assert_eq!(signals(&a), [(103, Signal::SIGKILL)]);
+    let a = h.gone(103, ExitStatus::Signal(9));
+    assert!(!has(&a, "frontend", RecordKind::Drained), "{a:?}");
+}
