@@ -367,23 +367,7 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
             l.failure_threshold
         );
     }
-    let _ = writeln!(
-        o,
-        "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
-        s.stop.signal,
-        secs(s.stop.grace)
-    );
-    if let Some(b) = &s.stop.budget {
-        let parts = if b.parts.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", b.parts.join(" + "))
-        };
-        let _ = writeln!(o, "   stop budget: {}{parts}", b.engine_line());
-        if let Some(u) = &b.unbounded {
-            let _ = writeln!(o, "     not bounded: {u}");
-        }
-    }
+    plan_stop(o, &s.stop);
     let r = &s.restart;
     let restart = match r.policy {
         RestartPolicy::Never => "never".to_string(),
@@ -440,6 +424,35 @@ fn plan_dram(o: &mut String, p: &Plan) {
     }
 }
 
+/// A process's stop: its signal and grace, its engine's budget, its in-flight gauge.
+fn plan_stop(o: &mut String, stop: &crate::plan::StopSpec) {
+    let _ = writeln!(
+        o,
+        "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
+        stop.signal,
+        secs(stop.grace)
+    );
+    if let Some(b) = &stop.budget {
+        let parts = if b.parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", b.parts.join(" + "))
+        };
+        let _ = writeln!(o, "   stop budget: {}{parts}", b.engine_line());
+        if let Some(u) = &b.unbounded {
+            let _ = writeln!(o, "     not bounded: {u}");
+        }
+    }
+    if let Some(g) = &stop.inflight {
+        let _ = writeln!(
+            o,
+            "   in flight: {} at {} (read by a drain)",
+            g.metrics.join(" + "),
+            g.url
+        );
+    }
+}
+
 /// The teardown order, its deadline and its worst case.
 fn plan_shutdown(o: &mut String, p: &Plan) {
     let sd = &p.shutdown;
@@ -455,9 +468,14 @@ fn plan_shutdown(o: &mut String, p: &Plan) {
     };
     let _ = writeln!(
         o,
-        "\nshutdown: {order}; deadline {}; drain signal {}{}",
+        "\nshutdown: {order}; deadline {}; drain signal {}{}{}",
         secs(sd.deadline),
         sd.drain_signal,
+        if sd.drain.is_zero() {
+            String::new()
+        } else {
+            format!(" (in-flight requests get {} first)", secs(sd.drain))
+        },
         if sd.exit_when_workers_done {
             "; also when every worker has exited"
         } else {
