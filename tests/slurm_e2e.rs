@@ -820,9 +820,66 @@ frontend: {{type: dynamo, enable_multiple_frontends: false, dedicated_node: true
         env,
         "mocker-agg",
         &patch,
-        &[("startup_time", 3.into())],
+        // Slowed down from the recipe's 100 so that a 100-token stream lasts about 15 s
+        // (measured: 8 concurrent streams, 14.7 s), longer than any stop grace.
+        &[
+            ("startup_time", 3.into()),
+            ("speedup_ratio", STREAM_SPEEDUP.into()),
+        ],
         "mocker-1p2d",
     )
+}
+
+/// The mocker's speed in the 1P2D job: a `STREAM_TOKENS` stream lasts about 15 s.
+const STREAM_SPEEDUP: f64 = 0.05;
+/// Tokens of each stream the drain must let finish.
+const STREAM_TOKENS: u64 = 100;
+
+/// One streaming completion of `STREAM_TOKENS` through the frontend on `port`, read to its end:
+/// the tokens the final usage chunk reports, or what went wrong (an HTTP error, an error event,
+/// a stream cut before `[DONE]`).
+fn stream_completion(port: u16, model: &str) -> Result<u64, String> {
+    use std::io::BufRead;
+    let resp = ureq::post(&format!("http://127.0.0.1:{port}/v1/completions"))
+        .timeout(Duration::from_secs(120))
+        .send_json(serde_json::json!({
+            "model": model,
+            "prompt": "hello world",
+            "max_tokens": STREAM_TOKENS,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        }))
+        .map_err(|e| e.to_string())?;
+    let mut tokens = None;
+    for line in std::io::BufReader::new(resp.into_reader()).lines() {
+        let line = line.map_err(|e| format!("reading the stream: {e}"))?;
+        if line.starts_with("event:") {
+            return Err(format!("an event in the stream: {line}"));
+        }
+        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+            continue;
+        };
+        if data == "[DONE]" {
+            return tokens.ok_or_else(|| "[DONE] without a usage chunk".to_string());
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(data).map_err(|e| format!("{data}: {e}"))?;
+        if v.get("error").is_some() {
+            return Err(format!("an error chunk: {data}"));
+        }
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            tokens = Some(n);
+        }
+    }
+    Err("the stream ended without [DONE]".into())
+}
+
+/// The sum of `metric` over its series on a `/metrics` page.
+fn gauge_sum(page: &str, metric: &str) -> f64 {
+    page.lines()
+        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// `mcsup submit --no-container` of `recipe` on the local cluster, with a cluster config for it
@@ -1067,13 +1124,91 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         "{view}"
     );
     eprintln!("{view}");
-    // Slurm's early warning: the frontend stops first, then the workers, then etcd and NATS.
+    // Slurm's early warning under load: 8 streams of about 15 s each are in flight (the
+    // frontend counts them) when it comes. The frontend stops admitting and finishes them; the
+    // workers are stopped once their in-flight gauge reads 0. No stream fails, nothing is
+    // SIGKILLed, the job completes.
+    let model = common::recipe::dynamo_venv().1.display().to_string();
+    let streams: Vec<_> = (0..8)
+        .map(|_| {
+            let model = model.clone();
+            std::thread::spawn(move || stream_completion(8000, &model))
+        })
+        .collect();
+    wait_for("8 streams in flight", Duration::from_secs(20), || {
+        let page = ureq::get("http://127.0.0.1:8000/metrics")
+            .call()
+            .ok()?
+            .into_string()
+            .ok()?;
+        (gauge_sum(&page, "dynamo_frontend_inflight_requests") >= 8.0).then_some(())
+    });
+    let drain_at = Instant::now();
     assert!(cluster
         .run("scancel", &["--batch", "--signal=USR1", &id])
         .status
         .success());
-    cluster.wait_gone(&id, Duration::from_secs(60));
+    let results: Vec<Result<u64, String>> =
+        streams.into_iter().map(|t| t.join().unwrap()).collect();
+    eprintln!(
+        "streams {:?} after the early warning: {results:?}",
+        drain_at.elapsed()
+    );
+    assert!(
+        results.iter().all(|r| r == &Ok(STREAM_TOKENS)),
+        "every admitted stream completes: {results:?}"
+    );
+    cluster.wait_gone(&id, Duration::from_secs(90));
     assert_eq!(cluster.job_state(&id), "COMPLETED 0:0", "{}", job_out());
+    for n in ["n1", "n2", "n3", "n4"] {
+        let evs = events(n);
+        assert!(
+            !evs.iter().any(|e| e.event == "killing"),
+            "{n}: nothing is SIGKILLed in a drain: {:?}",
+            evs.iter().map(|e| &e.raw).collect::<Vec<_>>()
+        );
+        for e in evs.iter().filter(|e| e.event.starts_with("drain")) {
+            eprintln!("{n} {} {}: {}", e.process, e.event, e.raw["detail"]);
+        }
+    }
+    let said = |node: &str, p: &str, e: &str| {
+        events(node)
+            .iter()
+            .find(|x| x.process == p && x.event == e)
+            .map(|x| x.raw["detail"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_else(|| panic!("{node}: no {e} event of {p}"))
+    };
+    assert!(
+        said("n1", "frontend_0", "draining").starts_with("8 in flight: SIGTERM stops admission"),
+        "{}",
+        said("n1", "frontend_0", "draining")
+    );
+    assert!(said("n1", "frontend_0", "drained").starts_with("drained 8 in-flight request(s) in "));
+    // The decode workers held the streams (however the router spread them): each that had
+    // some waited for its own to end before its SIGTERM.
+    let mut decoded = 0;
+    for (n, p) in [("n3", "mocker-decode-0"), ("n4", "mocker-decode-1")] {
+        let evs = events(n);
+        let ev = |e: &str| evs.iter().find(|x| x.process == p && x.event == e);
+        let Some(drained) = ev("drained") else {
+            continue;
+        };
+        let d = drained.raw["detail"].as_str().unwrap_or_default();
+        decoded += d
+            .strip_prefix("drained ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|x| x.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{d}"));
+        let ts = |e: &Ev| e.raw["ts_ms"].as_u64().unwrap();
+        assert!(
+            ts(drained) <= ts(ev("stopping").unwrap()),
+            "{n}: {p} drained before its SIGTERM"
+        );
+    }
+    assert_eq!(
+        decoded, 8,
+        "the decode workers drained the 8 streams between them"
+    );
     // Across nodes, by wall clock (one machine: one clock).
     let ts = |node: &str, p: &str, e: &str| {
         events(node)
