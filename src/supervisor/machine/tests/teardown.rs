@@ -477,9 +477,10 @@ fn a_worker_that_exits_while_draining_is_stopped_not_restarted() {
     );
 }
 
-#[test]
-fn a_drained_frontend_is_read_signalled_at_once_and_given_the_drain_to_finish() {
-    let mut p = drained_chain(30_000);
+/// [`drained_chain`] behind a Dynamo frontend (pid 103), started, and the drain signal sent:
+/// the machine and what it did.
+fn drained_frontend(drain_ms: u64) -> (H, Vec<Action>) {
+    let mut p = drained_chain(drain_ms);
     let mut frontend = proc("frontend", ProcessKind::Frontend);
     frontend.stop.inflight = Some(crate::engine::stop::InflightGauge::of_dynamo_frontend(2));
     dep(&mut frontend, "worker", DependencyCondition::Healthy);
@@ -487,6 +488,12 @@ fn a_drained_frontend_is_read_signalled_at_once_and_given_the_drain_to_finish() 
     let mut h = H::new(p);
     h.start_all();
     let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    (h, a)
+}
+
+#[test]
+fn a_drained_frontend_is_read_signalled_at_once_and_given_the_drain_to_finish() {
+    let (mut h, a) = drained_frontend(30_000);
     assert_eq!(h.state(3), UnitState::Draining);
     assert_eq!(
         h.state(2),
@@ -529,14 +536,7 @@ fn a_drained_frontend_is_read_signalled_at_once_and_given_the_drain_to_finish() 
 
 #[test]
 fn a_frontend_past_its_drain_and_grace_is_killed() {
-    let mut p = drained_chain(3000);
-    let mut frontend = proc("frontend", ProcessKind::Frontend);
-    frontend.stop.inflight = Some(crate::engine::stop::InflightGauge::of_dynamo_frontend(2));
-    dep(&mut frontend, "worker", DependencyCondition::Healthy);
-    p.processes.push(frontend);
-    let mut h = H::new(p);
-    h.start_all();
-    let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    let (mut h, a) = drained_frontend(3000);
     h.ev(Event::Inflight {
         attempt: reads(&a)[0],
         result: Ok(1),
