@@ -830,7 +830,7 @@ fn render_for(job: &JobArgs) -> Result<crate::launch::Rendered, CliError> {
         summary.push_str(&format!("  node {i}: {n}\n"));
     }
     summary.push_str(&format!(
-        "  early warning: USR1 {} s before the time limit (teardown deadline + margins)\n",
+        "  early warning: USR1 {} s before the time limit (drain + teardown deadline + margins)\n",
         r.early_warning.as_secs_f64().ceil()
     ));
     crate::supervisor::stderr_write(summary.as_bytes());
