@@ -89,17 +89,33 @@ pub async fn http(
     body_contains: Option<String>,
     timeout: Duration,
 ) -> Result<(), String> {
-    let t = timeout;
-    let job = tokio::task::spawn_blocking(move || {
-        http_blocking(&host, port, &path, status, body_contains.as_deref(), t)
-    });
-    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
+    off_the_loop(timeout, "http probe", "http probe: ", move || {
+        http_blocking(
+            &host,
+            port,
+            &path,
+            status,
+            body_contains.as_deref(),
+            timeout,
+        )
+    })
+    .await
+}
+
+/// Run a blocking attempt bounded by `bound` on the blocking pool, with an outer timeout of
+/// `bound` + 100 ms as well: `task` names it if the task itself fails, `late` starts what is
+/// said if it overruns.
+async fn off_the_loop<T: Send + 'static>(
+    bound: Duration,
+    task: &str,
+    late: &str,
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let job = tokio::task::spawn_blocking(f);
+    match tokio::time::timeout(bound + Duration::from_millis(100), job).await {
         Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("http probe task failed: {e}")),
-        Err(_) => Err(format!(
-            "http probe: no answer within {} ms",
-            timeout.as_millis()
-        )),
+        Ok(Err(e)) => Err(format!("{task} task failed: {e}")),
+        Err(_) => Err(format!("{late}no answer within {} ms", bound.as_millis())),
     }
 }
 
@@ -111,25 +127,18 @@ pub async fn http_body(
     path: &'static str,
     timeout: Duration,
 ) -> Result<String, String> {
-    let job = tokio::task::spawn_blocking(move || {
+    off_the_loop(timeout, "http", "", move || {
         get_body_blocking(&format!("http://{host}:{port}{path}"), timeout)
-    });
-    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("http task failed: {e}")),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-    }
+    })
+    .await
 }
 
 /// One read of an engine's in-flight gauge (status 200, body at most 1 MiB).
 pub async fn inflight(gauge: InflightGauge, timeout: Duration) -> Result<u64, String> {
-    let job =
-        tokio::task::spawn_blocking(move || gauge.read(&get_body_blocking(&gauge.url, timeout)?));
-    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("http task failed: {e}")),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-    }
+    off_the_loop(timeout, "http", "", move || {
+        gauge.read(&get_body_blocking(&gauge.url, timeout)?)
+    })
+    .await
 }
 
 /// What the frontend's health answer lists (one GET, status 200, body at most 1 MiB).
@@ -161,19 +170,15 @@ fn get_any_status(url: &str, timeout: Duration) -> Result<ureq::Response, String
 /// One GET: its status and body (at most 64 KiB), whatever the status; on the blocking pool,
 /// with an outer timeout as well.
 pub async fn get_status(url: String, timeout: Duration) -> Result<(u16, String), String> {
-    let job = tokio::task::spawn_blocking(move || {
+    off_the_loop(timeout, "http", "", move || {
         let resp = get_any_status(&url, timeout)?;
         let status = resp.status();
         let mut body = String::new();
         use std::io::Read;
         let _ = resp.into_reader().take(64 << 10).read_to_string(&mut body);
         Ok((status, body))
-    });
-    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("http task failed: {e}")),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-    }
+    })
+    .await
 }
 
 /// One GET whose body (at most 1 MiB) is the answer; status 200. Blocking.
@@ -258,15 +263,14 @@ pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, S
 
 /// [`servable_blocking`] on the blocking pool, with an outer timeout.
 pub async fn servable(p: ServableProbe, timeout: Duration) -> Result<Seen, String> {
-    let job = tokio::task::spawn_blocking(move || servable_blocking(&p, timeout));
-    match tokio::time::timeout(timeout * 2 + Duration::from_millis(100), job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("servable probe task failed: {e}")),
-        Err(_) => Err(format!(
-            "servable probe: no answer within {} ms",
-            (timeout * 2).as_millis()
-        )),
-    }
+    // Two requests: the health read, then the completion.
+    off_the_loop(
+        timeout * 2,
+        "servable probe",
+        "servable probe: ",
+        move || servable_blocking(&p, timeout),
+    )
+    .await
 }
 
 /// [`frontend_seen_blocking`] on the blocking pool, with an outer timeout.
@@ -276,11 +280,8 @@ pub async fn frontend_seen(
     frontend: FrontendType,
     timeout: Duration,
 ) -> Result<Seen, String> {
-    let job =
-        tokio::task::spawn_blocking(move || frontend_seen_blocking(&host, port, frontend, timeout));
-    match tokio::time::timeout(timeout + Duration::from_millis(100), job).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(format!("health task failed: {e}")),
-        Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-    }
+    off_the_loop(timeout, "health", "", move || {
+        frontend_seen_blocking(&host, port, frontend, timeout)
+    })
+    .await
 }
