@@ -874,14 +874,6 @@ fn stream_completion(port: u16, model: &str) -> Result<u64, String> {
     Err("the stream ended without [DONE]".into())
 }
 
-/// The sum of `metric` over its series on a `/metrics` page.
-fn gauge_sum(page: &str, metric: &str) -> f64 {
-    page.lines()
-        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// `mcsup submit --no-container` of `recipe` on the local cluster, with a cluster config for it
 /// (its partition; no `--gpus-per-node` or `--segment`, which it does not take); `path` goes in
 /// front of the job's PATH. Returns the job id, its log directory and its output file, and
@@ -1135,13 +1127,10 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
             std::thread::spawn(move || stream_completion(8000, &model))
         })
         .collect();
+    // Counted by the frontend as mcsup's drain counts it.
+    let frontend_gauge = mcsup::engine::stop::InflightGauge::of_dynamo_frontend(8000);
     wait_for("8 streams in flight", Duration::from_secs(20), || {
-        let page = ureq::get("http://127.0.0.1:8000/metrics")
-            .call()
-            .ok()?
-            .into_string()
-            .ok()?;
-        (gauge_sum(&page, "dynamo_frontend_inflight_requests") >= 8.0).then_some(())
+        (frontend_gauge.read(&metrics(8000)).ok()? >= 8).then_some(())
     });
     let drain_at = Instant::now();
     assert!(cluster
