@@ -125,11 +125,8 @@ impl ProcState {
 struct Drain {
     /// When the drain reached this process.
     started: Instant,
-    /// When it stops waiting.
+    /// When it stops waiting (a frontend: when its one read is overdue).
     until: Instant,
-    /// A worker waits for its gauge to reach 0; a frontend is read once (its stop signal stops
-    /// admission, and it finishes what it admitted before it exits).
-    wait: bool,
     /// In flight at the first read.
     first: Option<u64>,
     /// In flight at the last read.

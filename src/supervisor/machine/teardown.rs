@@ -167,11 +167,11 @@ impl Machine {
         };
         let stop = self.procs[i].spec.stop.clone();
         let mut kill_at = now + stop.grace;
-        if let (Some(until), ProcessKind::Frontend, Some(_)) =
-            (self.drain_until, self.procs[i].spec.kind, &stop.inflight)
-        {
-            // A drained frontend finishes what it admitted before it exits: it has the drain.
-            kill_at = kill_at.max(until + stop.grace);
+        if let (Some(until), Some(_)) = (self.drain_until, &stop.inflight) {
+            if !drain_waits(self.procs[i].spec.kind) {
+                // A drained frontend finishes what it admitted before it exits: it has the drain.
+                kill_at = kill_at.max(until + stop.grace);
+            }
         }
         if let (Some(d), Phase::Stopping) = (self.teardown_deadline, self.phase) {
             // The global deadline shortens later graces.
@@ -332,16 +332,14 @@ impl Machine {
 
     /// A drain reaches a ready process whose engine counts its requests: read it first.
     fn begin_drain(&mut self, i: usize, pid: Pid, until: Instant, now: Instant) {
-        let wait = self.procs[i].spec.kind != ProcessKind::Frontend;
         let drain = Drain {
             started: now,
             // A frontend is read once, then stopped, whatever the answer.
-            until: if wait {
+            until: if drain_waits(self.procs[i].spec.kind) {
                 until
             } else {
                 now + INFLIGHT_READ_TIMEOUT
             },
-            wait,
             first: None,
             last: None,
             next_read: Some(now),
@@ -358,8 +356,8 @@ impl Machine {
                 continue;
             };
             if now >= drain.until {
-                let (wait, last, first) = (drain.wait, drain.last, drain.first);
-                if wait {
+                let (last, first) = (drain.last, drain.first);
+                if drain_waits(p.spec.kind) {
                     let detail = format!(
                         "drain time of {} spent with {} in flight (of {} at the start): {} now",
                         show_secs(self.shutdown.drain),
@@ -406,6 +404,7 @@ impl Machine {
         };
         let signal = self.procs[i].spec.stop.signal;
         let name = self.procs[i].spec.name.clone();
+        let waits = drain_waits(self.procs[i].spec.kind);
         let ProcState::Draining { pid, drain } = &mut self.procs[i].state else {
             return;
         };
@@ -428,7 +427,7 @@ impl Machine {
         let first = *drain.first.get_or_insert(n);
         let is_first = drain.last.is_none();
         drain.last = Some(n);
-        if !drain.wait {
+        if !waits {
             if n > 0 {
                 let until = self.drain_until.unwrap_or(now);
                 out.push(say(
@@ -470,4 +469,11 @@ impl Machine {
         drain.next_read = Some(now + INFLIGHT_POLL);
         self.version += 1;
     }
+}
+
+/// Whether a drain waits for a process's in-flight requests to end before its stop signal: a
+/// worker's, yes; a frontend's, no (it is read once: its stop signal stops admission, and it
+/// finishes what it admitted before it exits).
+fn drain_waits(kind: ProcessKind) -> bool {
+    kind != ProcessKind::Frontend
 }
