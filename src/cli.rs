@@ -76,6 +76,17 @@ pub enum Cmd {
         )]
         output: PathBuf,
     },
+    /// Tell how a job failed, from the events files in its log directory: which process
+    /// failed first (node, process, how, the known failure line it printed and the lines before
+    /// it), what followed because of it (nodes drained, processes stopped, later failures), and
+    /// the fix.
+    Why {
+        /// The job's log directory (default: ./mcsup-logs/<job>).
+        log_dir: Option<PathBuf>,
+        /// Print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -897,10 +908,13 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             let finished = nodes
                 .iter()
                 .all(|(_, r)| r.status.exit_code.is_some() || !r.writer_alive);
+            // The events say what failed first; a directory without them still has a status.
+            let events = supervisor::read_job_events(&dir).ok();
+            let story = events.as_deref().map(crate::render::why::story);
             let text = if args.json {
-                crate::render::job_status_json(&nodes, now_ms)
+                crate::render::job_status_json(&nodes, story.as_ref(), now_ms)
             } else {
-                crate::render::job_status_human(&nodes, now_ms)
+                crate::render::job_status_human(&nodes, story.as_ref(), now_ms)
             };
             return Ok((text, finished));
         }
@@ -1042,6 +1056,29 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
                 nodes.len(),
                 dir.display()
             ))?;
+            Ok(ExitCode::Ok.code())
+        }
+        Some(Cmd::Why { log_dir, json }) => {
+            let dir = log_dir.unwrap_or_else(default_log_dir);
+            let nodes = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
+            let story = crate::render::why::story(&nodes);
+            let log = story.first.as_ref().map(|f| {
+                (
+                    supervisor::log_path(&dir, f.node, f.process),
+                    supervisor::log_tail(&dir, f.node, f.process, 5),
+                )
+            });
+            let file = log.as_ref().map(|(p, _)| p.display().to_string());
+            let text = if json {
+                serde_json::to_string_pretty(&story.json(file.as_deref())).unwrap_or_default()
+                    + "\n"
+            } else {
+                story.human(
+                    file.as_deref().unwrap_or(""),
+                    log.as_ref().map_or(&[][..], |(_, t)| t),
+                )
+            };
+            print(&text)?;
             Ok(ExitCode::Ok.code())
         }
         Some(Cmd::Completions { shell }) => {

@@ -317,6 +317,26 @@ pub struct EventRecord {
     pub signal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// A `diagnosis` event's known failure line, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<DiagnosisRecord>,
+}
+
+/// A known failure line a process printed (a `diagnosis` event): which signature of the
+/// catalogue, the line, the lines before it, what it means and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiagnosisRecord {
+    /// The signature's id (`cuda-oom`).
+    pub signature: String,
+    /// The catalogue's version.
+    pub catalogue: u32,
+    pub line: String,
+    /// The lines printed before it, oldest first.
+    #[serde(default)]
+    pub context: Vec<String>,
+    pub what: String,
+    pub fix: String,
+    pub source: String,
 }
 
 /// The records of an events file, in order. A line that is not a record (the last one may be

@@ -81,7 +81,9 @@ fn a_worker_printing_mooncakes_rnic_inactive_line_gets_a_diagnosis_event_with_it
     let ev = m.wait_event("worker", "diagnosis", Duration::from_secs(90));
     let d = ev.raw["detail"].as_str().unwrap_or("").to_string();
     eprintln!("diagnosis: {d}");
-    assert!(d.starts_with("Mooncake rnic-inactive ("), "{d}");
+    assert!(d.starts_with("rnic-inactive ("), "{d}");
+    assert_eq!(ev.raw["diagnosis"]["signature"], "rnic-inactive");
+    assert_eq!(ev.raw["diagnosis"]["line"], line);
     assert!(d.contains(line), "{d}");
     assert!(d.contains("| fix: check the NIC's link"), "{d}");
     assert!(d.contains("sgl-project/sglang #10560"), "{d}");

@@ -100,6 +100,7 @@ fn thirty_two_nodes_of_twelve_processes_each_get_their_rows() {
                 exit_code: None,
                 signal: None,
                 detail: (!detail.is_empty()).then(|| detail.to_string()),
+                diagnosis: None,
             })
             .unwrap()
                 + "\n"

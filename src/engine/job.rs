@@ -16,6 +16,50 @@ const REQUEST_PLANES: &[&str] = &["nats", "tcp", "http"];
 /// `dynamo.event_plane` values srtctl accepts (`DynamoConfig._VALID_EVENT_PLANES`).
 const EVENT_PLANES: &[&str] = &["nats", "zmq"];
 
+/// `health_check.fatal_log_markers` (default true) and `extra_fatal_log_patterns` (srtctl's
+/// `HealthCheckConfig`): the patterns, each checked to compile. srtctl matches them with
+/// Python's `re.search` on each line; mcsup with Rust's `regex`, which has no look-around and
+/// no backreferences: a pattern that needs them is refused here, not silently never matched.
+fn fatal_log_patterns(health: &Reader) -> Result<Vec<String>, PlanError> {
+    let on = health.boolean("fatal_log_markers")?.unwrap_or(true);
+    let extra = match health.raw("extra_fatal_log_patterns") {
+        None => Vec::new(),
+        Some(serde_yaml::Value::Sequence(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let key = format!("health_check.extra_fatal_log_patterns[{i}]");
+                let serde_yaml::Value::String(p) = v else {
+                    return Err(plan_err(
+                        key,
+                        "is not a string",
+                        "write each pattern as a quoted string: - \"CUDA error: out of memory\"",
+                    ));
+                };
+                regex::Regex::new(p).map_err(|e| {
+                    let e = e.to_string();
+                    let why = e.lines().last().unwrap_or("").trim().to_string();
+                    plan_err(
+                        key,
+                        format!("`{p}` is not a regular expression mcsup can match: {why}"),
+                        "write it without look-around ((?=…), (?!…)) and backreferences (\\1), which Rust's regex lacks; a plain substring works as is",
+                    )
+                })?;
+                Ok(p.clone())
+            })
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(health.bad(
+                "extra_fatal_log_patterns",
+                v,
+                "a list of patterns",
+                "[\"CUDA error: out of memory\"]",
+            ))
+        }
+    };
+    Ok(if on { extra } else { Vec::new() })
+}
+
 /// What srtctl's layout and worker launch read outside the engine's own section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSettings {
@@ -41,6 +85,11 @@ pub struct JobSettings {
     pub health_max_attempts: u64,
     /// `health_check.interval_seconds` (default 10).
     pub health_interval_seconds: u64,
+    /// The log lines that fail a worker while its process lives on: srtctl's
+    /// `_fatal_log_patterns` (the engine's own, none for SGLang, vLLM and the mocker, then
+    /// `health_check.extra_fatal_log_patterns`), empty with `health_check.fatal_log_markers:
+    /// false`. Each compiles as a regular expression.
+    pub fatal_log_patterns: Vec<String>,
 }
 
 impl JobSettings {
@@ -121,6 +170,7 @@ impl JobSettings {
             event_plane,
             health_max_attempts: count(&health, "max_attempts", 180)?,
             health_interval_seconds: count(&health, "interval_seconds", 10)?,
+            fatal_log_patterns: fatal_log_patterns(&health)?,
         })
     }
 
@@ -348,6 +398,18 @@ mod tests {
             ("dynamo: {event_plane: tcp}\n", "dynamo.event_plane"),
             ("model: {path: [a]}\n", "model.path"),
             ("setup_script: {a: 1}\n", "setup_script"),
+            (
+                "health_check: {fatal_log_markers: perhaps}\n",
+                "health_check.fatal_log_markers",
+            ),
+            (
+                "health_check: {extra_fatal_log_patterns: oom}\n",
+                "health_check.extra_fatal_log_patterns",
+            ),
+            (
+                "health_check: {extra_fatal_log_patterns: [ok, 7]}\n",
+                "health_check.extra_fatal_log_patterns[1]",
+            ),
         ] {
             let e = read(yaml).unwrap_err().to_string();
             assert!(e.contains(key), "{yaml}: {e}");
@@ -363,5 +425,27 @@ mod tests {
         );
         let s = read("model: {path: /models/dsr1/}\n").unwrap();
         assert_eq!(s.model_arg(), ("/model".into(), "dsr1".into()));
+    }
+
+    #[test]
+    fn fatal_log_patterns_are_srtctls_and_compile() {
+        assert!(read("{}\n").unwrap().fatal_log_patterns.is_empty());
+        let two = "health_check: {extra_fatal_log_patterns: [\"CUDA error: out of memory\", \"^Rank\\\\d+ died$\"]}\n";
+        assert_eq!(
+            read(two).unwrap().fatal_log_patterns,
+            ["CUDA error: out of memory", "^Rank\\d+ died$"]
+        );
+        // The kill switch turns every pattern off, as srtctl's does.
+        let off = "health_check:\n  fatal_log_markers: false\n  extra_fatal_log_patterns: [oom]\n";
+        assert!(read(off).unwrap().fatal_log_patterns.is_empty());
+        // srtctl's own TRT-LLM pattern uses a look-ahead: refused with the key and the fix.
+        let e = read("health_check: {extra_fatal_log_patterns: [\"^Rank\\\\d+ Task exit code: (?!0$)\\\\d+$\"]}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("health_check.extra_fatal_log_patterns[0]"),
+            "{e}"
+        );
+        assert!(e.contains("look-around"), "{e}");
     }
 }

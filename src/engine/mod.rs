@@ -25,6 +25,7 @@ pub mod observability;
 pub mod profiling;
 pub mod reader;
 pub mod sglang;
+pub mod signatures;
 pub mod stop;
 pub mod vllm;
 

@@ -298,5 +298,6 @@ fn frontend_process(
         restart,
         stop,
         critical: true,
+        fatal_log_patterns: Vec::new(),
     }
 }

@@ -187,7 +187,9 @@ fn partly_read(key: &str, is_v2: bool) -> Option<String> {
         // srtctl's layout: worker counts, GPUs per node and worker, spread_workers.
         "resources" => return None,
         "model" => "model.path",
-        "health_check" => "max_attempts and interval_seconds",
+        "health_check" => {
+            "max_attempts, interval_seconds, fatal_log_markers and extra_fatal_log_patterns"
+        }
         "benchmark" => "client_dedicated_node and colocate_with_frontend",
         "infra" => "etcd_nats_dedicated_node",
         _ => return Some(key.to_string()),

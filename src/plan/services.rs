@@ -386,6 +386,7 @@ fn instance(
             restart,
             stop,
             critical: svc.critical,
+            fatal_log_patterns: Vec::new(),
         },
         ports,
     })

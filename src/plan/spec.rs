@@ -187,6 +187,10 @@ pub struct ProcessSpec {
     pub stop: StopSpec,
     /// A critical process that fails (or exits unasked) tears the whole node down.
     pub critical: bool,
+    /// Regular expressions a line of its output must not match: one that does fails its
+    /// liveness (srt-slurm's `health_check.fatal_log_markers`), its process alive or not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fatal_log_patterns: Vec<String>,
 }
 
 impl ProcessSpec {

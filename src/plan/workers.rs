@@ -224,6 +224,10 @@ pub fn plan_workers(
                     } else {
                         w.critical
                     },
+                    fatal_log_patterns: match topo {
+                        Some(t) if *derived => t.job.fatal_log_patterns.clone(),
+                        _ => Vec::new(),
+                    },
                 });
             }
         }

@@ -16,6 +16,7 @@ use crate::secrets::{self, REDACTED};
 
 mod status;
 mod timeline;
+pub mod why;
 
 #[cfg(test)]
 pub(crate) use status::status_tests;

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use crate::engine::frontend::describe as servable_describe;
 use crate::mooncake::segments::Capacity;
+use crate::render::why::Story;
 use crate::runfiles::{
     MooncakeView, NodePhase, ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead,
     UnitKind, UnitState,
@@ -593,7 +594,11 @@ fn waiting(nodes: &[(String, StatusRead)], now_ms: u64) -> Vec<(NodeUnit<'_>, St
 /// `mcsup status --job`: every process of every node in one table, a line per node with its
 /// outcome, what the job waits for while it starts, the start-up's critical path and the
 /// slowest process to get ready. Pure: `now_ms` comes from the caller.
-pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
+pub fn job_status_human(
+    nodes: &[(String, StatusRead)],
+    story: Option<&Story>,
+    now_ms: u64,
+) -> String {
     let header = [
         "NODE",
         "PROCESS",
@@ -627,13 +632,17 @@ pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if let Some(h) = story.and_then(Story::headline) {
+        let _ = writeln!(out, "{h} (`mcsup why` tells the story)");
+    }
     out.push_str(&text_table(header, &rows));
     out.push('\n');
     for (node, r) in nodes {
         let _ = writeln!(
             out,
-            "{node}: {}",
-            node_outcome(&r.status, r.writer_alive, now_ms)
+            "{node}: {}{}",
+            node_outcome(&r.status, r.writer_alive, now_ms),
+            after_first_failure(story, node)
         );
     }
     let start = nodes
@@ -688,6 +697,29 @@ pub fn job_status_human(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
     out
 }
 
+/// What the first failure of the job did to `node`, for its outcome line: nothing, or that it
+/// failed first, was drained because of it, or failed after it.
+fn after_first_failure(story: Option<&Story>, node: &str) -> String {
+    let Some((s, f)) = story.and_then(|s| Some((s, s.first.as_ref()?))) else {
+        return String::new();
+    };
+    let Some(n) = s.nodes.iter().find(|n| n.node == node) else {
+        return String::new();
+    };
+    match s.outcome(n) {
+        "failed" => format!("; the job's first failure: {}", f.process),
+        "drained" => format!(
+            "; drained because of the first failure ({}/{}), not failed",
+            f.node, f.process
+        ),
+        "failed after" => format!(
+            "; failed after the first failure ({}/{})",
+            f.node, f.process
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The job's stores as its nodes list them, against what the master holds (from the status of
 /// the master's node), or `None` when no node has seen the master.
 fn mooncake_capacity(nodes: &[(String, StatusRead)]) -> Option<(String, Capacity, &MooncakeView)> {
@@ -724,7 +756,11 @@ fn mooncake_line(nodes: &[(String, StatusRead)]) -> Option<String> {
 /// `mcsup status --job --json`: `{"nodes": [{"node", "alive", "outcome", "status": STATUS}],
 /// "waiting": [{"node", "unit", "what"}], "critical_path": [{"node", "unit", "ready_s"}],
 /// "slowest_to_ready": {"node", "process", "seconds", "spawned_after"} | null}`.
-pub fn job_status_json(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
+pub fn job_status_json(
+    nodes: &[(String, StatusRead)],
+    story: Option<&Story>,
+    now_ms: u64,
+) -> String {
     let slowest = slowest_to_ready(nodes).map(|(n, u)| {
         serde_json::json!({
             "node": n,
@@ -738,8 +774,10 @@ pub fn job_status_json(nodes: &[(String, StatusRead)], now_ms: u64) -> String {
             "node": n,
             "alive": r.writer_alive,
             "outcome": node_outcome(&r.status, r.writer_alive, now_ms),
+            "after_first_failure": story.and_then(|s| Some(s.outcome(s.nodes.iter().find(|x| x.node == n)?))),
             "status": r.status,
         })).collect::<Vec<_>>(),
+        "first_failure": story.map(|s| s.json(None)["first_failure"].clone()),
         "waiting": waiting(nodes, now_ms).into_iter().map(|((n, u), what)| serde_json::json!({
             "node": n, "unit": u.name, "what": what,
         })).collect::<Vec<_>>(),
@@ -958,7 +996,7 @@ pub(crate) mod status_tests {
     #[test]
     fn the_critical_path_follows_what_each_spawn_waited_for() {
         let nodes = two_nodes();
-        let out = job_status_human(&nodes, 10_000);
+        let out = job_status_human(&nodes, None, 10_000);
         assert!(
             out.contains(
                 "start-up critical path (ready, after the first mcsup started): \
@@ -974,7 +1012,7 @@ pub(crate) mod status_tests {
         );
         assert!(!out.contains("waiting:"), "{out}");
         let json: serde_json::Value =
-            serde_json::from_str(&job_status_json(&nodes, 10_000)).unwrap();
+            serde_json::from_str(&job_status_json(&nodes, None, 10_000)).unwrap();
         assert_eq!(json["critical_path"][1]["unit"], "master@n1");
         assert_eq!(json["critical_path"][3]["ready_s"], 7.0);
         assert_eq!(json["slowest_to_ready"]["spawned_after"], "store");
@@ -987,7 +1025,7 @@ pub(crate) mod status_tests {
         store.spawned_ts_ms = Some(20_000);
         store.ready_after_ms = Some(500);
         store.restarts = 1;
-        let again = job_status_human(&nodes, 30_000);
+        let again = job_status_human(&nodes, None, 30_000);
         assert!(
             again.contains("-> n2/store +1.0 s -> n2/worker +7.0 s\n"),
             "{again}"
@@ -1005,7 +1043,7 @@ pub(crate) mod status_tests {
         n2.units[2].state = "waiting".into();
         n2.units[2].spawned_ts_ms = None;
         n2.units[2].state_since_ts_ms = 1_200;
-        let out = job_status_human(&nodes, 46_600);
+        let out = job_status_human(&nodes, None, 46_600);
         assert!(
             out.contains(
                 "waiting: n2/store for its readiness, 45.0 s so far, 2 probe failure(s)\n"
@@ -1020,7 +1058,7 @@ pub(crate) mod status_tests {
         assert!(out.contains("-> n1/worker +4.8 s\n"), "{out}");
         // A node whose mcsup is gone waits for nothing.
         nodes[1].1.writer_alive = false;
-        assert!(!job_status_human(&nodes, 46_600).contains("waiting:"));
+        assert!(!job_status_human(&nodes, None, 46_600).contains("waiting:"));
     }
 
     #[test]

@@ -167,100 +167,193 @@ fn tick_label(at_ms: u64, step: u64) -> String {
     }
 }
 
+const LEFT: f64 = 260.0;
+const WIDTH: f64 = 1100.0;
+const ROW: f64 = 20.0;
+const TOP: f64 = 40.0;
+
+/// The time axis: a wall-clock time's x.
+struct Scale {
+    start: u64,
+    end: u64,
+}
+
+impl Scale {
+    fn x(&self, t: u64) -> f64 {
+        LEFT + (t.saturating_sub(self.start)) as f64 / (self.end - self.start) as f64 * WIDTH
+    }
+}
+
+/// The rows: each node's processes in order of first appearance (mcsup's own events are
+/// markers), the first failure's process moved to the top.
+fn row_order<'a>(
+    nodes: &'a [(String, Vec<EventRecord>)],
+    first: Option<&super::why::Failure>,
+) -> Vec<(usize, &'a str)> {
+    let mut order: Vec<(usize, &str)> = Vec::new();
+    for (k, (_, evs)) in nodes.iter().enumerate() {
+        for e in evs.iter().filter(|e| e.process != "mcsup") {
+            if !order.contains(&(k, e.process.as_str())) {
+                order.push((k, &e.process));
+            }
+        }
+    }
+    if let Some(f) = first {
+        if let Some(i) = order
+            .iter()
+            .position(|(k, p)| nodes[*k].0 == f.node && *p == f.process)
+        {
+            let r = order.remove(i);
+            order.insert(0, r);
+        }
+    }
+    order
+}
+
+/// One process's row: its spans and marks.
+fn draw_process(
+    rows: &mut String,
+    scale: &Scale,
+    row: usize,
+    node: &str,
+    name: &str,
+    evs: &[EventRecord],
+    is_first: bool,
+) {
+    let (start, end) = (scale.start, scale.end);
+    let x = |t: u64| scale.x(t);
+    // What is still open when the node's mcsup finished (a gate) ends there.
+    let node_end = evs
+        .iter()
+        .rfind(|e| e.process == "mcsup" && e.event == EventKind::Finished)
+        .map_or(end, |e| e.ts_ms);
+    let mine: Vec<&EventRecord> = evs.iter().filter(|e| e.process == *name).collect();
+    let (spans, marks) = spans_of(&mine, node_end);
+    let y = TOP + row as f64 * ROW;
+    let _ = write!(
+        rows,
+        r#"<g class="process{c}" data-node="{n}" data-process="{p}"{a}><text class="label" x="{lx:.1}" y="{ty:.1}">{pre}{n} / {p}</text>"#,
+        c = if is_first { " first-failure" } else { "" },
+        a = if is_first {
+            r#" data-first-failure="true""#
+        } else {
+            ""
+        },
+        pre = if is_first { "first failure: " } else { "" },
+        n = html_escape(node),
+        p = html_escape(name),
+        lx = LEFT - 8.0,
+        ty = y + ROW * 0.7
+    );
+    for s in spans {
+        let _ = write!(
+            rows,
+            r#"<rect class="bar {ph}" data-phase="{ph}" data-from="{f}" data-to="{t}" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}"><title>{title}</title></rect>"#,
+            ph = s.phase,
+            f = s.from - start,
+            t = s.to - start,
+            x = x(s.from),
+            y = y + 3.0,
+            w = (x(s.to) - x(s.from)).max(2.0),
+            h = ROW - 6.0,
+            title = html_escape(&s.title)
+        );
+    }
+    for (t, kind, title) in marks {
+        let _ = write!(
+            rows,
+            r#"<circle class="mark {k}" data-mark="{k}" cx="{cx:.1}" cy="{cy:.1}" r="4"><title>{title}</title></circle>"#,
+            k = kind,
+            cx = x(t),
+            cy = y + ROW / 2.0,
+            title = html_escape(&title)
+        );
+    }
+    rows.push_str("</g>");
+}
+
 /// `mcsup timeline`: every process of every node on one time axis (spawned -> ready ->
 /// stopping -> gone, restarts and failures marked, failures in red with the reason on hover),
 /// the shutdown requests as vertical lines. One self-contained HTML file: inline SVG and CSS, no
 /// script, no external asset. Pure: the caller reads the events files.
 pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)]) -> String {
-    const LEFT: f64 = 260.0;
-    const WIDTH: f64 = 1100.0;
-    const ROW: f64 = 20.0;
-    const TOP: f64 = 40.0;
     let all = nodes.iter().flat_map(|(_, evs)| evs.iter());
     let start = all.clone().map(|e| e.ts_ms).min().unwrap_or(0);
     let end = all.map(|e| e.ts_ms).max().unwrap_or(start).max(start + 1);
-    let x = |t: u64| LEFT + (t.saturating_sub(start)) as f64 / (end - start) as f64 * WIDTH;
+    let scale = Scale { start, end };
+    let x = |t: u64| scale.x(t);
+    let story = super::why::story(nodes);
+    let first = story.first.as_ref();
+    let drained: Vec<&str> = story.drained().map(|n| n.node).collect();
+    let order = row_order(nodes, first);
     let mut rows = String::new();
     let mut lines = String::new();
-    let mut row = 0usize;
     let mut bands = String::new();
-    for (k, (node, evs)) in nodes.iter().enumerate() {
-        // Processes in order of first appearance; mcsup's own events are markers.
-        let mut names: Vec<&str> = Vec::new();
-        for e in evs.iter().filter(|e| e.process != "mcsup") {
-            if !names.contains(&e.process.as_str()) {
-                names.push(&e.process);
-            }
+    // Where each node's rows start and how many it has (the first failure's row apart).
+    let mut node_rows: Vec<(usize, usize)> = vec![(usize::MAX, 0); nodes.len()];
+    for (row, (k, _)) in order.iter().enumerate() {
+        let is_first = row == 0 && first.is_some();
+        if !is_first {
+            let r = &mut node_rows[*k];
+            r.0 = r.0.min(row);
+            r.1 += 1;
         }
-        if k % 2 == 1 {
+    }
+    if first.is_some() && !order.is_empty() {
+        let _ = write!(
+            bands,
+            r#"<rect class="band first" x="0" y="{y:.1}" width="{w:.1}" height="{h:.1}"/>"#,
+            y = TOP,
+            w = LEFT + WIDTH + 20.0,
+            h = ROW
+        );
+    }
+    for (k, (node, evs)) in nodes.iter().enumerate() {
+        let (top, count) = node_rows[k];
+        let top = if count == 0 { 0 } else { top };
+        if k % 2 == 1 && count > 0 {
             // Every other node on a light band, so a node's rows read as one block.
             let _ = write!(
                 bands,
                 r#"<rect class="band" x="0" y="{y:.1}" width="{w:.1}" height="{h:.1}"/>"#,
-                y = TOP + row as f64 * ROW,
+                y = TOP + top as f64 * ROW,
                 w = LEFT + WIDTH + 20.0,
-                h = names.len() as f64 * ROW
+                h = count as f64 * ROW
             );
         }
+        let is_drained = drained.contains(&node.as_str());
         for e in evs
             .iter()
             .filter(|e| e.process == "mcsup" && e.event == EventKind::ShutdownRequested)
         {
+            let because = match first {
+                Some(f) if is_drained && e.ts_ms >= f.ts_ms => {
+                    format!(
+                        " (drained because of the first failure, {}/{})",
+                        f.node, f.process
+                    )
+                }
+                _ => String::new(),
+            };
             let _ = write!(
                 lines,
-                r#"<line class="shutdown" data-node="{n}" x1="{x:.1}" x2="{x:.1}" y1="{y0:.1}" y2="{y1:.1}"><title>{n}: shutdown requested: {d}</title></line>"#,
+                r#"<line class="shutdown{c}" data-node="{n}" x1="{x:.1}" x2="{x:.1}" y1="{y0:.1}" y2="{y1:.1}"><title>{n}: shutdown requested: {d}{b}</title></line>"#,
+                c = if because.is_empty() { "" } else { " drained" },
                 n = html_escape(node),
                 x = x(e.ts_ms),
-                y0 = TOP + row as f64 * ROW,
-                y1 = TOP + (row + names.len().max(1)) as f64 * ROW,
-                d = html_escape(e.detail.as_deref().unwrap_or(""))
+                y0 = TOP + top as f64 * ROW,
+                y1 = TOP + (top + count.max(1)) as f64 * ROW,
+                d = html_escape(e.detail.as_deref().unwrap_or("")),
+                b = html_escape(&because),
             );
-        }
-        // What is still open when the node's mcsup finished (a gate) ends there.
-        let node_end = evs
-            .iter()
-            .rfind(|e| e.process == "mcsup" && e.event == EventKind::Finished)
-            .map_or(end, |e| e.ts_ms);
-        for name in names {
-            let mine: Vec<&EventRecord> = evs.iter().filter(|e| e.process == name).collect();
-            let (spans, marks) = spans_of(&mine, node_end);
-            let y = TOP + row as f64 * ROW;
-            let _ = write!(
-                rows,
-                r#"<g class="process" data-node="{n}" data-process="{p}"><text class="label" x="{lx:.1}" y="{ty:.1}">{n} / {p}</text>"#,
-                n = html_escape(node),
-                p = html_escape(name),
-                lx = LEFT - 8.0,
-                ty = y + ROW * 0.7
-            );
-            for s in spans {
-                let _ = write!(
-                    rows,
-                    r#"<rect class="bar {ph}" data-phase="{ph}" data-from="{f}" data-to="{t}" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}"><title>{title}</title></rect>"#,
-                    ph = s.phase,
-                    f = s.from - start,
-                    t = s.to - start,
-                    x = x(s.from),
-                    y = y + 3.0,
-                    w = (x(s.to) - x(s.from)).max(2.0),
-                    h = ROW - 6.0,
-                    title = html_escape(&s.title)
-                );
-            }
-            for (t, kind, title) in marks {
-                let _ = write!(
-                    rows,
-                    r#"<circle class="mark {k}" data-mark="{k}" cx="{cx:.1}" cy="{cy:.1}" r="4"><title>{title}</title></circle>"#,
-                    k = kind,
-                    cx = x(t),
-                    cy = y + ROW / 2.0,
-                    title = html_escape(&title)
-                );
-            }
-            rows.push_str("</g>");
-            row += 1;
         }
     }
+    for (row, (k, name)) in order.iter().enumerate() {
+        let (node, evs) = &nodes[*k];
+        let is_first = row == 0 && first.is_some();
+        draw_process(&mut rows, &scale, row, node, name, evs, is_first);
+    }
+    let row = order.len();
     // The job's servable moment, across every node's rows.
     for (node, evs) in nodes {
         for e in evs.iter().filter(|e| e.event == EventKind::Servable) {
@@ -304,11 +397,14 @@ line.tick {{ stroke: #ddd; }} text.tick {{ fill: #555; text-anchor: middle; }}
 .mark.servable {{ fill: #3f9142; stroke: #000; }} .mark.lost {{ fill: #e8743b; stroke: #000; }} .mark.back {{ fill: #3f9142; }}
 .shutdown {{ stroke: #d64545; stroke-dasharray: 4 3; }}
 .servable {{ stroke: #3f9142; stroke-width: 2; }}
-.band {{ fill: #f3f4f6; }}
+.band {{ fill: #f3f4f6; }} .band.first {{ fill: #fde8e8; }}
+.shutdown.drained {{ stroke: #8a8a8a; }}
+p.first-failure {{ color: #a61b1b; font-weight: bold; }}
 </style></head>
 <body>
 <h1>mcsup timeline: {n} node(s), {p} process(es), {total_s:.1} s</h1>
-<p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested; green line (and black-ringed green dot): the job became servable; black-ringed orange dot: the frontend lost workers, green dot: it has them all again.</p>
+{banner}
+<p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested (grey: a node drained because of the first failure, which is the top row); green line (and black-ringed green dot): the job became servable; black-ringed orange dot: the frontend lost workers, green dot: it has them all again.</p>
 <svg xmlns="http://www.w3.org/2000/svg" width="{w:.0}" height="{height:.0}">
 {bands}{ticks}{rows}{lines}
 </svg>
@@ -316,6 +412,15 @@ line.tick {{ stroke: #ddd; }} text.tick {{ fill: #555; text-anchor: middle; }}
 "#,
         n = nodes.len(),
         p = row,
+        banner = story.headline().map_or_else(String::new, |h| format!(
+            r#"<p class="first-failure" id="first-failure">{}{}</p>"#,
+            html_escape(&h),
+            if drained.is_empty() {
+                String::new()
+            } else {
+                html_escape(&format!("; drained because of it: {}", drained.join(", ")))
+            }
+        )),
         w = LEFT + WIDTH + 40.0,
     )
 }

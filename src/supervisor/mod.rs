@@ -24,6 +24,7 @@
 
 pub mod machine;
 
+mod diagnose;
 mod logs;
 mod probes;
 mod remount;
@@ -45,11 +46,12 @@ pub use crate::runfiles::{
     events_path, read_events, status_path, EventRecord, OutputLost, ServableState, ServableStatus,
     StatusExit, StatusFile, StatusProcess, StatusRead,
 };
+pub use logs::log_path;
 pub use machine::ExitStatus;
 pub use runtime::run_with_signals;
 pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
 pub use spawn::SHORT_SLICE;
-pub use status::{read_job, read_job_events, read_status};
+pub use status::{log_tail, read_job, read_job_events, read_status};
 pub use stderr::{flush_stderr, init_tracing, stderr_write};
 
 /// How the supervisor reports its own events on stderr.

@@ -23,8 +23,8 @@ use super::machine::{ExitStatus, Record, UnitStatus};
 use super::SupervisorError;
 use crate::plan::ProcessKind;
 use crate::runfiles::{
-    events_path, read_events, status_path, EventRecord, StatusExit, StatusFile, StatusProcess,
-    StatusRead, UnitKind,
+    events_path, read_events, status_path, DiagnosisRecord, EventRecord, StatusExit, StatusFile,
+    StatusProcess, StatusRead, UnitKind,
 };
 
 /// The largest status file `mcsup status` reads (one written by mcsup is a few KiB).
@@ -166,6 +166,17 @@ impl EventsWriter {
     /// One line per record; written unbuffered so readers see it at once. If the file was
     /// deleted (`rm -rf` of the log directory), it is recreated first.
     pub fn write(&mut self, r: &Record, now: Instant, clock: &Clock) {
+        self.write_with(r, None, now, clock);
+    }
+
+    /// [`EventsWriter::write`] of a record with its known failure line (a `diagnosis` event).
+    pub fn write_with(
+        &mut self,
+        r: &Record,
+        diagnosis: Option<DiagnosisRecord>,
+        now: Instant,
+        clock: &Clock,
+    ) {
         if self
             .file
             .metadata()
@@ -189,6 +200,7 @@ impl EventsWriter {
             exit_code: r.status.map(|s| s.code()),
             signal: r.status.and_then(|s| s.signal_name()).map(str::to_string),
             detail: r.detail.clone(),
+            diagnosis,
         };
         if let Ok(mut v) = serde_json::to_vec(&line) {
             v.push(b'\n');
@@ -231,6 +243,36 @@ pub fn read_job_events(log_dir: &Path) -> Result<Vec<(String, Vec<EventRecord>)>
                 .map(|evs| (n, evs))
                 .map_err(|e| SupervisorError::io(&path, e))
         })
+        .collect()
+}
+
+/// The last `lines` lines (at most the last 8 KiB) of process `process`'s log file on `node`
+/// in `log_dir`, for `mcsup why`: read without following a symlink or blocking on a FIFO, and
+/// empty when the file is not there or not a regular file.
+pub fn log_tail(log_dir: &Path, node: &str, process: &str, lines: usize) -> Vec<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    const MAX: u64 = 8 * 1024;
+    if logs::check_name("node", node).is_err() || logs::check_name("process", process).is_err() {
+        return Vec::new();
+    }
+    let path = logs::log_path(log_dir, node, process);
+    let Ok(mut f) = logs::open_private(&path, OpenMode::Read) else {
+        return Vec::new();
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(len.saturating_sub(MAX))).is_err()
+        || f.take(MAX).read_to_end(&mut buf).is_err()
+    {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    // The first line of a cut read may be a piece of one.
+    let skip = usize::from(len > MAX && all.len() > lines);
+    all[skip.max(all.len().saturating_sub(lines))..]
+        .iter()
+        .map(|l| crate::domain::signature::shown_line(l.as_bytes(), 400))
         .collect()
 }
 

@@ -1,7 +1,7 @@
 //! What mcsup learns of its Mooncake clients while they run: each store's client id and
 //! transport (from its own output), whether the master holds its segment as planned (the store's
 //! readiness), what its client `/health` says (its liveness), and Mooncake's failure lines in the
-//! output of stores and workers (`diagnosis` events).
+//! output of stores and workers (`diagnosis` events, see `super::diagnose`).
 //!
 //! The Mooncake facts (the master's answers, the lines and their fixes) are in
 //! `crate::mooncake::{segments, signatures}`; here is their runtime side: one watch per process
@@ -14,9 +14,9 @@ use std::time::Duration;
 use aho_corasick::AhoCorasick;
 
 use crate::mooncake::segments::{self, Expected, Verdict, SEGMENTS_DETAIL_PATH};
-use crate::mooncake::signatures::{self, SIGNATURES};
 use crate::plan::{ProcessKind, SegmentProbe};
 
+use super::diagnose::{self, Diagnoser, Found};
 use super::logs::Watch;
 
 /// What a store printed that its readiness needs.
@@ -34,23 +34,20 @@ const CLIENT_ID: &str = "] client_id=";
 const NO_HCA: &str = "Found 0 HCAs";
 const HTTP_NOT_STARTED: &str = "Failed to start client HTTP server";
 
+/// Build the watches' searchers once, before anything is spawned.
+pub fn warm_finders() {
+    let _ = (finder(true), finder(false));
+}
+
+/// The needles of a watch: the catalogue's, and for a store the lines its checks need.
 fn finder(store: bool) -> AhoCorasick {
-    static WORKER: OnceLock<AhoCorasick> = OnceLock::new();
     static STORE: OnceLock<AhoCorasick> = OnceLock::new();
-    let build = |extra: &[&'static str]| {
-        let needles: Vec<&str> = SIGNATURES
-            .iter()
-            .flat_map(|s| s.needles.iter().copied())
-            .chain(extra.iter().copied())
-            .collect();
-        AhoCorasick::new(needles).expect("the signature needles are plain strings")
-    };
     if store {
         STORE
-            .get_or_init(|| build(&[CLIENT_ID, HTTP_NOT_STARTED]))
+            .get_or_init(|| diagnose::finder(&[CLIENT_ID, HTTP_NOT_STARTED]))
             .clone()
     } else {
-        WORKER.get_or_init(|| build(&[])).clone()
+        diagnose::catalogue_finder()
     }
 }
 
@@ -90,46 +87,33 @@ pub struct HealthOutcome {
 }
 
 impl StoreWatch {
-    /// A new incarnation of process `proc`: the watch on its output, for stores and workers.
-    /// `report` gets the `diagnosis` detail of each failure line, once per signature.
+    /// A new incarnation of process `proc`: the watch on its output (every process is watched
+    /// for the catalogue's failure lines; a store's also for what its checks need). `report` gets
+    /// each match (see [`Diagnoser`]).
     pub fn watch(
         &mut self,
         proc: usize,
         kind: ProcessKind,
-        report: Box<dyn Fn(String) + Send>,
-    ) -> Option<Watch> {
+        report: Box<dyn FnMut(Found) + Send>,
+    ) -> Watch {
         let store = kind == ProcessKind::Store;
-        if !store && kind != ProcessKind::Worker {
-            return None;
-        }
-        let printed = Arc::new(Mutex::new(Printed::default()));
-        if store {
+        let facts: Option<super::logs::LineTap> = store.then(|| {
+            let printed = Arc::new(Mutex::new(Printed::default()));
             self.printed.insert(proc, printed.clone());
             self.health.remove(&proc);
             self.answered.remove(&proc);
-        }
-        let mut reported = vec![false; SIGNATURES.len()];
-        Some(Watch::new(
-            finder(store),
-            Box::new(move |line| {
-                if store {
-                    if let Ok(mut p) = printed.lock() {
-                        if p.client_id.is_none() {
-                            p.client_id = segments::client_id_in(line);
-                        }
-                        let has = |n: &str| memchr::memmem::find(line, n.as_bytes()).is_some();
-                        p.found_no_hca |= has(NO_HCA);
-                        p.http_port_taken |= has(HTTP_NOT_STARTED);
+            Box::new(move |line: &[u8]| {
+                if let Ok(mut p) = printed.lock() {
+                    if p.client_id.is_none() {
+                        p.client_id = segments::client_id_in(line);
                     }
+                    let has = |n: &str| memchr::memmem::find(line, n.as_bytes()).is_some();
+                    p.found_no_hca |= has(NO_HCA);
+                    p.http_port_taken |= has(HTTP_NOT_STARTED);
                 }
-                if let Some(s) = signatures::matching(line) {
-                    let i = SIGNATURES.iter().position(|x| x.id == s.id).unwrap_or(0);
-                    if !std::mem::replace(&mut reported[i], true) {
-                        report(signatures::describe(s, line));
-                    }
-                }
-            }),
-        ))
+            }) as super::logs::LineTap
+        });
+        Diagnoser::watch(finder(store), facts, report)
     }
 
     /// What store `proc`'s current incarnation printed so far.
@@ -257,14 +241,14 @@ mod tests {
     use crate::runfiles::EventKind;
     use std::sync::mpsc;
 
-    fn watch(kind: ProcessKind) -> (StoreWatch, Option<Watch>, mpsc::Receiver<String>) {
+    fn watch(kind: ProcessKind) -> (StoreWatch, Watch, mpsc::Receiver<String>) {
         let (tx, rx) = mpsc::channel();
         let mut w = StoreWatch::default();
         let watch = w.watch(
             0,
             kind,
-            Box::new(move |d| {
-                let _ = tx.send(d);
+            Box::new(move |f: Found| {
+                let _ = tx.send(f.detail());
             }),
         );
         (w, watch, rx)
@@ -272,38 +256,33 @@ mod tests {
 
     #[test]
     fn a_store_watch_keeps_its_client_id_and_reports_each_failure_once() {
-        let (w, watch, rx) = watch(ProcessKind::Store);
-        let mut watch = watch.unwrap();
+        let (w, mut watch, rx) = watch(ProcessKind::Store);
         watch.scan(b"I1 a] Mooncake configuration loaded\nI1203 x client_service.cpp:423] client_id=12-34\nE1 y] Too many errors found in local RNIC mlx5_3, mark it inactive\nE1 y] Too many errors found in local RNIC mlx5_3, mark it inactive\nI1 x] Topology discovery complete. Found 0 HCAs.\n");
         let p = w.printed(0);
         assert_eq!(p.client_id.as_deref(), Some("12-34"));
         assert!(p.found_no_hca && !p.http_port_taken);
         let got: Vec<String> = rx.try_iter().collect();
         assert_eq!(got.len(), 2, "{got:?}");
-        assert!(got[0].starts_with("Mooncake rnic-inactive"), "{}", got[0]);
-        assert!(got[1].starts_with("Mooncake no-hca"), "{}", got[1]);
+        assert!(got[0].starts_with("rnic-inactive"), "{}", got[0]);
+        assert!(got[1].starts_with("no-hca"), "{}", got[1]);
     }
 
     #[test]
-    fn workers_are_watched_for_failures_and_other_kinds_not_at_all() {
-        let (w, watch, rx) = watch(ProcessKind::Worker);
-        watch
-            .unwrap()
-            .scan(b"[TP0] E1 x] client_id=9\n[TP0] Mooncake memory registration failed.\n");
-        assert_eq!(
-            w.printed(0),
-            Printed::default(),
-            "a worker's ids are not kept"
-        );
-        assert_eq!(rx.try_iter().count(), 1);
-        assert!(watch_kind_none(ProcessKind::Master));
-        assert!(watch_kind_none(ProcessKind::Frontend));
-    }
-
-    fn watch_kind_none(kind: ProcessKind) -> bool {
-        StoreWatch::default()
-            .watch(1, kind, Box::new(|_| {}))
-            .is_none()
+    fn every_kind_is_watched_for_failures_and_only_a_store_for_its_facts() {
+        for kind in [
+            ProcessKind::Worker,
+            ProcessKind::Master,
+            ProcessKind::Frontend,
+        ] {
+            let (w, mut watch, rx) = watch(kind);
+            watch.scan(b"[TP0] E1 x] client_id=9\n[TP0] Mooncake memory registration failed.\n");
+            assert_eq!(
+                w.printed(0),
+                Printed::default(),
+                "{kind:?}: its ids are not kept"
+            );
+            assert_eq!(rx.try_iter().count(), 1, "{kind:?}");
+        }
     }
 
     #[test]
@@ -348,7 +327,7 @@ mod tests {
             .is_none());
         // Its port taken by another process: said so.
         let mut w = StoreWatch::default();
-        let mut watch = w.watch(0, ProcessKind::Store, Box::new(|_| {})).unwrap();
+        let mut watch = w.watch(0, ProcessKind::Store, Box::new(|_| {}));
         watch.scan(b"W1 real_client.cpp:1157] Failed to start client HTTP server on port 9300; continuing without HTTP endpoints\n");
         let o = w.on_health(0, 9300, HealthAnswer::Failed("status 404".into()));
         assert!(o.event.unwrap().1.contains("another process holds it"));

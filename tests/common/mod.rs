@@ -229,6 +229,7 @@ impl TestEnv {
                 inflight: None,
             },
             critical: true,
+            fatal_log_patterns: Vec::new(),
         }
     }
 

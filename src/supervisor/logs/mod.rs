@@ -71,6 +71,49 @@ pub struct PumpConfig {
     /// What the console shows of a line (the file always gets it whole): the master's periodic
     /// report as a one-line summary.
     pub console_filter: Option<ConsoleFilter>,
+    /// The process's fatal log patterns, checked on every line.
+    pub fatal: Option<FatalWatch>,
+}
+
+/// Gets the pattern a line matched, and the line.
+pub type OnFatal = Box<dyn FnOnce(&str, &[u8]) + Send>;
+
+/// The lines that fail a process while it may still run (srt-slurm's fatal log markers): each
+/// line is matched against the patterns; the first match is reported, once.
+pub struct FatalWatch {
+    set: regex::bytes::RegexSet,
+    patterns: Vec<String>,
+    /// Gets the pattern and the line.
+    on_match: Option<OnFatal>,
+}
+
+impl FatalWatch {
+    /// `None` when there is no pattern; an error when one does not compile.
+    pub fn new(patterns: &[String], on_match: OnFatal) -> Result<Option<Self>, regex::Error> {
+        if patterns.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(FatalWatch {
+            set: regex::bytes::RegexSet::new(patterns)?,
+            patterns: patterns.to_vec(),
+            on_match: Some(on_match),
+        }))
+    }
+
+    /// Check `data`, whole lines separated by newlines.
+    pub fn scan(&mut self, data: &[u8]) {
+        if self.on_match.is_none() {
+            return;
+        }
+        for line in data.split(|b| *b == b'\n') {
+            if let Some(i) = self.set.matches(line).iter().next() {
+                if let Some(f) = self.on_match.take() {
+                    f(&self.patterns[i], line);
+                }
+                return;
+            }
+        }
+    }
 }
 
 /// What the console shows for one line of a child's output.
@@ -83,34 +126,122 @@ pub enum ConsoleLine {
 /// Decides [`ConsoleLine`] per line.
 pub type ConsoleFilter = Box<dyn FnMut(&[u8]) -> ConsoleLine + Send>;
 
+/// What a [`Watch`] does with the lines it finds.
+pub trait LineWatcher: Send {
+    /// A line holding a needle, with up to [`CONTEXT_BEFORE`] lines printed before it (oldest
+    /// first). Returns whether it wants the lines that follow ([`LineWatcher::follow`]).
+    fn hit(&mut self, line: &[u8], before: &[&[u8]]) -> bool;
+    /// The next line after a hit that asked for it; returns whether it wants the next one too.
+    fn follow(&mut self, line: &[u8]) -> bool;
+    /// The output ended.
+    fn finish(&mut self);
+}
+
+/// Lines of context a hit gets from before it.
+pub const CONTEXT_BEFORE: usize = 3;
+/// The bytes of earlier output a watch keeps for the context of a hit at the start of a chunk.
+const TAIL_KEPT: usize = 2048;
+
 /// Lines with known text in them, found as output arrives: a multi-needle search over each
 /// chunk of whole lines, so a busy child's output is still written in one piece; only a hit
-/// costs a look at its line.
+/// costs a look at its line (and at the few lines before it, from the chunk or from the last
+/// [`TAIL_KEPT`] bytes of the chunks before). After a hit that asks for them, the following
+/// lines go to the watcher one by one until it has enough.
 pub struct Watch {
     finder: aho_corasick::AhoCorasick,
-    on_hit: LineTap,
+    watcher: Box<dyn LineWatcher>,
+    /// The end of the output scanned so far (whole lines, each ending in a newline).
+    tail: Vec<u8>,
+    following: bool,
 }
 
 impl Watch {
-    /// `finder` holds the needles (built once and shared: cloning it is cheap); `on_hit` gets
-    /// each line holding one, once per line.
-    pub fn new(finder: aho_corasick::AhoCorasick, on_hit: LineTap) -> Self {
-        Watch { finder, on_hit }
+    /// `finder` holds the needles (built once and shared: cloning it is cheap).
+    pub fn new(finder: aho_corasick::AhoCorasick, watcher: Box<dyn LineWatcher>) -> Self {
+        Watch {
+            finder,
+            watcher,
+            tail: Vec::new(),
+            following: false,
+        }
     }
 
     /// Look through `data`: whole lines separated by newlines (the last may lack its newline).
     pub fn scan(&mut self, data: &[u8]) {
-        let mut done_to = 0;
-        for m in self.finder.find_iter(data) {
-            if m.start() < done_to {
-                continue; // another needle of a line already seen
+        let mut pos = 0;
+        while pos < data.len() {
+            let end = if self.following {
+                let end = line_end(data, pos);
+                self.following = self.watcher.follow(&data[pos..end]);
+                end
+            } else {
+                let Some(m) = self.finder.find(&data[pos..]) else {
+                    break;
+                };
+                let at = pos + m.start();
+                let start = memchr::memrchr(b'\n', &data[..at]).map_or(0, |i| i + 1);
+                let end = line_end(data, at);
+                let before = lines_before(&self.tail, &data[..start]);
+                self.following = self.watcher.hit(&data[start..end], &before);
+                end
+            };
+            pos = end + 1;
+        }
+        self.keep_tail(data);
+    }
+
+    /// The output ended.
+    pub fn finish(&mut self) {
+        self.watcher.finish();
+    }
+
+    /// Keep the last whole lines of the output, at most [`TAIL_KEPT`] bytes.
+    fn keep_tail(&mut self, data: &[u8]) {
+        if data.len() > TAIL_KEPT {
+            // Only the end of a long chunk, from its first whole line.
+            let end = &data[data.len() - TAIL_KEPT..];
+            self.tail.clear();
+            if let Some(i) = memchr::memchr(b'\n', end) {
+                self.tail.extend_from_slice(&end[i + 1..]);
             }
-            let start = memchr::memrchr(b'\n', &data[..m.start()]).map_or(0, |i| i + 1);
-            let end = memchr::memchr(b'\n', &data[m.end()..]).map_or(data.len(), |i| m.end() + i);
-            (self.on_hit)(&data[start..end]);
-            done_to = end;
+        } else {
+            self.tail.extend_from_slice(data);
+        }
+        if !self.tail.is_empty() && self.tail.last() != Some(&b'\n') {
+            self.tail.push(b'\n');
+        }
+        if self.tail.len() > TAIL_KEPT {
+            let cut = self.tail.len() - TAIL_KEPT;
+            let cut =
+                memchr::memchr(b'\n', &self.tail[cut..]).map_or(self.tail.len(), |i| cut + i + 1);
+            self.tail.drain(..cut);
         }
     }
+}
+
+/// Where the line holding `at` ends in `data` (its newline, or the end of `data`).
+fn line_end(data: &[u8], at: usize) -> usize {
+    memchr::memchr(b'\n', &data[at..]).map_or(data.len(), |i| at + i)
+}
+
+/// Up to [`CONTEXT_BEFORE`] lines before a hit, oldest first: the end of `chunk` (whole lines
+/// ending in a newline, or empty), then the end of `tail` (earlier output, the same).
+fn lines_before<'a>(tail: &'a [u8], chunk: &'a [u8]) -> Vec<&'a [u8]> {
+    let mut out: Vec<&[u8]> = Vec::with_capacity(CONTEXT_BEFORE);
+    for text in [chunk, tail] {
+        // `text` ends in a newline (or is empty): its lines, from the last.
+        let mut end = text.len().saturating_sub(1);
+        while out.len() < CONTEXT_BEFORE && !text.is_empty() {
+            let start = memchr::memrchr(b'\n', &text[..end]).map_or(0, |i| i + 1);
+            out.push(&text[start..end]);
+            if start == 0 {
+                break;
+            }
+            end = start - 1;
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// A callback that sees every line a reader emits.
@@ -205,6 +336,9 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                     if let Some(w) = &mut cfg.watch {
                         w.scan(complete);
                     }
+                    if let Some(f) = &mut cfg.fatal {
+                        f.scan(complete);
+                    }
                     if console_on {
                         // Each line with its prefix, in one buffer sized up front: memchr finds
                         // the newlines (a byte-at-a-time split cost more than the file write).
@@ -246,6 +380,9 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                         if let Some(w) = &mut cfg.watch {
                             w.scan(line);
                         }
+                        if let Some(f) = &mut cfg.fatal {
+                            f.scan(line);
+                        }
                         if !cfg.matchers.is_empty() {
                             let on_match = &mut cfg.on_match;
                             cfg.matchers.retain(|(idx, re)| {
@@ -277,6 +414,9 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut c
                     cfg.console.offer(batch, lines);
                 }
                 if n == 0 {
+                    if let Some(w) = &mut cfg.watch {
+                        w.finish();
+                    }
                     Step::Eof
                 } else {
                     Step::More

@@ -519,6 +519,11 @@ impl Machine {
                     }
                 }
             }
+            Event::FatalLine {
+                proc,
+                generation,
+                detail,
+            } => self.on_fatal_line(proc, generation, detail, now, &mut out),
             Event::Signal(sig) => self.on_signal(sig, now, &mut out),
             Event::Tick => {}
         }

@@ -329,6 +329,36 @@ impl Machine {
         }
     }
 
+    /// A fatal log line of process `proc`: a liveness failure of the incarnation that printed it
+    /// (while it starts or serves), stopped and then restarted or failed by its policy.
+    pub(super) fn on_fatal_line(
+        &mut self,
+        proc: usize,
+        generation: u64,
+        detail: String,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(p) = self.procs.get_mut(proc) else {
+            return;
+        };
+        if p.generation != generation
+            || !matches!(
+                p.state,
+                ProcState::Starting { .. } | ProcState::Ready { .. }
+            )
+            || matches!(self.phase, Phase::Stopping | Phase::Done)
+        {
+            return;
+        }
+        let pid = p.state.live_pid();
+        p.probe_failures += 1;
+        let mut r = rec(&p.spec.name, RecordKind::LivenessFailed).detail(detail);
+        r.pid = pid;
+        out.push(Action::Record(r));
+        self.begin_stop(proc, AfterStop::Restart, now, out);
+    }
+
     pub(super) fn settle_gates(&mut self, now: Instant, out: &mut Vec<Action>) {
         for gi in 0..self.gates.len() {
             let g = &mut self.gates[gi];

@@ -143,6 +143,14 @@ pub enum Event {
         generation: u64,
         probe: usize,
     },
+    /// A line of the process's output matched one of its fatal log patterns (srt-slurm's
+    /// `health_check.fatal_log_markers`): its engine is dead whatever its process does; `detail`
+    /// names the pattern and the line.
+    FatalLine {
+        proc: usize,
+        generation: u64,
+        detail: String,
+    },
     /// mcsup received a signal (SIGTERM, SIGINT, SIGHUP or the drain signal).
     Signal(Signal),
     /// The answer to [`Action::ReadInflight`]: the requests the process's engine is serving.

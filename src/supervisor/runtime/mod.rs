@@ -36,7 +36,9 @@ use super::servable;
 use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter};
 use super::timer::DeadlineTimer;
-use super::{probes, remount, signals, spawn, stores, RunOptions, RunOutcome, SupervisorError};
+use super::{
+    diagnose, probes, remount, signals, spawn, stores, RunOptions, RunOutcome, SupervisorError,
+};
 use crate::runfiles::{OutputLost, ServableState, ServableStatus, StatusFile};
 
 mod finish;
@@ -101,10 +103,17 @@ enum Msg {
         port: u16,
         answer: stores::HealthAnswer,
     },
-    /// A known failure line in a process's output.
-    Diagnosis {
-        unit: String,
+    /// A line of process `proc`'s incarnation `generation` matched a fatal log pattern.
+    FatalLine {
+        proc: usize,
+        generation: u64,
         detail: String,
+    },
+    /// A known failure line in the output of process `proc`'s incarnation `generation`.
+    Diagnosis {
+        proc: usize,
+        generation: u64,
+        found: diagnose::Found,
     },
     /// A periodic look at the master's admin server (on its node).
     MasterView(Result<crate::mooncake::remount::Look, String>),
@@ -140,6 +149,8 @@ struct Runtime {
     masters: remount::MasterWatch,
     /// What the stores printed and what their `/health` said; Mooncake's failure lines.
     stores: stores::StoreWatch,
+    /// The exception lines of tracebacks, until their process fails or restarts.
+    exceptions: diagnose::Exceptions,
     /// The master's view (on its node), its poller, and the last capacity verdict said (whole,
     /// and how many looks in a row were short).
     mooncake: Option<crate::runfiles::MooncakeView>,
@@ -186,6 +197,9 @@ pub async fn run_with_signals(
     let clock = Clock::new();
     let machine = Machine::new(&plan, Instant::now())?;
     let matchers = compile_matchers(&plan)?;
+    // The failure catalogue's searcher, built now rather than at the first spawn (whose time it
+    // would delay).
+    stores::warm_finders();
     let drain = plan.shutdown.drain_signal.0;
     let log_dir = plan.log_dir.clone();
     let node = plan.node.name.clone();
@@ -245,6 +259,7 @@ pub async fn run_with_signals(
         file_size_reported: false,
         masters: remount::MasterWatch::default(),
         stores: stores::StoreWatch::default(),
+        exceptions: diagnose::Exceptions::default(),
         mooncake: None,
         master_poller: None,
         planned_segments,
@@ -396,6 +411,15 @@ impl Runtime {
                     }
                 }
                 self.events.write(&r, now, &self.clock);
+                if matches!(
+                    r.kind,
+                    RecordKind::Failed | RecordKind::Restarting | RecordKind::LivenessFailed
+                ) {
+                    let proc = self.plan.processes.iter().position(|p| p.name == r.unit);
+                    if let Some(f) = proc.and_then(|i| self.exceptions.failed(i).map(|f| (i, f))) {
+                        self.diagnosis(f.0, f.1);
+                    }
+                }
                 let code = r.status.map(|s| s.code());
                 match r.kind {
                     RecordKind::Failed | RecordKind::Killing => {
@@ -446,16 +470,17 @@ impl Runtime {
         self.leaders.insert(pid);
         let name = spec.name.clone();
         let tap = (spec.kind == ProcessKind::Master).then(|| self.masters.tap(proc));
+        self.exceptions.spawned(proc, generation);
         let watch = {
             let tx = self.tx.clone();
-            let unit = name.clone();
             self.stores.watch(
                 proc,
                 spec.kind,
-                Box::new(move |detail| {
+                Box::new(move |found| {
                     let _ = tx.send(Msg::Diagnosis {
-                        unit: unit.clone(),
-                        detail,
+                        proc,
+                        generation,
+                        found,
                     });
                 }),
             )
@@ -475,8 +500,9 @@ impl Runtime {
                         });
                     }),
                     tap,
-                    watch,
+                    watch: Some(watch),
                     console_filter: (spec.kind == ProcessKind::Master).then(master_console),
+                    fatal: self.fatal_watch(proc, generation),
                 };
                 self.readers.push(tokio::spawn(logs::pump(rx, file, cfg)));
             }
@@ -793,6 +819,43 @@ impl Runtime {
         }
     }
 
+    /// The fatal log patterns of process `proc`'s incarnation `generation`, as a watch that
+    /// tells the machine of the first line matching one.
+    fn fatal_watch(&self, proc: usize, generation: u64) -> Option<logs::FatalWatch> {
+        let spec = &self.plan.processes[proc];
+        let tx = self.tx.clone();
+        let on_match = Box::new(move |pattern: &str, line: &[u8]| {
+            let line = crate::domain::signature::shown_line(line, 400);
+            let _ = tx.send(Msg::FatalLine {
+                proc,
+                generation,
+                detail: format!("a fatal log line (pattern `{pattern}` of health_check.fatal_log_markers): {line}"),
+            });
+        });
+        match logs::FatalWatch::new(&spec.fatal_log_patterns, on_match) {
+            Ok(w) => w,
+            Err(e) => {
+                // The planner checked them; a plan file written by hand may not have been.
+                tracing::warn!(process = %spec.name, error = %e, "its fatal log patterns do not compile: not watched");
+                None
+            }
+        }
+    }
+
+    /// Write a `diagnosis` event for process `proc`.
+    fn diagnosis(&mut self, proc: usize, found: diagnose::Found) {
+        let r = Record {
+            unit: self.plan.processes[proc].name.clone(),
+            kind: RecordKind::Diagnosis,
+            pid: None,
+            status: None,
+            detail: Some(found.detail()),
+        };
+        self.events
+            .write_with(&r, Some(found.record()), Instant::now(), &self.clock);
+        tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "diagnosis");
+    }
+
     /// A master that becomes ready for the second time or later was restarted: verify, in the
     /// background, that this node's stores registered with it again.
     fn after_ready(&mut self, unit: &str) {
@@ -946,7 +1009,24 @@ impl Runtime {
                     detail: o.detail,
                 });
             }
-            Msg::Diagnosis { unit, detail } => self.note(&unit, RecordKind::Diagnosis, detail),
+            Msg::FatalLine {
+                proc,
+                generation,
+                detail,
+            } => self.feed(Event::FatalLine {
+                proc,
+                generation,
+                detail,
+            }),
+            Msg::Diagnosis {
+                proc,
+                generation,
+                found,
+            } => {
+                if let Some(f) = self.exceptions.found(proc, generation, found) {
+                    self.diagnosis(proc, f);
+                }
+            }
             Msg::MasterView(look) => self.on_master_view(look),
             Msg::Seen(read) => self.on_seen(read),
             Msg::LogLoss(loss) => self.on_log_loss(loss),

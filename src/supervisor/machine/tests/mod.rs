@@ -44,6 +44,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
             inflight: None,
         },
         critical: true,
+        fatal_log_patterns: Vec::new(),
     }
 }
 

@@ -1,0 +1,88 @@
+//! A known failure line: what a process prints when a known thing went wrong, what it means and
+//! the fix. The catalogues are the engine seam's (`crate::engine::signatures`: engines, CUDA,
+//! NCCL, Python, the OS) and Mooncake's (`crate::mooncake::signatures`); the supervisor watches
+//! every child's output for all of them and writes a `diagnosis` event per match. Pure.
+
+/// How a signature's match is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reported {
+    /// As soon as the line is seen: the line means trouble by itself.
+    AtOnce,
+    /// A Python traceback: its final exception line is kept, and reported only when the process
+    /// then fails (healthy servers log tracebacks of cancelled requests; srt-slurm 2.0's
+    /// `health_check` docs say why a bare traceback is no failure).
+    WhenItFails,
+}
+
+/// One known failure line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signature {
+    /// Stable name (`cuda-oom`), in the event.
+    pub id: &'static str,
+    /// Plain substrings, any of which marks the line (the watch finds them all in one pass).
+    pub needles: &'static [&'static str],
+    /// What it means, in one clause.
+    pub what: &'static str,
+    pub fix: &'static str,
+    /// Where the line and its meaning come from (file, issue).
+    pub source: &'static str,
+    pub reported: Reported,
+}
+
+impl Signature {
+    /// Whether `line` holds one of its needles.
+    pub fn matches(&self, line: &[u8]) -> bool {
+        self.needles
+            .iter()
+            .any(|n| memchr::memmem::find(line, n.as_bytes()).is_some())
+    }
+}
+
+/// The first signature of `catalogue` that `line` matches.
+pub fn first_match<'a>(
+    catalogue: impl IntoIterator<Item = &'a Signature>,
+    line: &[u8],
+) -> Option<&'a Signature> {
+    catalogue.into_iter().find(|s| s.matches(line))
+}
+
+/// A line as an event shows it: lossy UTF-8, without its line end, at most `max` characters
+/// (with " …" when cut).
+pub fn shown_line(line: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end();
+    let mut shown: String = text.chars().take(max).collect();
+    if shown.len() < text.len() {
+        shown.push_str(" …");
+    }
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Signature = Signature {
+        id: "x",
+        needles: &["boom", "bang"],
+        what: "w",
+        fix: "f",
+        source: "s",
+        reported: Reported::AtOnce,
+    };
+
+    #[test]
+    fn a_signature_matches_any_of_its_needles() {
+        assert!(S.matches(b"a bang here"));
+        assert!(!S.matches(b"bam"));
+        assert_eq!(first_match([&S], b"boom").map(|s| s.id), Some("x"));
+        assert_eq!(first_match([&S], b"nothing"), None);
+    }
+
+    #[test]
+    fn shown_lines_are_trimmed_and_cut() {
+        assert_eq!(shown_line(b"abc\r\n", 10), "abc");
+        assert_eq!(shown_line(b"abcdef", 3), "abc …");
+        assert_eq!(shown_line(&[0xff, b'a'], 10), "\u{fffd}a");
+    }
+}
