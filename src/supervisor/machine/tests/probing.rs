@@ -369,3 +369,45 @@ fn a_new_probe_complaint_reaches_the_status_file_a_repeated_one_waits() {
     }
     assert_eq!(h.m.snapshot()[0].probe_failures, 3);
 }
+
+#[test]
+fn a_fatal_line_fails_the_live_incarnation_that_printed_it_and_no_other() {
+    let mut h = H::new(plan(vec![restarting(
+        proc("w", ProcessKind::Worker),
+        RestartPolicy::OnFailure,
+    )]));
+    h.start_all();
+    assert_eq!(h.state(0), UnitState::Ready);
+    let gen = h.m.procs[0].generation;
+    // A line of an earlier incarnation, read late: nothing.
+    let a = h.ev(Event::FatalLine {
+        proc: 0,
+        generation: gen - 1,
+        detail: "old".into(),
+    });
+    assert!(a.is_empty(), "{a:?}");
+    let a = h.ev(Event::FatalLine {
+        proc: 0,
+        generation: gen,
+        detail: "a fatal log line: RuntimeError: CUDA error: out of memory".into(),
+    });
+    assert!(detail(&a, "w", RecordKind::LivenessFailed).ends_with("out of memory"));
+    assert!(a.iter().any(|x| matches!(
+        x,
+        Action::Signal {
+            signal: Signal::SIGTERM,
+            ..
+        }
+    )));
+    assert_eq!(h.state(0), UnitState::Stopping);
+    // While it stops, another line changes nothing; once gone, its policy restarts it.
+    assert!(h
+        .ev(Event::FatalLine {
+            proc: 0,
+            generation: gen,
+            detail: "again".into(),
+        })
+        .is_empty());
+    let a = h.gone(pid(0), ExitStatus::Signal(libc::SIGTERM));
+    assert!(has(&a, "w", RecordKind::Restarting), "{a:?}");
+}
