@@ -337,6 +337,10 @@ pub struct DiagnosisRecord {
     pub what: String,
     pub fix: String,
     pub source: String,
+    /// The line only says that something failed and that the cause is another line (SGLang's
+    /// "Scheduler hit an exception"): a reader looking for the cause prefers another diagnosis.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub points_elsewhere: bool,
 }
 
 /// The records of an events file, in order. A line that is not a record (the last one may be

@@ -1302,6 +1302,136 @@ fn a_node_that_fails_drains_the_others_and_the_job_fails_with_its_status() {
     assert_job_leaves_nothing(&env);
 }
 
+/// The first failure, named: the 1P2D mocker job of [`mocker_1p2d_recipe`] (frontend on n1,
+/// prefill on n2, decode on n3 and n4), whose decode worker on n3 (`mocker-decode-0`) prints SGLang's CUDA
+/// out-of-memory traceback (tests/fixtures/failing-engine/sglang-oom.log, injected into the real
+/// Dynamo mocker by the fixture's sitecustomize.py) and exits 1, restart policy never. n3's mcsup
+/// fails; the batch script drains the other nodes. `mcsup why` names n3, its decode worker and
+/// the cause, and shows the other nodes as drained because of it, not failed; `status --job`
+/// leads with it; the timeline draws its row first.
+#[test]
+fn a_worker_dying_of_cuda_oom_is_named_first_and_the_other_nodes_drained() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 17930, 4);
+    let (dynamo, model) = common::recipe::dynamo_venv();
+    let recipe = mocker_1p2d_recipe(&env, &model);
+    let fixture = repo().join("tests/fixtures/failing-engine");
+    let mut r: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&recipe).unwrap()).unwrap();
+    let fail_env = serde_yaml::to_value(std::collections::BTreeMap::from([
+        ("PYTHONPATH", fixture.display().to_string()),
+        (
+            "MCSUP_TEST_FAIL_LINES",
+            fixture.join("sglang-oom.log").display().to_string(),
+        ),
+        ("MCSUP_TEST_FAIL_ON", "dynamo.mocker".to_string()),
+        ("MCSUP_TEST_FAIL_NODE", "n3".to_string()),
+        ("MCSUP_TEST_FAIL_AFTER", "8".to_string()),
+        ("MCSUP_TEST_FAIL_EXIT", "1".to_string()),
+    ]))
+    .unwrap();
+    r["backend"]["decode_environment"] = fail_env;
+    r["mcsup"]["worker_defaults"]["restart"] = serde_yaml::from_str("{policy: never}").unwrap();
+    std::fs::write(&recipe, serde_yaml::to_string(&r).unwrap()).unwrap();
+    let (id, logs, out) = submit_job(&env, &cluster, &recipe, &dynamo);
+    cluster.wait_gone(&id, Duration::from_secs(150));
+    let job_out = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(
+        cluster.job_state(&id).starts_with("FAILED"),
+        "{}: {job_out}",
+        cluster.job_state(&id)
+    );
+    let why = common::mcsup_ok(["why".as_ref(), logs.as_os_str()]);
+    eprintln!("mcsup why:\n{why}");
+    let first = why.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("first failure: n3/mocker-decode-0")
+            && first.contains("exited with code 1, unasked; cuda-oom: the GPU ran out of memory"),
+        "{why}"
+    );
+    assert!(
+        why.contains("\n  > [2026-08-22 10:03:11 TP0] ")
+            || why.contains(
+                "\n  > torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+            ),
+        "{why}"
+    );
+    assert!(why.contains("n1, n2, n4 drained because of it"), "{why}");
+    let j: serde_json::Value = serde_json::from_str(&common::mcsup_ok([
+        "why".as_ref(),
+        logs.as_os_str(),
+        "--json".as_ref(),
+    ]))
+    .unwrap();
+    assert_eq!(j["first_failure"]["node"], "n3");
+    assert_eq!(j["first_failure"]["diagnosis"]["signature"], "cuda-oom");
+    let outcomes: Vec<(String, String)> = j["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap().into(),
+                n["outcome"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("n3", "failed"),
+            ("n1", "drained"),
+            ("n2", "drained"),
+            ("n4", "drained")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string())),
+        "{why}"
+    );
+    let table = job_status(&cluster_job(&id, &logs, &out));
+    eprintln!("{table}");
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .starts_with("first failure: n3/mocker-decode-0"),
+        "{table}"
+    );
+    for n in ["n1", "n2", "n4"] {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("{n}: "))
+                && l.contains("drained because of the first failure (n3/mocker-decode-0")),
+            "{n}: {table}"
+        );
+    }
+    let page = env.path("timeline.html");
+    timeline(&logs, &page);
+    let dom = chromium(&["--dump-dom"], &page);
+    let top = dom
+        .find("<g class=\"process")
+        .map(|i| &dom[i..])
+        .unwrap_or("");
+    assert!(
+        top.starts_with(
+            "<g class=\"process first-failure\" data-node=\"n3\" data-process=\"mocker-decode-0\""
+        ),
+        "the first row: {}",
+        &top[..top.len().min(200)]
+    );
+    assert!(
+        dom.contains("id=\"first-failure\">first failure: n3/mocker-decode-0"),
+        "no banner"
+    );
+    if let Ok(keep) = std::env::var("MCSUP_KEEP_JOB_VIEW") {
+        let keep = std::path::Path::new(&keep);
+        std::fs::create_dir_all(keep).unwrap();
+        std::fs::copy(&page, keep.join("timeline-first-failure.html")).unwrap();
+        std::fs::write(keep.join("why.txt"), &why).unwrap();
+        std::fs::write(keep.join("status-job.txt"), &table).unwrap();
+    }
+    assert_job_leaves_nothing(&env);
+}
+
 /// SIGKILL the process `name` that `<node>.status.json` in `logs` lists.
 fn sigkill_unit(logs: &std::path::Path, node: &str, name: &str) {
     let pid = status_units(logs, node)

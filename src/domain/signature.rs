@@ -8,10 +8,21 @@
 pub enum Reported {
     /// As soon as the line is seen: the line means trouble by itself.
     AtOnce,
+    /// At once too, but it only says that something failed and that the cause is another line
+    /// (SGLang's "Scheduler hit an exception", vLLM's "See root cause above"): a reader looking
+    /// for the cause prefers any other diagnosis of the same run.
+    AtOncePointer,
     /// A Python traceback: its final exception line is kept, and reported only when the process
     /// then fails (healthy servers log tracebacks of cancelled requests; srt-slurm 2.0's
     /// `health_check` docs say why a bare traceback is no failure).
     WhenItFails,
+}
+
+impl Reported {
+    /// Whether a match is reported as soon as it is seen.
+    pub fn at_once(self) -> bool {
+        matches!(self, Reported::AtOnce | Reported::AtOncePointer)
+    }
 }
 
 /// One known failure line.
@@ -46,16 +57,51 @@ pub fn first_match<'a>(
     catalogue.into_iter().find(|s| s.matches(line))
 }
 
-/// A line as an event shows it: lossy UTF-8, without its line end, at most `max` characters
-/// (with " …" when cut).
+/// A line as an event shows it: lossy UTF-8, without its line end, its terminal escape
+/// sequences (colours, and anything that would act on a reader's terminal: titles, clipboard,
+/// screen clears) removed and other control characters but tab shown as `?`, at most `max`
+/// characters (with " …" when cut).
 pub fn shown_line(line: &[u8], max: usize) -> String {
     let text = String::from_utf8_lossy(line);
-    let text = text.trim_end();
+    let text = without_escapes(text.trim_end());
     let mut shown: String = text.chars().take(max).collect();
     if shown.len() < text.len() {
         shown.push_str(" …");
     }
     shown
+}
+
+/// `text` without ECMA-48 escape sequences (CSI `ESC [ … final`, OSC/DCS/APC/PM strings up to
+/// BEL or `ESC \`, two-byte `ESC x`), and its other control characters but tab as `?`.
+fn without_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                Some('[') => {
+                    // Parameters and intermediates, then one final byte in @..~.
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                Some(']' | 'P' | '_' | '^' | 'X') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\t' => out.push(c),
+            c if c.is_control() => out.push('?'),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -77,6 +123,18 @@ mod tests {
         assert!(!S.matches(b"bam"));
         assert_eq!(first_match([&S], b"boom").map(|s| s.id), Some("x"));
         assert_eq!(first_match([&S], b"nothing"), None);
+    }
+
+    #[test]
+    fn shown_lines_lose_their_escapes_and_control_characters() {
+        let dynamo = b"\x1b[2m2026-12-04T05:03:46.181172Z\x1b[0m \x1b[32m INFO\x1b[0m \x1b[2mdynamo_llm::mocker\x1b[0m\x1b[2m:\x1b[0m Metrics background tasks started";
+        assert_eq!(
+            shown_line(dynamo, 400),
+            "2026-12-04T05:03:46.181172Z  INFO dynamo_llm::mocker: Metrics background tasks started"
+        );
+        // A window title, a clipboard write, a screen clear, a bell and a carriage return.
+        let hostile = b"a\x1b]0;owned\x07b\x1b]52;c;aGk=\x1b\\c\x1b[2J\x1bcd\x07\re\tf";
+        assert_eq!(shown_line(hostile, 400), "abcd??e\tf");
     }
 
     #[test]

@@ -33,6 +33,20 @@ const fn at_once(
     }
 }
 
+/// A signature reported at once whose line only points at the cause, printed elsewhere.
+const fn pointer(
+    id: &'static str,
+    needles: &'static [&'static str],
+    what: &'static str,
+    fix: &'static str,
+    source: &'static str,
+) -> Signature {
+    Signature {
+        reported: Reported::AtOncePointer,
+        ..at_once(id, needles, what, fix, source)
+    }
+}
+
 /// The catalogue, most specific first.
 pub const SIGNATURES: &[Signature] = &[
     at_once(
@@ -263,14 +277,14 @@ pub const SIGNATURES: &[Signature] = &[
         "start nats-server (with -js) first, check NATS_SERVER from this node, or raise NATS_STARTUP_CONNECT_TIMEOUT_SECONDS",
         "ai-dynamo/dynamo lib/runtime/src/transports/nats.rs; ai-dynamo-runtime 1.6.1",
     ),
-    at_once(
+    pointer(
         "vllm-engine-core-init-failed",
         &["Engine core initialization failed. See root cause above."],
         "vLLM's engine core died while starting; the cause is an earlier line",
         "read the lines before it in the log (a more specific diagnosis usually precedes this one)",
         "vllm/v1/engine/utils.py (vLLM 0.34.0)",
     ),
-    at_once(
+    pointer(
         "sglang-scheduler-exception",
         &[
             "Scheduler hit an exception:",

@@ -119,7 +119,7 @@ pub const SIGNATURES: &[Signature] = &[
         needles: &["Mooncake Transfer Engine initialization failed."],
         what: "SGLang could not initialise Mooncake's transfer engine; the cause is in the Mooncake lines before it",
         fix: "read the Mooncake lines before it (device, metadata server, handshake); check --disaggregation-ib-device names this node's HCAs",
-        reported: Reported::AtOnce,
+        reported: Reported::AtOncePointer,
         source: "sglang 0.5.23 sglang/srt/distributed/device_communicators/mooncake_transfer_engine.py",
     },
 ];

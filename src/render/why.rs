@@ -181,7 +181,12 @@ fn explain<'a>(f: &mut Failure<'a>, evs: &'a [EventRecord]) {
         if let Some(d) = &e.diagnosis {
             if d.signature == EXCEPTION {
                 f.exception = Some(d);
-            } else if f.diagnosis.is_none() {
+            } else if f
+                .diagnosis
+                .is_none_or(|x| x.points_elsewhere && !d.points_elsewhere)
+            {
+                // The first that names a cause; one that only points at another line, when
+                // there is nothing else.
                 f.diagnosis = Some(d);
             }
         }
@@ -448,6 +453,7 @@ mod tests {
             what: "the GPU ran out of memory".into(),
             fix: "lower the memory share".into(),
             source: "s".into(),
+            points_elsewhere: sig == "sglang-scheduler-exception",
         });
         e
     }

@@ -67,7 +67,7 @@ impl Found {
 
     /// Whether the runtime writes it when seen (else only when the process fails).
     pub fn at_once(&self) -> bool {
-        self.signature.reported == Reported::AtOnce
+        self.signature.reported.at_once()
     }
 
     /// The event's detail: `cuda-oom (what): line | fix: … | source: …`.
@@ -90,6 +90,7 @@ impl Found {
             what: s.what.to_string(),
             fix: s.fix.to_string(),
             source: s.source.to_string(),
+            points_elsewhere: s.reported == Reported::AtOncePointer,
         }
     }
 }
@@ -133,8 +134,7 @@ impl Diagnoser {
     /// Report `line` under the first signature it matches that is reported at once, unless
     /// that one was already reported.
     fn at_once(&mut self, line: &[u8], context: impl FnOnce() -> Vec<String>) -> bool {
-        let Some(i) = catalogue().position(|s| s.reported == Reported::AtOnce && s.matches(line))
-        else {
+        let Some(i) = catalogue().position(|s| s.reported.at_once() && s.matches(line)) else {
             return false;
         };
         if !std::mem::replace(&mut self.reported[i], true) {

@@ -64,7 +64,11 @@ pub fn bar_from(dom: &str, node: &str, process: &str, phase: &str) -> Option<u64
 }
 
 /// (sample name, its labels "k=v,..." sorted) -> value, as the real parser reads the file.
+/// Empty while mcsup has not written the file yet (callers wait for the samples they need).
 pub fn parse_prom(path: &Path) -> BTreeMap<(String, String), f64> {
+    if !path.exists() {
+        return BTreeMap::new();
+    }
     let py = r#"
 import json, sys
 from prometheus_client.parser import text_string_to_metric_families
