@@ -1062,12 +1062,11 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             let dir = log_dir.unwrap_or_else(default_log_dir);
             let nodes = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
             let story = crate::render::why::story(&nodes);
-            let log = story.first.as_ref().map(|f| {
-                (
-                    supervisor::log_path(&dir, f.node, f.process),
-                    supervisor::log_tail(&dir, f.node, f.process, 5),
-                )
-            });
+            // The log of the run that failed (rotated once per later restart).
+            let log = story
+                .first
+                .as_ref()
+                .map(|f| supervisor::log_tail(&dir, f.node, f.process, f.spawned_after, 5));
             let file = log.as_ref().map(|(p, _)| p.display().to_string());
             let text = if json {
                 serde_json::to_string_pretty(&story.json(file.as_deref())).unwrap_or_default()

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::recipe::{metric, metrics, Ports, RecipeOpts};
 use common::{
-    cmdline, environ, is_zombie_or_gone, names, proc_status_field, wait_for, Ev, Mcsup, TestEnv,
+    assert_no_diagnosis, cmdline, environ, is_zombie_or_gone, names, proc_status_field, wait_for,
+    Ev, Mcsup, TestEnv,
 };
 use nix::sys::signal::Signal;
 
@@ -115,6 +116,7 @@ fn one_node_ordered_start_capacity_and_sigterm_teardown() {
         "{}",
         log_of(&env, "n1", "store")
     );
+    assert_no_diagnosis(&env.log_dir());
     env.assert_no_leftovers();
 }
 
@@ -189,6 +191,7 @@ fn two_nodes_on_loopback_share_one_master() {
     n1.signal(Signal::SIGTERM);
     assert_eq!(n1.wait_exit(Duration::from_secs(40)), 0, "{}", n1.stderr());
     assert_ordered_teardown(&n1.events(), &["worker"]);
+    assert_no_diagnosis(&env.log_dir());
     env.assert_no_leftovers();
 }
 

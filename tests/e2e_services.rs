@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::recipe::{metric, repo};
-use common::{environ, names, wait_for, Ev, Mcsup, TestEnv};
+use common::{assert_no_diagnosis, environ, names, wait_for, Ev, Mcsup, TestEnv};
 use nix::sys::signal::Signal;
 
 const MIB: u64 = 1 << 20;
@@ -306,6 +306,7 @@ fn two_nodes_2_0_recipe_with_etcd_nats_master_stores_and_a_generic_service() {
     let e2 = n2.events();
     before(&e2, ("discovery-check", "stopped"), ("worker", "stopping"));
     before(&e2, ("worker", "stopped"), ("store-decode", "stopping"));
+    assert_no_diagnosis(&env.log_dir());
 
     drop(ns);
     env.assert_no_leftovers();

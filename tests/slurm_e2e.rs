@@ -356,7 +356,20 @@ fn assert_job_view(env: &TestEnv, job: &Job, restarted: Option<&str>) -> PathBuf
             assert!(stop("store") <= stop("master"), "n1: store before master");
         }
     }
-    assert_eq!(dom.matches(r#"class="shutdown""#).count(), 2);
+    // The store's SIGKILL is the job's first failure, one it recovered from: no node was drained
+    // because of it (both shutdown lines are the early warning's), and `mcsup why` shows the
+    // log of the run that was killed (rotated by the restart).
+    let why = common::mcsup_ok(["why".as_ref(), job.logs.as_os_str()]);
+    assert_eq!(dom.matches(r#"class="shutdown""#).count(), 2, "{why}");
+    assert!(
+        why.starts_with("first failure: n2/store at +")
+            && why.contains("killed by SIGKILL, unasked")
+            && why.contains("(it was restarted and ready again)")
+            && why.contains("nothing else failed")
+            && !why.contains("drained because of it")
+            && why.trim_end().ends_with("n2.store.log.1"),
+        "{why}"
+    );
     let shot = env.path("timeline.png");
     chromium(
         &[
@@ -589,6 +602,8 @@ fn the_job_view_shows_a_store_killed_and_restarted() {
             std::fs::copy(job.logs.join(&prom), keep.join(prom)).unwrap();
         }
     }
+    // Real Mooncake, a store SIGKILLed and restarted: no known failure line.
+    common::assert_no_diagnosis(&job.logs);
     assert_job_leaves_nothing(&env);
 }
 
@@ -1231,6 +1246,8 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
             .any(|e| e.event == "workers-lost" && e.t_ms > evs[at("frontend_0", "stopping")].t_ms),
         "a drain is not a loss"
     );
+    // A SIGKILLed worker and a drain under load print no known failure line.
+    common::assert_no_diagnosis(&logs);
     assert_job_leaves_nothing(&env);
     eprintln!("whole job: {:?}", started.elapsed());
 }
@@ -1578,6 +1595,7 @@ fn sglang_router_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order
     assert!(at("sglang_router_0", "stopped") < at("sglang-prefill-0", "stopping"));
     assert!(at("sglang-decode-0", "stopped") < at("etcd", "stopping"));
     assert!(at("sglang-prefill-0", "stopped") < at("nats", "stopping"));
+    common::assert_no_diagnosis(&logs);
     assert_job_leaves_nothing(&env);
     eprintln!("whole job: {:?}", started.elapsed());
 }

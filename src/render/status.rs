@@ -708,6 +708,10 @@ fn after_first_failure(story: Option<&Story>, node: &str) -> String {
     };
     match s.outcome(n) {
         "failed" => format!("; the job's first failure: {}", f.process),
+        "recovered" => format!(
+            "; the job's first failure: {} (restarted, ready again)",
+            f.process
+        ),
         "drained" => format!(
             "; drained because of the first failure ({}/{}), not failed",
             f.node, f.process

@@ -32,6 +32,9 @@ pub struct Failure<'a> {
     pub exception: Option<&'a DiagnosisRecord>,
     /// Whether it was ready again later (a restart that worked).
     pub recovered: bool,
+    /// Its spawns after the failure: its log of the failing run is `<node>.<process>.log.<n>`
+    /// (each restart rotates it), or the current one when 0.
+    pub spawned_after: usize,
 }
 
 impl Failure<'_> {
@@ -159,6 +162,7 @@ fn failures_of<'a>(node: &'a str, evs: &'a [EventRecord]) -> Vec<Failure<'a>> {
                 diagnosis: None,
                 exception: None,
                 recovered: false,
+                spawned_after: 0,
             });
         }
     }
@@ -192,6 +196,9 @@ fn explain<'a>(f: &mut Failure<'a>, evs: &'a [EventRecord]) {
         }
     }
     f.recovered = mine().any(|e| e.event == EventKind::Ready && e.ts_ms > f.ts_ms);
+    f.spawned_after = mine()
+        .filter(|e| e.event == EventKind::Spawned && e.ts_ms > f.ts_ms)
+        .count();
 }
 
 /// What node `k` (its events `evs`) did from `at` on: its shutdown (when, why), the processes
@@ -242,7 +249,12 @@ pub fn story(nodes: &[(String, Vec<EventRecord>)]) -> Story<'_> {
     if let Some((k, f)) = &mut first {
         explain(f, &nodes[*k].1);
     }
-    let at = first.as_ref().map_or(u64::MAX, |(_, f)| f.ts_ms);
+    // What followed a failure its process recovered from (restarted, ready again) did not
+    // follow because of it.
+    let at = first
+        .as_ref()
+        .filter(|(_, f)| !f.recovered)
+        .map_or(u64::MAX, |(_, f)| f.ts_ms);
     let order: Vec<usize> = first
         .iter()
         .map(|(k, _)| *k)
@@ -412,10 +424,11 @@ impl Story<'_> {
         })
     }
 
-    /// `failed` (the first failure's node), `drained` (stopped because of it), `failed after`
-    /// (failed too, later), or `ok`.
+    /// `failed` (the first failure's node), `recovered` (its node, when its process came
+    /// back), `drained` (stopped because of it), `failed after` (failed too, later), or `ok`.
     pub fn outcome(&self, n: &NodeAfter) -> &'static str {
         match &self.first {
+            Some(f) if f.node == n.node && f.recovered => "recovered",
             Some(f) if f.node == n.node => "failed",
             Some(_) if !n.failed_after.is_empty() => "failed after",
             Some(_) if n.shutdown.is_some() => "drained",
@@ -586,11 +599,23 @@ mod tests {
         let mut evs = nodes[0].1.clone();
         evs.push(ev("n1", 20, "w", "spawned"));
         evs.push(ev("n1", 30, "w", "ready"));
-        let nodes = vec![("n1".to_string(), evs)];
-        assert!(story(&nodes)
+        evs.push(shutdown("n1", 40, "received SIGUSR1"));
+        let nodes = vec![
+            ("n1".to_string(), evs),
+            (
+                "n2".to_string(),
+                vec![shutdown("n2", 41, "received SIGUSR1")],
+            ),
+        ];
+        let s = story(&nodes);
+        assert!(s
             .headline()
             .unwrap()
             .ends_with("(it was restarted and ready again)"));
+        // The drain that came later was not because of it.
+        assert_eq!(s.drained().count(), 0);
+        assert_eq!(s.outcome(&s.nodes[0]), "recovered");
+        assert_eq!(s.outcome(&s.nodes[1]), "ok");
     }
 
     #[test]

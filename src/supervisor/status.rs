@@ -246,34 +246,47 @@ pub fn read_job_events(log_dir: &Path) -> Result<Vec<(String, Vec<EventRecord>)>
         .collect()
 }
 
-/// The last `lines` lines (at most the last 8 KiB) of process `process`'s log file on `node`
-/// in `log_dir`, for `mcsup why`: read without following a symlink or blocking on a FIFO, and
-/// empty when the file is not there or not a regular file.
-pub fn log_tail(log_dir: &Path, node: &str, process: &str, lines: usize) -> Vec<String> {
+/// Process `process`'s log file on `node` in `log_dir` (`.<rotated>` for a run `rotated`
+/// restarts ago) and its last `lines` lines (at most the last 8 KiB), for `mcsup why`: read
+/// without following a symlink or blocking on a FIFO; no lines when a name is not a plain file
+/// name (the events file it came from is input), or the file is not there or not a regular
+/// file.
+pub fn log_tail(
+    log_dir: &Path,
+    node: &str,
+    process: &str,
+    rotated: usize,
+    lines: usize,
+) -> (PathBuf, Vec<String>) {
     use std::io::{Read, Seek, SeekFrom};
     const MAX: u64 = 8 * 1024;
-    if logs::check_name("node", node).is_err() || logs::check_name("process", process).is_err() {
-        return Vec::new();
+    let mut path = logs::log_path(log_dir, node, process).into_os_string();
+    if rotated > 0 {
+        path.push(format!(".{rotated}"));
     }
-    let path = logs::log_path(log_dir, node, process);
+    let path = PathBuf::from(path);
+    if logs::check_name("node", node).is_err() || logs::check_name("process", process).is_err() {
+        return (path, Vec::new());
+    }
     let Ok(mut f) = logs::open_private(&path, OpenMode::Read) else {
-        return Vec::new();
+        return (path, Vec::new());
     };
     let len = f.metadata().map_or(0, |m| m.len());
     let mut buf = Vec::new();
     if f.seek(SeekFrom::Start(len.saturating_sub(MAX))).is_err()
         || f.take(MAX).read_to_end(&mut buf).is_err()
     {
-        return Vec::new();
+        return (path, Vec::new());
     }
     let text = String::from_utf8_lossy(&buf);
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     // The first line of a cut read may be a piece of one.
     let skip = usize::from(len > MAX && all.len() > lines);
-    all[skip.max(all.len().saturating_sub(lines))..]
+    let tail = all[skip.max(all.len().saturating_sub(lines))..]
         .iter()
         .map(|l| crate::domain::signature::shown_line(l.as_bytes(), 400))
-        .collect()
+        .collect();
+    (path, tail)
 }
 
 /// Every node's status in a job's log directory (each `<node>.status.json`), sorted by node, for

@@ -597,6 +597,28 @@ impl Drop for Mcsup {
 /// The events of an events file. Every complete line must be a
 /// [`mcsup::supervisor::EventRecord`] (the public type of the file); only a half-written last
 /// line is skipped.
+/// A healthy run raises no diagnosis: no event of any `*.events.jsonl` in `log_dir` is a match
+/// of the failure catalogue (its false-positive corpus is every healthy end-to-end run).
+pub fn assert_no_diagnosis(log_dir: &Path) {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir(log_dir).unwrap().flatten() {
+        let p = e.path();
+        if p.to_string_lossy().ends_with(".events.jsonl") {
+            found.extend(
+                read_events(&p)
+                    .into_iter()
+                    .filter(|e| e.raw["diagnosis"].is_object())
+                    .map(|e| e.raw.to_string()),
+            );
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a healthy run raised diagnoses:\n{}",
+        found.join("\n")
+    );
+}
+
 pub fn read_events(path: &Path) -> Vec<Ev> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
