@@ -121,16 +121,18 @@ def write_plan(d, p):
     return path
 
 
-def start_mcsup(d, p, console=False):
-    return launch_mcsup(write_plan(d, p), console)
+def start_mcsup(d, p, console=False, diagnose=True):
+    return launch_mcsup(write_plan(d, p), console, diagnose)
 
 
-def launch_mcsup(path, console=False):
+def launch_mcsup(path, console=False, diagnose=True):
     args = [MCSUP, "run", "--plan-file", path]
     if not console:
         args.append("--no-console")
-    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "MCSUP_LOG": "warn"})
+    env = {**os.environ, "MCSUP_LOG": "warn"}
+    if not diagnose:
+        env["MCSUP_DIAGNOSE"] = "0"
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
 
 
 def supervisord_conf(d, programs, log_capture=False):
@@ -507,7 +509,9 @@ def bench_logs():
     res = {}
     expect = LINES * 100
     argv = [CHILD, "--lines", str(LINES), "--line-len", "100", "--exit-after", "0"]
-    runs = {"floor": [], "mcsup": [], "mcsup_console": []}
+    # mcsup_no_catalogue: the failure catalogue off (MCSUP_DIAGNOSE=0), to show what watching
+    # every line for it costs (`mcsup` has it on, as users run it).
+    runs = {"floor": [], "mcsup": [], "mcsup_console": [], "mcsup_no_catalogue": []}
     with tempfile.TemporaryDirectory() as d:
         p = plan(f"{d}/logs", [proc_spec("w", "worker", argv)])
         # Interleaved repetitions, medians: the machine's speed drifts over seconds.
@@ -518,10 +522,11 @@ def bench_logs():
             runs["floor"].append(now() - t0)
             assert os.path.getsize(out) == expect, os.path.getsize(out)
             os.unlink(out)
-            for key, console in [("mcsup", False), ("mcsup_console", True)]:
+            for key, console, diagnose in [("mcsup", False, True), ("mcsup_console", True, True),
+                                           ("mcsup_no_catalogue", False, False)]:
                 shutil.rmtree(f"{d}/logs", ignore_errors=True)
                 t0 = now()
-                m = start_mcsup(d, p, console=console)
+                m = start_mcsup(d, p, console=console, diagnose=diagnose)
                 m.wait()
                 runs[key].append(now() - t0)
                 size = os.path.getsize(f"{d}/logs/bench.w.log")
@@ -689,6 +694,8 @@ def main():
         print(f"   {key:14} " + (f"{ms(v)}  ({mb / v:.0f} MB/s)" if v else "did not finish within 120 s"))
     print(f"   mcsup throughput = {lg['floor'] / lg['mcsup'] * 100:.0f}% of the raw pipe, "
           f"{lg['floor'] / lg['mcsup_console'] * 100:.0f}% with the console on (target >= 70%)")
+    print(f"   the failure catalogue on / off: {lg['mcsup_no_catalogue'] / lg['mcsup'] * 100:.0f}% "
+          f"of the throughput without it")
 
     ri = bench_rss_idle()
     results["rss_idle"] = ri

@@ -24,6 +24,13 @@ const SHOWN: usize = 400;
 /// Lines a traceback is followed for before it is given up (a runaway dump is no traceback).
 const TRACEBACK_MAX_LINES: usize = 2000;
 
+/// Whether the catalogue watches the children's output: yes, unless `MCSUP_DIAGNOSE=0` (the
+/// log-capture benchmark's comparison, or a log that trips a signature falsely). Read once.
+pub fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("MCSUP_DIAGNOSE").is_none_or(|v| v != "0"))
+}
+
 /// Every signature, most specific first (a line is reported under the first one it matches):
 /// Mooncake's, then the engines' and the system's.
 pub fn catalogue() -> impl Iterator<Item = &'static Signature> + Clone {

@@ -471,7 +471,8 @@ impl Runtime {
         let name = spec.name.clone();
         let tap = (spec.kind == ProcessKind::Master).then(|| self.masters.tap(proc));
         self.exceptions.spawned(proc, generation);
-        let watch = {
+        // Stores are always watched: their readiness needs what they print.
+        let watch = (diagnose::enabled() || spec.kind == ProcessKind::Store).then(|| {
             let tx = self.tx.clone();
             self.stores.watch(
                 proc,
@@ -484,7 +485,7 @@ impl Runtime {
                     });
                 }),
             )
-        };
+        });
         match tokio::net::unix::pipe::Receiver::from_owned_fd(spawned.output) {
             Ok(rx) => {
                 let tx = self.tx.clone();
@@ -500,7 +501,7 @@ impl Runtime {
                         });
                     }),
                     tap,
-                    watch: Some(watch),
+                    watch,
                     console_filter: (spec.kind == ProcessKind::Master).then(master_console),
                     fatal: self.fatal_watch(proc, generation),
                 };
