@@ -22,6 +22,15 @@ const OOM: &[&str] = &[
     "RuntimeError: CUDA error: out of memory",
 ];
 
+/// The test child's arguments to print [`OOM`]'s traceback frames, then `exception`.
+fn traceback_ending(exception: &'static str) -> Vec<&'static str> {
+    OOM[1..4]
+        .iter()
+        .chain([exception].iter())
+        .flat_map(|l| ["--print", *l])
+        .collect()
+}
+
 fn why(env: &TestEnv, json: bool) -> String {
     let mut cmd = Command::new(MCSUP);
     cmd.arg("why").arg(env.log_dir());
@@ -102,11 +111,7 @@ fn an_exception_printed_by_a_healthy_process_is_no_diagnosis() {
     let env = TestEnv::new();
     // A server logs a request's traceback and keeps serving (Dynamo does, at every cancelled
     // request), then stops when asked.
-    let args: Vec<&str> = OOM[1..4]
-        .iter()
-        .chain(["ValueError: request 7 cancelled"].iter())
-        .flat_map(|l| ["--print", *l])
-        .collect();
+    let args = traceback_ending("ValueError: request 7 cancelled");
     let worker = env.proc("worker", ProcessKind::Worker, &args);
     let mut m = env.start(&env.plan(vec![worker]));
     m.wait_event("worker", "ready", T);
@@ -121,12 +126,8 @@ fn an_exception_printed_by_a_healthy_process_is_no_diagnosis() {
 #[test]
 fn a_process_that_dies_after_its_traceback_gets_the_exception_as_its_diagnosis() {
     let env = TestEnv::new();
-    let args: Vec<&str> = OOM[1..4]
-        .iter()
-        .chain(["KeyError: 'qwen3_5'"].iter())
-        .flat_map(|l| ["--print", *l])
-        .chain(["--exit-after", "100", "--code", "1"])
-        .collect();
+    let mut args = traceback_ending("KeyError: 'qwen3_5'");
+    args.extend(["--exit-after", "100", "--code", "1"]);
     let worker = env.proc("worker", ProcessKind::Worker, &args);
     let mut m = env.start(&env.plan(vec![worker]));
     assert_eq!(m.wait_exit(T), 1, "{}", m.stderr());
