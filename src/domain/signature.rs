@@ -57,6 +57,9 @@ pub fn first_match<'a>(
     catalogue.into_iter().find(|s| s.matches(line))
 }
 
+/// Longest line an event or `mcsup why` shows (characters).
+pub const SHOWN_CHARS: usize = 400;
+
 /// A line as an event shows it: lossy UTF-8, without its line end, its terminal escape
 /// sequences (colours, and anything that would act on a reader's terminal: titles, clipboard,
 /// screen clears) removed and other control characters but tab shown as `?`, at most `max`

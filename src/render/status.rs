@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use crate::engine::frontend::describe as servable_describe;
 use crate::mooncake::segments::Capacity;
-use crate::render::why::Story;
+use crate::render::why::{Outcome, Story};
 use crate::runfiles::{
     MooncakeView, NodePhase, ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead,
     UnitKind, UnitState,
@@ -707,20 +707,20 @@ fn after_first_failure(story: Option<&Story>, node: &str) -> String {
         return String::new();
     };
     match s.outcome(n) {
-        "failed" => format!("; the job's first failure: {}", f.process),
-        "recovered" => format!(
+        Outcome::Failed => format!("; the job's first failure: {}", f.process),
+        Outcome::Recovered => format!(
             "; the job's first failure: {} (restarted, ready again)",
             f.process
         ),
-        "drained" => format!(
+        Outcome::Drained => format!(
             "; drained because of the first failure ({}/{}), not failed",
             f.node, f.process
         ),
-        "failed after" => format!(
+        Outcome::FailedAfter => format!(
             "; failed after the first failure ({}/{})",
             f.node, f.process
         ),
-        _ => String::new(),
+        Outcome::Ok => String::new(),
     }
 }
 
@@ -778,7 +778,7 @@ pub fn job_status_json(
             "node": n,
             "alive": r.writer_alive,
             "outcome": node_outcome(&r.status, r.writer_alive, now_ms),
-            "after_first_failure": story.and_then(|s| Some(s.outcome(s.nodes.iter().find(|x| x.node == n)?))),
+            "after_first_failure": story.and_then(|s| Some(s.outcome(s.nodes.iter().find(|x| x.node == n)?).as_str())),
             "status": r.status,
         })).collect::<Vec<_>>(),
         "first_failure": story.map(|s| s.json(None)["first_failure"].clone()),

@@ -192,8 +192,9 @@ fn row_order<'a>(
 ) -> Vec<(usize, &'a str)> {
     let mut order: Vec<(usize, &str)> = Vec::new();
     for (k, (_, evs)) in nodes.iter().enumerate() {
+        let mut seen = std::collections::HashSet::new();
         for e in evs.iter().filter(|e| e.process != "mcsup") {
-            if !order.contains(&(k, e.process.as_str())) {
+            if seen.insert(e.process.as_str()) {
                 order.push((k, &e.process));
             }
         }

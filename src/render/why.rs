@@ -177,9 +177,8 @@ fn explain<'a>(f: &mut Failure<'a>, evs: &'a [EventRecord]) {
         .map(|e| e.ts_ms)
         .next_back()
         .unwrap_or(0);
-    let respawned = mine()
-        .find(|e| e.event == EventKind::Spawned && e.ts_ms > f.ts_ms)
-        .map_or(u64::MAX, |e| e.ts_ms);
+    let later_spawns = mine().filter(|e| e.event == EventKind::Spawned && e.ts_ms > f.ts_ms);
+    let respawned = later_spawns.clone().next().map_or(u64::MAX, |e| e.ts_ms);
     let until = respawned.min(f.ts_ms + LATE_DIAGNOSIS_MS);
     for e in mine().filter(|e| e.ts_ms >= spawned && e.ts_ms <= until) {
         if let Some(d) = &e.diagnosis {
@@ -196,9 +195,7 @@ fn explain<'a>(f: &mut Failure<'a>, evs: &'a [EventRecord]) {
         }
     }
     f.recovered = mine().any(|e| e.event == EventKind::Ready && e.ts_ms > f.ts_ms);
-    f.spawned_after = mine()
-        .filter(|e| e.event == EventKind::Spawned && e.ts_ms > f.ts_ms)
-        .count();
+    f.spawned_after = later_spawns.count();
 }
 
 /// What node `k` (its events `evs`) did from `at` on: its shutdown (when, why), the processes
@@ -413,7 +410,7 @@ impl Story<'_> {
             "headline": self.headline(),
             "nodes": self.nodes.iter().map(|n| serde_json::json!({
                 "node": n.node,
-                "outcome": self.outcome(n),
+                "outcome": self.outcome(n).as_str(),
                 "shutdown": n.shutdown.map(|(t, why)| serde_json::json!({
                     "after_first_failure_s": self.first.as_ref().map(|f| t.saturating_sub(f.ts_ms) as f64 / 1000.0),
                     "reason": why,
@@ -424,15 +421,42 @@ impl Story<'_> {
         })
     }
 
-    /// `failed` (the first failure's node), `recovered` (its node, when its process came
-    /// back), `drained` (stopped because of it), `failed after` (failed too, later), or `ok`.
-    pub fn outcome(&self, n: &NodeAfter) -> &'static str {
+    /// What the first failure was to node `n`.
+    pub fn outcome(&self, n: &NodeAfter) -> Outcome {
         match &self.first {
-            Some(f) if f.node == n.node && f.recovered => "recovered",
-            Some(f) if f.node == n.node => "failed",
-            Some(_) if !n.failed_after.is_empty() => "failed after",
-            Some(_) if n.shutdown.is_some() => "drained",
-            _ => "ok",
+            Some(f) if f.node == n.node && f.recovered => Outcome::Recovered,
+            Some(f) if f.node == n.node => Outcome::Failed,
+            Some(_) if !n.failed_after.is_empty() => Outcome::FailedAfter,
+            Some(_) if n.shutdown.is_some() => Outcome::Drained,
+            _ => Outcome::Ok,
+        }
+    }
+}
+
+/// What the job's first failure was to a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It failed there.
+    Failed,
+    /// It failed there, and its process was restarted and ready again.
+    Recovered,
+    /// The node was stopped after it, because of it.
+    Drained,
+    /// The node failed too, later.
+    FailedAfter,
+    /// Nothing.
+    Ok,
+}
+
+impl Outcome {
+    /// The name in `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Failed => "failed",
+            Outcome::Recovered => "recovered",
+            Outcome::Drained => "drained",
+            Outcome::FailedAfter => "failed after",
+            Outcome::Ok => "ok",
         }
     }
 }
@@ -544,7 +568,11 @@ mod tests {
             "first failure: n3/decode at +5.0 s: exited with code 1, unasked; cuda-oom: the GPU ran out of memory"
         );
         // The failing node first, then the others.
-        let order: Vec<(&str, &str)> = s.nodes.iter().map(|n| (n.node, s.outcome(n))).collect();
+        let order: Vec<(&str, &str)> = s
+            .nodes
+            .iter()
+            .map(|n| (n.node, s.outcome(n).as_str()))
+            .collect();
         assert_eq!(
             order,
             [("n3", "failed"), ("n1", "drained"), ("n2", "failed after")]
@@ -614,8 +642,8 @@ mod tests {
             .ends_with("(it was restarted and ready again)"));
         // The drain that came later was not because of it.
         assert_eq!(s.drained().count(), 0);
-        assert_eq!(s.outcome(&s.nodes[0]), "recovered");
-        assert_eq!(s.outcome(&s.nodes[1]), "ok");
+        assert_eq!(s.outcome(&s.nodes[0]).as_str(), "recovered");
+        assert_eq!(s.outcome(&s.nodes[1]).as_str(), "ok");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
 
-use crate::domain::signature::{shown_line, Reported, Signature};
+use crate::domain::signature::{shown_line, Reported, Signature, SHOWN_CHARS};
 use crate::runfiles::DiagnosisRecord;
 
 use super::logs::{LineTap, LineWatcher, Watch};
@@ -19,8 +19,6 @@ use super::logs::{LineTap, LineWatcher, Watch};
 /// Bumped when a signature is added, removed or its meaning changes (events name it).
 pub const CATALOGUE_VERSION: u32 = 2;
 
-/// Longest line an event shows (characters).
-const SHOWN: usize = 400;
 /// Lines a traceback is followed for before it is given up (a runaway dump is no traceback).
 const TRACEBACK_MAX_LINES: usize = 2000;
 
@@ -67,7 +65,7 @@ impl Found {
     fn new(signature: &'static Signature, line: &[u8], context: Vec<String>) -> Self {
         Found {
             signature,
-            line: shown_line(line, SHOWN),
+            line: shown_line(line, SHOWN_CHARS),
             context,
         }
     }
@@ -160,7 +158,7 @@ impl LineWatcher for Diagnoser {
         // A line can say both ("Scheduler hit an exception: Traceback (most recent call
         // last):"): its known failure is reported, and its traceback followed.
         self.at_once(line, || {
-            before.iter().map(|l| shown_line(l, SHOWN)).collect()
+            before.iter().map(|l| shown_line(l, SHOWN_CHARS)).collect()
         });
         let Some(s) = catalogue().find(|s| s.reported == Reported::WhenItFails && s.matches(line))
         else {
@@ -168,7 +166,7 @@ impl LineWatcher for Diagnoser {
         };
         self.traceback = Some(Traceback {
             signature: s,
-            recent: VecDeque::from([shown_line(line, SHOWN)]),
+            recent: VecDeque::from([shown_line(line, SHOWN_CHARS)]),
             lines: 0,
         });
         true
@@ -190,7 +188,7 @@ impl LineWatcher for Diagnoser {
             if tb.recent.len() == super::logs::CONTEXT_BEFORE {
                 tb.recent.pop_front();
             }
-            tb.recent.push_back(shown_line(line, SHOWN));
+            tb.recent.push_back(shown_line(line, SHOWN_CHARS));
             // A known line inside the traceback (NCCL's message in a frame) is reported as
             // usual.
             self.at_once(line, || recent);

@@ -21,6 +21,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use super::logs::{self, OpenMode};
 use super::machine::{ExitStatus, Record, UnitStatus};
 use super::SupervisorError;
+use crate::domain::signature::{shown_line, SHOWN_CHARS};
 use crate::plan::ProcessKind;
 use crate::runfiles::{
     events_path, read_events, status_path, DiagnosisRecord, EventRecord, StatusExit, StatusFile,
@@ -284,7 +285,7 @@ pub fn log_tail(
     let skip = usize::from(len > MAX && all.len() > lines);
     let tail = all[skip.max(all.len().saturating_sub(lines))..]
         .iter()
-        .map(|l| crate::domain::signature::shown_line(l.as_bytes(), 400))
+        .map(|l| shown_line(l.as_bytes(), SHOWN_CHARS))
         .collect();
     (path, tail)
 }

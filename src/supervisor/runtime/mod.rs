@@ -39,6 +39,7 @@ use super::timer::DeadlineTimer;
 use super::{
     diagnose, probes, remount, signals, spawn, stores, RunOptions, RunOutcome, SupervisorError,
 };
+use crate::domain::signature::SHOWN_CHARS;
 use crate::runfiles::{OutputLost, ServableState, ServableStatus, StatusFile};
 
 mod finish;
@@ -798,6 +799,17 @@ impl Runtime {
 
     /// Write a record the runtime (not the machine) decides, and log it.
     fn note(&mut self, unit: &str, kind: RecordKind, detail: String) {
+        self.note_with(unit, kind, detail, None);
+    }
+
+    /// [`Runtime::note`] with a known failure line (a `diagnosis` event's).
+    fn note_with(
+        &mut self,
+        unit: &str,
+        kind: RecordKind,
+        detail: String,
+        diagnosis: Option<crate::runfiles::DiagnosisRecord>,
+    ) {
         let r = Record {
             unit: unit.to_string(),
             kind,
@@ -805,7 +817,8 @@ impl Runtime {
             status: None,
             detail: Some(detail),
         };
-        self.events.write(&r, Instant::now(), &self.clock);
+        self.events
+            .write_with(&r, diagnosis, Instant::now(), &self.clock);
         match kind {
             RecordKind::WorkersLost
             | RecordKind::OutputLost
@@ -826,7 +839,7 @@ impl Runtime {
         let spec = &self.plan.processes[proc];
         let tx = self.tx.clone();
         let on_match = Box::new(move |pattern: &str, line: &[u8]| {
-            let line = crate::domain::signature::shown_line(line, 400);
+            let line = crate::domain::signature::shown_line(line, SHOWN_CHARS);
             let _ = tx.send(Msg::FatalLine {
                 proc,
                 generation,
@@ -845,16 +858,13 @@ impl Runtime {
 
     /// Write a `diagnosis` event for process `proc`.
     fn diagnosis(&mut self, proc: usize, found: diagnose::Found) {
-        let r = Record {
-            unit: self.plan.processes[proc].name.clone(),
-            kind: RecordKind::Diagnosis,
-            pid: None,
-            status: None,
-            detail: Some(found.detail()),
-        };
-        self.events
-            .write_with(&r, Some(found.record()), Instant::now(), &self.clock);
-        tracing::warn!(process = %r.unit, detail = r.detail.as_deref(), "diagnosis");
+        let unit = self.plan.processes[proc].name.clone();
+        self.note_with(
+            &unit,
+            RecordKind::Diagnosis,
+            found.detail(),
+            Some(found.record()),
+        );
     }
 
     /// A master that becomes ready for the second time or later was restarted: verify, in the
