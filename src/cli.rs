@@ -269,6 +269,11 @@ pub struct StatusArgs {
     /// slowest process to get ready.
     #[arg(long)]
     pub job: bool,
+    /// With --job: list every process and every node's outcome, however large the job (by
+    /// default a job of more than 40 processes lists the ones that need a look, and one of more
+    /// than 16 nodes gives nodes with the same outcome one line).
+    #[arg(long, requires = "job")]
+    pub all: bool,
     /// Refresh every SECS seconds (default 2) until every node's mcsup has finished or is gone: in
     /// place on a terminal, else a new report (after a blank line) each time it changes.
     #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
@@ -914,7 +919,7 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             let text = if args.json {
                 crate::render::job_status_json(&nodes, story.as_ref(), now_ms)
             } else {
-                crate::render::job_status_human(&nodes, story.as_ref(), now_ms)
+                crate::render::job_status_human(&nodes, story.as_ref(), now_ms, args.all)
             };
             return Ok((text, finished));
         }

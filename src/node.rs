@@ -204,6 +204,85 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     Ok(nodes)
 }
 
+/// Node names as one Slurm hostlist expression, for people: `gpu-[01-04,07],infra1`. Names that
+/// end in digits are folded into ranges by prefix and digit count (in the order each prefix first
+/// appears, numbers sorted, repeats once); other names stay as they are. Names that contain
+/// hostlist syntax are quoted as they are (the reader sees them, the parser is not promised).
+pub fn compress_nodelist<S: AsRef<str>>(names: &[S]) -> String {
+    // A name as (prefix, its number's digits, the number), when it ends in one.
+    fn split(name: &str) -> Option<(&str, &str, u64)> {
+        let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let (prefix, tail) = name.split_at(name.len() - digits);
+        if digits == 0 || digits > 18 || prefix.contains(['[', ']', ',']) {
+            return None;
+        }
+        Some((prefix, tail, tail.parse().ok()?))
+    }
+    // The zero-padded widths each prefix uses (`gpu-01`): `gpu-10` joins `gpu-[01-09]`.
+    let padded: std::collections::HashSet<(&str, usize)> = names
+        .iter()
+        .filter_map(|n| split(n.as_ref()))
+        .filter(|(_, tail, _)| tail.len() > 1 && tail.starts_with('0'))
+        .map(|(prefix, tail, _)| (prefix, tail.len()))
+        .collect();
+    // (prefix, padded width or 0) -> numbers, in first-appearance order.
+    let mut groups: Vec<((&str, usize), Vec<u64>)> = Vec::new();
+    let mut index: std::collections::HashMap<(&str, usize), usize> = Default::default();
+    let mut out: Vec<String> = Vec::new();
+    // Where each group goes among the plain names.
+    let mut slots: Vec<Option<usize>> = Vec::new();
+    for name in names {
+        let name = name.as_ref();
+        match split(name) {
+            Some((prefix, tail, n)) => {
+                let width = if padded.contains(&(prefix, tail.len())) {
+                    tail.len()
+                } else {
+                    0
+                };
+                let key = (prefix, width);
+                let k = *index.entry(key).or_insert_with(|| {
+                    groups.push((key, Vec::new()));
+                    slots.push(Some(groups.len() - 1));
+                    out.push(String::new());
+                    groups.len() - 1
+                });
+                groups[k].1.push(n);
+            }
+            None => {
+                slots.push(None);
+                out.push(name.to_string());
+            }
+        }
+    }
+    for (slot, text) in slots.iter().zip(out.iter_mut()) {
+        let Some(k) = slot else { continue };
+        let ((prefix, width), numbers) = &mut groups[*k];
+        numbers.sort_unstable();
+        numbers.dedup();
+        if numbers.len() == 1 {
+            *text = format!("{prefix}{:0width$}", numbers[0], width = *width);
+            continue;
+        }
+        let mut ranges: Vec<String> = Vec::new();
+        let mut i = 0;
+        while i < numbers.len() {
+            let mut j = i;
+            while j + 1 < numbers.len() && numbers[j + 1] == numbers[j] + 1 {
+                j += 1;
+            }
+            ranges.push(if i == j {
+                format!("{:0w$}", numbers[i], w = *width)
+            } else {
+                format!("{:0w$}-{:0w$}", numbers[i], numbers[j], w = *width)
+            });
+            i = j + 1;
+        }
+        *text = format!("{prefix}[{}]", ranges.join(","));
+    }
+    out.join(",")
+}
+
 /// How many names a hostlist expands to, from its ranges alone (`a[1-4,7]-b[1-2],c` is
 /// 5 x 2 + 1), repeats included; saturating. `None` for text this does not recognise: the parser
 /// reports it.
@@ -390,6 +469,34 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_names_fold_into_a_hostlist_slurm_expands_back() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (given, folded) in [
+            (names(&["n1", "n2", "n3", "n5"]), "n[1-3,5]"),
+            (names(&["n9", "n10", "n11"]), "n[9-11]"),
+            (
+                names(&["gpu-01", "gpu-02", "gpu-10", "infra"]),
+                "gpu-[01-02,10],infra",
+            ),
+            (names(&["b7", "a1", "b8", "a2", "a2"]), "b[7-8],a[1-2]"),
+            (names(&["only3"]), "only3"),
+            (names(&["x0", "x00", "x01"]), "x0,x[00-01]"),
+        ] {
+            let got = compress_nodelist(&given);
+            assert_eq!(got, folded);
+            let mut want = given.clone();
+            want.dedup();
+            let mut back = expand_nodelist(&got).unwrap();
+            back.sort();
+            want.sort();
+            want.dedup();
+            assert_eq!(back, want, "{got}");
+        }
+        let many: Vec<String> = (1..=128).map(|i| format!("n{i}")).collect();
+        assert_eq!(compress_nodelist(&many), "n[1-128]");
+    }
 
     fn inputs() -> NodeInputs {
         NodeInputs {

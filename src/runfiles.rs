@@ -237,6 +237,10 @@ pub struct StatusProcess {
     /// A Mooncake store: the segment the plan gives it (what the master must hold for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment_bytes: Option<u64>,
+    /// The roles it serves (a worker's prefill, decode or agg), as the plan says; none for the
+    /// job's infrastructure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
 }
 
 /// What the Mooncake master said at its last look (on the node that runs it): its `/metrics`
@@ -267,6 +271,9 @@ pub struct MooncakeView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusFile {
     pub node: String,
+    /// The node's roles (prefill, decode, agg; none on a dedicated infra or frontend node).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<String>,
     pub mcsup_pid: u32,
     pub phase: NodePhase,
     pub started_ts_ms: u64,

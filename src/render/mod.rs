@@ -14,6 +14,7 @@ use crate::plan::*;
 use crate::recipe::SIZE_VARIABLES;
 use crate::secrets::{self, REDACTED};
 
+pub mod groups;
 mod status;
 mod timeline;
 pub mod why;

@@ -2,6 +2,7 @@
 //! the job) and the Prometheus text of `<node>.prom`. Pure: the caller reads the files and passes
 //! the current time.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::engine::frontend::describe as servable_describe;
@@ -436,8 +437,9 @@ fn servable_families(
 // `mcsup status --job`
 // ---------------------------------------------------------------------------------------------
 
-/// One line about a node's mcsup: running, done with its exit code, or gone without finishing.
-fn node_outcome(s: &StatusFile, alive: bool, now_ms: u64) -> String {
+/// One line about a node's mcsup: running (with its pid when `pid`), done with its exit code, or
+/// gone without finishing.
+fn node_outcome(s: &StatusFile, alive: bool, now_ms: u64, pid: bool) -> String {
     let reason = s
         .reason
         .as_ref()
@@ -445,7 +447,12 @@ fn node_outcome(s: &StatusFile, alive: bool, now_ms: u64) -> String {
         .unwrap_or_default();
     match (s.exit_code, alive) {
         (Some(c), _) => format!("done, exit code {c}{reason}"),
-        (None, true) => format!("{} (mcsup pid {}){reason}", s.phase, s.mcsup_pid),
+        (None, true) if pid => format!("{} (mcsup pid {}){reason}", s.phase, s.mcsup_pid),
+        (None, true) => format!("{}{reason}", s.phase),
+        (None, false) if !pid => format!(
+            "mcsup is gone without finishing: killed? (phase {})",
+            s.phase
+        ),
         (None, false) => format!(
             "mcsup (pid {}) is gone without finishing: killed? its status is stale since {} ago (phase {})",
             s.mcsup_pid,
@@ -591,13 +598,48 @@ fn waiting(nodes: &[(String, StatusRead)], now_ms: u64) -> Vec<(NodeUnit<'_>, St
     out
 }
 
-/// `mcsup status --job`: every process of every node in one table, a line per node with its
-/// outcome, what the job waits for while it starts, the start-up's critical path and the
-/// slowest process to get ready. Pure: `now_ms` comes from the caller.
+/// Up to this many processes, `status --job` lists every one; beyond, the ones that need a look
+/// (`--all`: every one).
+pub const FULL_TABLE_UP_TO: usize = 40;
+/// Up to this many nodes, `status --job` gives each its outcome line; beyond, nodes with the same
+/// outcome share one (`--all`: one each).
+pub const NODE_LINES_UP_TO: usize = 16;
+
+/// Whether unit `u` of node `r` needs a look in a large job's table: it failed (`failed`, from the
+/// job's story), restarted, is failed or backing off, its node's mcsup is gone, or it is not ready
+/// while its node runs.
+fn needs_a_look(r: &StatusRead, u: &StatusProcess, failed: bool) -> bool {
+    let running = r.status.exit_code.is_none();
+    failed
+        || u.restarts > 0
+        || matches!(u.state, UnitState::Failed | UnitState::BackingOff)
+        || (running && !r.writer_alive && u.state != UnitState::Exited)
+        || (running && r.writer_alive && !matches!(u.state, UnitState::Ready | UnitState::Exited))
+}
+
+/// The processes the job's story names as failed: (node, process).
+fn failed_units<'a>(story: Option<&'a Story>) -> std::collections::HashSet<(&'a str, &'a str)> {
+    story
+        .into_iter()
+        .flat_map(|s| {
+            s.first
+                .iter()
+                .chain(s.nodes.iter().flat_map(|n| n.failed_after.iter()))
+                .map(|f| (f.node, f.process))
+        })
+        .collect()
+}
+
+/// `mcsup status --job`: a line per role (nodes, how many ready, processes by state), every
+/// process of every node in one table (in a large job, the ones that need a look, unless `all`),
+/// each node's outcome (nodes with the same one together in a large job), what the job waits
+/// for while it starts, the start-up's critical path and the slowest process to get ready.
+/// Pure: `now_ms` comes from the caller.
 pub fn job_status_human(
     nodes: &[(String, StatusRead)],
     story: Option<&Story>,
     now_ms: u64,
+    all: bool,
 ) -> String {
     let header = [
         "NODE",
@@ -609,42 +651,113 @@ pub fn job_status_human(
         "READY AFTER",
         "LAST EXIT",
     ];
+    let total = units(nodes).count();
+    let failed = failed_units(story);
     let mut rows: Vec<[String; 8]> = Vec::new();
-    for (node, u) in units(nodes) {
-        rows.push([
-            node.to_string(),
-            u.name.clone(),
-            format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
-            u.state.to_string(),
-            u.pid.map_or_else(|| "-".into(), |p| p.to_string()),
-            u.restarts.to_string(),
-            u.ready_after_ms
-                .map_or_else(|| "-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
-            exit_text(u.last_exit.as_ref()),
-        ]);
+    for (node, r) in nodes {
+        for u in &r.status.units {
+            if !(all
+                || total <= FULL_TABLE_UP_TO
+                || needs_a_look(r, u, failed.contains(&(node.as_str(), u.name.as_str()))))
+            {
+                continue;
+            }
+            rows.push(unit_row(node, u));
+        }
     }
     let mut out = format!(
         "job: {} node(s): {}\n",
         nodes.len(),
-        nodes
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        crate::node::compress_nodelist(&nodes.iter().map(|(n, _)| n).collect::<Vec<_>>())
     );
     if let Some(h) = story.and_then(Story::headline) {
         let _ = writeln!(out, "{h} (`mcsup why` tells the story)");
     }
-    out.push_str(&text_table(header, &rows));
-    out.push('\n');
-    for (node, r) in nodes {
+    let files: Vec<&StatusFile> = nodes.iter().map(|(_, r)| &r.status).collect();
+    for sum in super::groups::summaries(&files) {
+        let _ = writeln!(out, "{}", sum.text());
+    }
+    if rows.len() < total {
         let _ = writeln!(
             out,
-            "{node}: {}{}",
-            node_outcome(&r.status, r.writer_alive, now_ms),
-            after_first_failure(story, node)
+            "{} of {total} processes, the ones that need a look (restarted, failed, not ready); --all lists every one:",
+            rows.len()
         );
     }
+    if !rows.is_empty() {
+        out.push_str(&text_table(header, &rows));
+    }
+    out.push('\n');
+    node_lines(&mut out, nodes, story, now_ms, all);
+    job_status_tail(&mut out, nodes, now_ms);
+    out
+}
+
+/// A row of the `status --job` table.
+fn unit_row(node: &str, u: &StatusProcess) -> [String; 8] {
+    [
+        node.to_string(),
+        u.name.clone(),
+        format!("{}{}", u.kind, if u.critical { "*" } else { "" }),
+        u.state.to_string(),
+        u.pid.map_or_else(|| "-".into(), |p| p.to_string()),
+        u.restarts.to_string(),
+        u.ready_after_ms
+            .map_or_else(|| "-".into(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
+        exit_text(u.last_exit.as_ref()),
+    ]
+}
+
+/// Each node's outcome line; in a large job (unless `all`), one line for the nodes whose outcome
+/// reads the same (`n[2-64] (63 nodes): done, exit code 0; drained because of ...`).
+fn node_lines(
+    out: &mut String,
+    nodes: &[(String, StatusRead)],
+    story: Option<&Story>,
+    now_ms: u64,
+    all: bool,
+) {
+    let after: HashMap<&str, String> = nodes
+        .iter()
+        .map(|(n, _)| (n.as_str(), after_first_failure(story, n)))
+        .collect();
+    if all || nodes.len() <= NODE_LINES_UP_TO {
+        for (node, r) in nodes {
+            let _ = writeln!(
+                out,
+                "{node}: {}{}",
+                node_outcome(&r.status, r.writer_alive, now_ms, true),
+                after[node.as_str()]
+            );
+        }
+        return;
+    }
+    let mut same: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (node, r) in nodes {
+        let line = format!(
+            "{}{}",
+            node_outcome(&r.status, r.writer_alive, now_ms, false),
+            after[node.as_str()]
+        );
+        let k = *index.entry(line.clone()).or_insert_with(|| {
+            same.push((line, Vec::new()));
+            same.len() - 1
+        });
+        same[k].1.push(node);
+    }
+    for (line, names) in same {
+        let who = match names.len() {
+            1 => names[0].to_string(),
+            n => format!("{} ({n} nodes)", crate::node::compress_nodelist(&names)),
+        };
+        let _ = writeln!(out, "{who}: {line}");
+    }
+}
+
+/// What follows the node lines: the endpoint, Mooncake, what the job waits for, the start-up's
+/// critical path, the slowest process.
+fn job_status_tail(out: &mut String, nodes: &[(String, StatusRead)], now_ms: u64) {
     let start = nodes
         .iter()
         .map(|(_, r)| r.status.started_ts_ms)
@@ -694,7 +807,6 @@ pub fn job_status_human(
         );
     }
     out.push_str("(* = critical)\n");
-    out
 }
 
 /// What the first failure of the job did to `node`, for its outcome line: nothing, or that it
@@ -773,11 +885,13 @@ pub fn job_status_json(
             "spawned_after": gated_by(nodes, n, u).map(|d| d.name.clone()),
         })
     });
+    let files: Vec<&StatusFile> = nodes.iter().map(|(_, r)| &r.status).collect();
     let doc = serde_json::json!({
+        "roles": super::groups::summaries(&files).iter().map(super::groups::Summary::json).collect::<Vec<_>>(),
         "nodes": nodes.iter().map(|(n, r)| serde_json::json!({
             "node": n,
             "alive": r.writer_alive,
-            "outcome": node_outcome(&r.status, r.writer_alive, now_ms),
+            "outcome": node_outcome(&r.status, r.writer_alive, now_ms, true),
             "after_first_failure": story.and_then(|s| Some(s.outcome(s.nodes.iter().find(|x| x.node == n)?).as_str())),
             "status": r.status,
         })).collect::<Vec<_>>(),
@@ -823,6 +937,7 @@ pub(crate) mod status_tests {
     pub(crate) fn sample() -> StatusFile {
         StatusFile {
             node: "n1".into(),
+            roles: vec![],
             mcsup_pid: u32::MAX - 1,
             phase: "running".into(),
             started_ts_ms: 1_000,
@@ -850,6 +965,7 @@ pub(crate) mod status_tests {
                     first_ready_ts_ms: Some(1_500),
                     depends_on: vec![],
                     segment_bytes: None,
+                    roles: vec![],
                 },
                 StatusProcess {
                     name: "worker".into(),
@@ -875,6 +991,7 @@ pub(crate) mod status_tests {
                     first_ready_ts_ms: None,
                     depends_on: vec!["master".into()],
                     segment_bytes: None,
+                    roles: vec![],
                 },
             ],
         }
@@ -946,6 +1063,7 @@ pub(crate) mod status_tests {
             first_ready_ts_ms: None,
             depends_on: deps.iter().map(|d| d.to_string()).collect(),
             segment_bytes: None,
+            roles: vec![],
         }
     }
 
@@ -1000,7 +1118,7 @@ pub(crate) mod status_tests {
     #[test]
     fn the_critical_path_follows_what_each_spawn_waited_for() {
         let nodes = two_nodes();
-        let out = job_status_human(&nodes, None, 10_000);
+        let out = job_status_human(&nodes, None, 10_000, false);
         assert!(
             out.contains(
                 "start-up critical path (ready, after the first mcsup started): \
@@ -1029,7 +1147,7 @@ pub(crate) mod status_tests {
         store.spawned_ts_ms = Some(20_000);
         store.ready_after_ms = Some(500);
         store.restarts = 1;
-        let again = job_status_human(&nodes, None, 30_000);
+        let again = job_status_human(&nodes, None, 30_000, false);
         assert!(
             again.contains("-> n2/store +1.0 s -> n2/worker +7.0 s\n"),
             "{again}"
@@ -1047,7 +1165,7 @@ pub(crate) mod status_tests {
         n2.units[2].state = "waiting".into();
         n2.units[2].spawned_ts_ms = None;
         n2.units[2].state_since_ts_ms = 1_200;
-        let out = job_status_human(&nodes, None, 46_600);
+        let out = job_status_human(&nodes, None, 46_600, false);
         assert!(
             out.contains(
                 "waiting: n2/store for its readiness, 45.0 s so far, 2 probe failure(s)\n"
@@ -1062,7 +1180,7 @@ pub(crate) mod status_tests {
         assert!(out.contains("-> n1/worker +4.8 s\n"), "{out}");
         // A node whose mcsup is gone waits for nothing.
         nodes[1].1.writer_alive = false;
-        assert!(!job_status_human(&nodes, None, 46_600).contains("waiting:"));
+        assert!(!job_status_human(&nodes, None, 46_600, false).contains("waiting:"));
     }
 
     #[test]

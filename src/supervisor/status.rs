@@ -99,6 +99,7 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
         first_ready_ts_ms: u.first_ready_at.map(|t| clock.wall_ms(t)),
         depends_on: u.depends_on.clone(),
         segment_bytes: None,
+        roles: Vec::new(),
     }
 }
 

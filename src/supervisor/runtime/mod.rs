@@ -158,6 +158,8 @@ struct Runtime {
     master_poller: Option<JoinHandle<()>>,
     /// Each store's planned segment (its registration probe's size), by name, for the status file.
     planned_segments: HashMap<String, u64>,
+    /// Each process's roles, by name, for the status file.
+    unit_roles: HashMap<String, Vec<String>>,
     capacity_said: Option<bool>,
     short_looks: u32,
     /// The processes mcsup SIGKILLed, in order, for the final record.
@@ -240,6 +242,12 @@ pub async fn run_with_signals(
         .iter()
         .filter_map(|p| Some((p.name.clone(), p.segment_probe()?.size_bytes?)))
         .collect();
+    let unit_roles = plan
+        .processes
+        .iter()
+        .filter(|p| !p.roles.is_empty())
+        .map(|p| (p.name.clone(), roles_of(&p.roles)))
+        .collect();
     let mut rt = Runtime {
         machine,
         plan,
@@ -264,6 +272,7 @@ pub async fn run_with_signals(
         mooncake: None,
         master_poller: None,
         planned_segments,
+        unit_roles,
         capacity_said: None,
         short_looks: 0,
         sigkilled: Vec::new(),
@@ -1138,6 +1147,7 @@ impl Runtime {
         let now = Instant::now();
         let status = StatusFile {
             node: self.plan.node.name.clone(),
+            roles: roles_of(&self.plan.roles),
             mcsup_pid: std::process::id(),
             phase: self.machine.phase().into(),
             started_ts_ms: self.clock.wall_ms(self.clock.start()),
@@ -1153,6 +1163,7 @@ impl Runtime {
                     let mut unit = status::unit_to_status(u, &self.clock);
                     unit.output_lost = self.losses.get(&unit.name).cloned();
                     unit.segment_bytes = self.planned_segments.get(&unit.name).copied();
+                    unit.roles = self.unit_roles.get(&unit.name).cloned().unwrap_or_default();
                     unit
                 })
                 .collect(),
@@ -1180,6 +1191,11 @@ impl Runtime {
             tracing::warn!(error = %e, "cannot write the metrics file");
         }
     }
+}
+
+/// Roles as the status file names them.
+fn roles_of(roles: &[crate::domain::Role]) -> Vec<String> {
+    roles.iter().map(|r| r.as_str().to_string()).collect()
 }
 
 /// The master's console: its periodic report (a ~2.5 KB line every 10 s) as a one-line summary,
