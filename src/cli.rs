@@ -1050,7 +1050,15 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
         Some(Cmd::Timeline { log_dir, output }) => {
             let dir = log_dir.unwrap_or_else(default_log_dir);
             let nodes = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
-            let html = crate::render::timeline_html(&nodes);
+            // The roles come from the status files; a node without a readable one is drawn
+            // all the same, its processes ungrouped.
+            let status: Vec<_> = nodes
+                .iter()
+                .filter_map(|(n, _)| supervisor::read_status(&dir, Some(n)).ok())
+                .map(|r| r.status)
+                .collect();
+            let groups = crate::render::groups::Groups::from_status(&status);
+            let html = crate::render::timeline_html(&nodes, &groups);
             std::fs::write(&output, html).map_err(|e| CliError {
                 code: ExitCode::Usage.code(),
                 message: format!("{}: cannot write the timeline: {e}", output.display()),

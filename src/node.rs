@@ -204,6 +204,17 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     Ok(nodes)
 }
 
+/// Node names in the order people count them: `n2` before `n10` (by the number a name ends in,
+/// after its prefix), then by the name itself.
+pub fn node_order(a: &str, b: &str) -> std::cmp::Ordering {
+    fn key(name: &str) -> (&str, Option<u128>, &str) {
+        let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let (prefix, tail) = name.split_at(name.len() - digits);
+        (prefix, tail.parse().ok(), name)
+    }
+    key(a).cmp(&key(b))
+}
+
 /// Node names as one Slurm hostlist expression, for people: `gpu-[01-04,07],infra1`. Names that
 /// end in digits are folded into ranges by prefix and digit count (in the order each prefix first
 /// appears, numbers sorted, repeats once); other names stay as they are. Names that contain
@@ -494,6 +505,9 @@ mod tests {
             want.dedup();
             assert_eq!(back, want, "{got}");
         }
+        let mut names = names(&["n10", "gpu", "n2", "m1", "n1", "n01"]);
+        names.sort_by(|a, b| node_order(a, b));
+        assert_eq!(names, ["gpu", "m1", "n01", "n1", "n2", "n10"]);
         let many: Vec<String> = (1..=128).map(|i| format!("n{i}")).collect();
         assert_eq!(compress_nodelist(&many), "n[1-128]");
     }

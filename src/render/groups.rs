@@ -94,6 +94,8 @@ pub struct Summary<'a> {
     pub nodes: Vec<&'a str>,
     /// Those whose units of the group are all ready.
     pub nodes_ready: usize,
+    /// Those whose mcsup has not finished.
+    pub nodes_running: usize,
     /// Processes (gates are not) by state, in the order of [`UnitState::ALL`].
     pub states: Vec<(UnitState, usize)>,
     pub processes: usize,
@@ -108,11 +110,15 @@ impl Summary<'_> {
             .iter()
             .map(|(s, n)| format!("{n} {s}"))
             .collect();
+        // Once every node is done, nothing is ready: the states say how they ended.
+        let ready = if self.nodes_running > 0 {
+            format!(", {}/{} ready", self.nodes_ready, self.nodes.len())
+        } else {
+            String::new()
+        };
         let mut line = format!(
-            "{}: {} node(s), {}/{} ready; {} process(es)",
+            "{}: {} node(s){ready}; {} process(es)",
             self.group.name,
-            self.nodes.len(),
-            self.nodes_ready,
             self.nodes.len(),
             self.processes
         );
@@ -132,6 +138,7 @@ impl Summary<'_> {
             "role": self.group.name,
             "nodes": self.nodes.len(),
             "nodes_ready": self.nodes_ready,
+            "nodes_running": self.nodes_running,
             "processes": self.processes,
             "states": self.states.iter().map(|(s, n)| (s.as_str().to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
             "restarts": self.restarts,
@@ -153,6 +160,7 @@ pub fn summaries<'a>(files: &[&'a StatusFile]) -> Vec<Summary<'a>> {
                 group: g.clone(),
                 nodes: Vec::new(),
                 nodes_ready: 0,
+                nodes_running: 0,
                 states: Vec::new(),
                 processes: 0,
                 restarts: 0,
@@ -170,6 +178,7 @@ pub fn summaries<'a>(files: &[&'a StatusFile]) -> Vec<Summary<'a>> {
             if let Some(sum) = by_group.get_mut(&g) {
                 sum.nodes.push(&s.node);
                 sum.nodes_ready += usize::from(ready);
+                sum.nodes_running += usize::from(s.exit_code.is_none());
             }
         }
     }
@@ -250,6 +259,52 @@ mod tests {
                 "zeta",
                 "processes"
             ]
+        );
+    }
+
+    #[test]
+    fn a_running_job_counts_the_nodes_ready_per_role_and_a_finished_one_how_it_ended() {
+        let node = |name: &str, states: &[&str], restarts: u32| {
+            let mut s = crate::render::status_tests::sample();
+            s.node = name.into();
+            s.roles = vec!["decode".into()];
+            s.units = states
+                .iter()
+                .enumerate()
+                .map(|(i, st)| {
+                    let mut u = unit(&format!("w{i}"), "worker", &["decode"]);
+                    u.state = (*st).into();
+                    u.restarts = restarts;
+                    u
+                })
+                .collect();
+            s.units.push(unit("master@n1", "gate", &[]));
+            s.units.push(unit("etcd", "service", &[]));
+            s
+        };
+        let mut files = [
+            node("n1", &["ready", "ready"], 0),
+            node("n2", &["ready", "starting"], 1),
+        ];
+        let refs: Vec<&StatusFile> = files.iter().collect();
+        let lines: Vec<String> = summaries(&refs).iter().map(Summary::text).collect();
+        assert_eq!(
+            lines,
+            [
+                "infra: 2 node(s), 2/2 ready; 2 process(es): 2 ready",
+                "decode: 2 node(s), 1/2 ready; 4 process(es): 1 starting, 3 ready; 2 restart(s)",
+            ]
+        );
+        for f in &mut files {
+            f.exit_code = Some(0);
+            for u in &mut f.units {
+                u.state = "exited".into();
+            }
+        }
+        let refs: Vec<&StatusFile> = files.iter().collect();
+        assert_eq!(
+            summaries(&refs)[1].text(),
+            "decode: 2 node(s); 4 process(es): 4 exited; 2 restart(s)"
         );
     }
 }

@@ -336,7 +336,7 @@ impl Story<'_> {
                 .unwrap_or((f.ts_ms, ""));
             parts.push(format!(
                 "{} drained because of it (from +{}: {why})",
-                names.join(", "),
+                crate::node::compress_nodelist(&names),
                 secs(t.saturating_sub(f.ts_ms))
             ));
         }
@@ -600,7 +600,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("n3 tore down at +0.0 s (critical `decode` failed (exit code 1)); n1, n2 drained because of it (from +0.6 s: received SIGUSR1); 1 process(es) stopped; then failed: n2/prefill (exited with code 1, unasked)"),
+            text.contains("n3 tore down at +0.0 s (critical `decode` failed (exit code 1)); n[1-2] drained because of it (from +0.6 s: received SIGUSR1); 1 process(es) stopped; then failed: n2/prefill (exited with code 1, unasked)"),
             "{text}"
         );
         assert!(

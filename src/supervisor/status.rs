@@ -223,7 +223,7 @@ fn nodes_with(log_dir: &Path, suffix: &str) -> Result<Vec<String>, SupervisorErr
             name.strip_suffix(suffix).map(str::to_string)
         })
         .collect();
-    nodes.sort();
+    nodes.sort_by(|a, b| crate::node::node_order(a, b));
     Ok(nodes)
 }
 
