@@ -852,7 +852,7 @@ impl Runtime {
             let _ = tx.send(Msg::FatalLine {
                 proc,
                 generation,
-                detail: format!("a fatal log line (pattern `{pattern}` of health_check.fatal_log_markers): {line}"),
+                detail: format!("a fatal log line (pattern `{pattern}` of health_check.extra_fatal_log_patterns): {line}"),
             });
         });
         match logs::FatalWatch::new(&spec.fatal_log_patterns, on_match) {
