@@ -1054,8 +1054,7 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             // all the same, its processes ungrouped.
             let status: Vec<_> = nodes
                 .iter()
-                .filter_map(|(n, _)| supervisor::read_status(&dir, Some(n)).ok())
-                .map(|r| r.status)
+                .filter_map(|(n, _)| supervisor::read_roles(&dir, n))
                 .collect();
             let groups = crate::render::groups::Groups::from_status(&status);
             let html = crate::render::timeline_html(&nodes, &groups);

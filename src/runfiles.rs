@@ -293,6 +293,24 @@ pub struct StatusFile {
     pub mooncake: Option<MooncakeView>,
 }
 
+/// The part of a status file the timeline reads: which roles each unit serves.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StatusRoles {
+    pub node: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    pub units: Vec<UnitRoles>,
+}
+
+/// One unit of [`StatusRoles`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct UnitRoles {
+    pub name: String,
+    pub kind: UnitKind,
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
 impl StatusFile {
     /// The node's Mooncake stores: (ready, the segment the plan gives it).
     pub fn store_segments(&self) -> Vec<(bool, u64)> {

@@ -220,3 +220,27 @@ fn the_recipe_pages_mcsup_example_is_a_valid_section() {
     let bad = recipe.replacen("drain_signal:", "drian_signal:", 1);
     assert!(mcsup::recipe::parse_str(Path::new("bad.yaml"), &bad).is_err());
 }
+
+#[test]
+fn the_job_view_page_states_where_a_large_job_starts() {
+    let page = doc("docs/job-view.md");
+    for fact in [
+        format!(
+            "every process up to {}; beyond, the ones that need a look",
+            mcsup::render::FULL_TABLE_UP_TO
+        ),
+        format!(
+            "one each up to {} nodes; beyond, nodes whose outcome reads the same share",
+            mcsup::render::NODE_LINES_UP_TO
+        ),
+        format!(
+            "In a\njob of more than {} processes only the groups and nodes",
+            mcsup::render::OPEN_ALL_UP_TO
+        ),
+    ] {
+        assert!(
+            page.contains(&fact),
+            "docs/job-view.md does not say: {fact}"
+        );
+    }
+}

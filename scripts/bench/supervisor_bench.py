@@ -14,6 +14,8 @@ one run on this machine:
   4. log capture throughput: 2M lines of 100 B, vs a raw pipe into `cat`, console off and on
   5. RSS of the supervisor with 16 children
   6. CPU time and wakeups (context switches) while idle for IDLE_SECONDS
+  7. the job view (status --job, timeline, why) of a 128-node x 16-process job, vs `cat` of
+     its files
 "Floor" = the same children started/stopped/piped/gated directly by this harness, without a
 supervisor. The harness is already running, so that floor never pays for starting a process; the
 "process floor" (gated chain and spawn) is a small Rust program (src/bin/mcsup-floor.rs) doing
@@ -636,6 +638,38 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
+def bench_job_view(reps=REPS):
+    """`status --job`, `timeline` and `why` on a 128-node x 16-process job's directory (built by
+    tests/py/scaled_job.py from a real job's files), against reading those files with `cat`: the
+    floor of a process that reads the whole directory. Median wall time of `reps` runs each."""
+    repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    with tempfile.TemporaryDirectory() as d:
+        job = os.path.join(d, "job")
+        subprocess.run([sys.executable, os.path.join(repo, "tests", "py", "scaled_job.py"),
+                        os.path.join(repo, "tests", "fixtures", "real-job-1p2d-oom"), job],
+                       check=True)
+        files = sorted(os.path.join(job, f) for f in os.listdir(job))
+        page = os.path.join(d, "timeline.html")
+        commands = {
+            "cat": ["cat", *files],
+            "status_job": [MCSUP, "status", "--job", job],
+            "timeline": [MCSUP, "timeline", job, "-o", page],
+            "why": [MCSUP, "why", job],
+        }
+        out = {}
+        for name, argv in commands.items():
+            times = []
+            for _ in range(reps):
+                t0 = now()
+                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+                times.append(now() - t0)
+            out[name] = statistics.median(times)
+        out["files"] = len(files)
+        out["bytes"] = sum(os.path.getsize(f) for f in files)
+        out["page_bytes"] = os.path.getsize(page)
+        return out
+
+
 def main():
     become_subreaper()
     tmp = tempfile.gettempdir()
@@ -708,6 +742,14 @@ def main():
         if f"{name}_idle_cpu_ms" in ri:
             print(f"   {name:12} cpu {ri[name + '_idle_cpu_ms']:.0f} ms, wakeups (context switches) "
                   f"{ri[name + '_idle_wakeups']}")
+    jv = bench_job_view()
+    results["job_view_128_nodes"] = jv
+    print(f"\n7. the job view of 128 nodes x 16 processes ({jv['files']} files, "
+          f"{jv['bytes'] / 1e6:.1f} MB; median of {REPS})")
+    for key in ["cat", "status_job", "timeline", "why"]:
+        print(f"   {key:12} {ms(jv[key])}" + ("" if key == "cat" else
+                                              f"  (x{ratio(jv[key], jv['cat']):.1f} reading the files with cat)"))
+    print(f"   the timeline page: {jv['page_bytes'] / 1e6:.1f} MB")
     os.makedirs(os.path.dirname(os.path.abspath(JSON_OUT)), exist_ok=True)
     with open(JSON_OUT, "w") as f:
         json.dump(results, f, indent=1)

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::runfiles::{StatusFile, StatusProcess, UnitKind, UnitState};
+use crate::runfiles::{StatusFile, StatusRoles, UnitKind, UnitState};
 
 /// A group of the job view, in the order the view shows them.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -38,16 +38,16 @@ impl Group {
 
 const UNKNOWN: &str = "processes";
 
-/// The group of unit `u` of a node whose roles are `node_roles`.
-pub fn group_of(u: &StatusProcess, node_roles: &[String]) -> Group {
-    let roles = |r: &[String]| (!r.is_empty()).then(|| r.join("+"));
-    let name = match u.kind {
-        _ if !u.roles.is_empty() => u.roles.join("+"),
+/// The group of a unit of kind `kind` serving `roles`, on a node whose roles are `node_roles`.
+pub fn group_of(kind: UnitKind, roles: &[String], node_roles: &[String]) -> Group {
+    let node = |r: &[String]| (!r.is_empty()).then(|| r.join("+"));
+    let name = match kind {
+        _ if !roles.is_empty() => roles.join("+"),
         UnitKind::Master | UnitKind::Service => "infra".into(),
         UnitKind::Frontend => "frontend".into(),
-        UnitKind::Store | UnitKind::Gate => roles(node_roles).unwrap_or_else(|| "infra".into()),
+        UnitKind::Store | UnitKind::Gate => node(node_roles).unwrap_or_else(|| "infra".into()),
         UnitKind::Worker | UnitKind::Other => {
-            roles(node_roles).unwrap_or_else(|| u.kind.as_str().into())
+            node(node_roles).unwrap_or_else(|| kind.as_str().into())
         }
     };
     Group::named(name)
@@ -59,7 +59,7 @@ pub struct Groups(HashMap<String, HashMap<String, Group>>);
 
 impl Groups {
     /// From the status files there are (a node without one has its units in the unknown group).
-    pub fn from_status<'a>(files: impl IntoIterator<Item = &'a StatusFile>) -> Groups {
+    pub fn from_status<'a>(files: impl IntoIterator<Item = &'a StatusRoles>) -> Groups {
         Groups(
             files
                 .into_iter()
@@ -67,7 +67,7 @@ impl Groups {
                     let units = s
                         .units
                         .iter()
-                        .map(|u| (u.name.clone(), group_of(u, &s.roles)))
+                        .map(|u| (u.name.clone(), group_of(u.kind, &u.roles, &s.roles)))
                         .collect();
                     (s.node.clone(), units)
                 })
@@ -155,7 +155,7 @@ pub fn summaries<'a>(files: &[&'a StatusFile]) -> Vec<Summary<'a>> {
         // This node's part of each group: (all ready so far).
         let mut here: HashMap<Group, bool> = HashMap::new();
         for u in s.units.iter().filter(|u| u.kind != UnitKind::Gate) {
-            let g = group_of(u, &s.roles);
+            let g = group_of(u.kind, &u.roles, &s.roles);
             let sum = by_group.entry(g.clone()).or_insert_with(|| Summary {
                 group: g.clone(),
                 nodes: Vec::new(),
@@ -200,6 +200,7 @@ pub fn summaries<'a>(files: &[&'a StatusFile]) -> Vec<Summary<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runfiles::StatusProcess;
 
     fn unit(name: &str, kind: &str, roles: &[&str]) -> StatusProcess {
         let mut u = crate::render::status_tests::sample().units.remove(0);
@@ -235,7 +236,12 @@ mod tests {
             ),
             (unit("w", "worker", &[]), &[][..], "worker"),
         ] {
-            assert_eq!(group_of(&u, node_roles).name, group, "{}", u.name);
+            assert_eq!(
+                group_of(u.kind, &u.roles, node_roles).name,
+                group,
+                "{}",
+                u.name
+            );
         }
         let mut order: Vec<Group> = [
             "decode",

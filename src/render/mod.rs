@@ -21,8 +21,11 @@ pub mod why;
 
 #[cfg(test)]
 pub(crate) use status::status_tests;
-pub use status::{job_status_human, job_status_json, metrics_text, status_human};
-pub use timeline::timeline_html;
+pub use status::{
+    job_status_human, job_status_json, metrics_text, status_human, FULL_TABLE_UP_TO,
+    NODE_LINES_UP_TO,
+};
+pub use timeline::{timeline_html, OPEN_ALL_UP_TO};
 
 /// A copy of the plan with secret values replaced, and marked as redacted when any was.
 pub fn redacted(plan: &Plan) -> Plan {

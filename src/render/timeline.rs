@@ -318,37 +318,56 @@ impl Frame {
             r#"<svg xmlns="http://www.w3.org/2000/svg" class="{class}" width="{w:.0}" height="{height:.0}">"#,
             w = LEFT + WIDTH + 40.0,
         );
-        let (start, end) = (self.scale.start, self.scale.end);
-        for k in 0..=(end - start) / self.step {
-            let t = start + k * self.step;
-            let x = self.scale.x(t);
-            let _ = write!(
-                out,
-                r#"<line class="tick" x1="{x:.1}" x2="{x:.1}" y1="{y0:.1}" y2="{height:.1}"/>"#,
-                y0 = if labels { TOP - 6.0 } else { 0.0 },
-            );
-            if labels {
+        if labels {
+            let (start, end) = (self.scale.start, self.scale.end);
+            for k in 0..=(end - start) / self.step {
                 let _ = write!(
                     out,
                     r#"<text class="tick" x="{x:.1}" y="{ty}">{s}</text>"#,
+                    x = self.scale.x(start + k * self.step),
                     ty = TOP - 10.0,
                     s = tick_label(k * self.step, self.step)
                 );
             }
         }
-        out.push_str(body);
+        // The tick lines and the servable lines are drawn once (`defs`) and used in each picture.
+        let _ = write!(
+            out,
+            r##"<g transform="translate(0 {top:.1})"><use href="#tick-lines"/></g>{body}<g transform="translate(0 {top:.1})"><use href="#servable-lines"/></g></svg>"##
+        );
+        out
+    }
+
+    /// What every picture uses: the tick lines and the servable lines, as tall as any picture
+    /// (each clips them to its height).
+    fn defs(&self) -> String {
+        let (start, end) = (self.scale.start, self.scale.end);
+        let mut out = String::from(
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="0" height="0" class="defs"><defs><g id="tick-lines">"#,
+        );
+        for k in 0..=(end - start) / self.step {
+            let _ = write!(
+                out,
+                r#"<line class="tick" x1="{x:.1}" x2="{x:.1}" y1="-6" y2="{DEFS_HEIGHT}"/>"#,
+                x = self.scale.x(start + k * self.step),
+            );
+        }
+        out.push_str(r#"</g><g id="servable-lines">"#);
         for (t, title) in &self.servable {
             let _ = write!(
                 out,
-                r#"<line class="servable" x1="{x:.1}" x2="{x:.1}" y1="{top:.1}" y2="{height:.1}"><title>{title}</title></line>"#,
+                r#"<line class="servable" x1="{x:.1}" x2="{x:.1}" y1="0" y2="{DEFS_HEIGHT}"><title>{title}</title></line>"#,
                 x = self.scale.x(*t),
                 title = html_escape(title)
             );
         }
-        out.push_str("</svg>");
+        out.push_str("</g></defs></svg>");
         out
     }
 }
+
+/// Taller than any one picture of the page (a node of 1,024 processes is 20,480 px).
+const DEFS_HEIGHT: u32 = 1_000_000;
 
 /// A row's label: right-aligned before the bars.
 fn label(y: f64, text: &str) -> String {
@@ -518,7 +537,7 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)], groups: &Groups) -> S
 <style>
 body {{ font: 12px sans-serif; margin: 12px; }}
 .label {{ text-anchor: end; }} .group-label {{ font-weight: bold; }}
-svg {{ display: block; }}
+svg {{ display: block; overflow: hidden; }} svg.defs {{ position: absolute; }}
 summary {{ list-style: none; cursor: pointer; display: block; }}
 summary::-webkit-details-marker {{ display: none; }}
 details[open] > summary .twisty.closed, details:not([open]) > summary .twisty.opened {{ display: none; }}
@@ -538,7 +557,7 @@ p.first-failure {{ color: #a61b1b; font-weight: bold; }} p.servable {{ color: #2
 <h1>mcsup timeline: {n} node(s), {p} process(es), {total_s:.1} s</h1>
 {banner}{servable}
 <p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested (grey: a node drained because of the first failure, which is the row at the top); green line (and black-ringed green dot): the job became servable; black-ringed orange dot: the frontend lost workers, green dot: it has them all again. Processes are grouped by the role they serve and by node: click a group or a node to open or close it (a closed one is one bar: red while any of its processes is down, grey while any stops, green while all are ready).</p>
-{head}
+{defs}{head}
 {body}
 </body></html>
 "#,
@@ -559,6 +578,7 @@ p.first-failure {{ color: #a61b1b; font-weight: bold; }} p.servable {{ color: #2
             }
         )),
         servable = servable_line.collect::<String>(),
+        defs = frame.defs(),
     )
 }
 

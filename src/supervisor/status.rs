@@ -25,7 +25,7 @@ use crate::domain::signature::{shown_line, SHOWN_CHARS};
 use crate::plan::ProcessKind;
 use crate::runfiles::{
     events_path, read_events, status_path, DiagnosisRecord, EventRecord, StatusExit, StatusFile,
-    StatusProcess, StatusRead, UnitKind,
+    StatusProcess, StatusRead, StatusRoles, UnitKind,
 };
 
 /// The largest status file `mcsup status` reads (one written by mcsup is a few KiB).
@@ -350,6 +350,14 @@ pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, Sup
         status,
         writer_alive,
     })
+}
+
+/// The roles in `node`'s status file in `log_dir`, for `mcsup timeline`: `None` when there is no
+/// such file or it cannot be read (the timeline draws the node all the same).
+pub fn read_roles(log_dir: &Path, node: &str) -> Option<StatusRoles> {
+    logs::check_name("node", node).ok()?;
+    let text = logs::read_private(&status_path(log_dir, node), MAX_STATUS_FILE).ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 #[cfg(test)]
