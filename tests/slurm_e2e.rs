@@ -361,7 +361,14 @@ fn assert_job_view(env: &TestEnv, job: &Job, restarted: Option<&str>) -> PathBuf
     // why` shows the log of the run that was killed (rotated by the restart). Without it,
     // nothing failed.
     let why = common::mcsup_ok(["why".as_ref(), job.logs.as_os_str()]);
-    assert_eq!(dom.matches(r#"class="shutdown""#).count(), 2, "{why}");
+    // Each node's block has its line (n1's master and its workers are in two groups: one each).
+    for node in ["n1", "n2"] {
+        assert!(
+            dom.contains(&format!(r#"class="shutdown" data-node="{node}""#)),
+            "no shutdown line for {node}"
+        );
+    }
+    assert!(!dom.contains(r#"class="shutdown drained""#), "{why}");
     match restarted {
         // n2's `process` is the one killed.
         Some(process) => assert!(
@@ -378,7 +385,7 @@ fn assert_job_view(env: &TestEnv, job: &Job, restarted: Option<&str>) -> PathBuf
     let shot = env.path("timeline.png");
     chromium(
         &[
-            "--window-size=1450,330",
+            "--window-size=1450,640",
             &format!("--screenshot={}", shot.display()),
         ],
         &page,
