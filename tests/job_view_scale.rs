@@ -194,17 +194,7 @@ fn the_timeline_groups_roles_and_nodes_and_shows_the_first_failure_without_scrol
     assert!(m["page"].as_f64().unwrap() < 1_000.0, "{m}");
 
     let shot = env.path("timeline.png");
-    chromium(
-        &[
-            "--window-size=1450,760",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        &page,
-    );
-    assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
-    if let Ok(keep) = std::env::var("MCSUP_KEEP_TIMELINE_128") {
-        std::fs::copy(&shot, keep).unwrap();
-    }
+    screenshot(&page, &shot, (1450, 760), Some("MCSUP_KEEP_TIMELINE_128"));
 }
 
 #[test]

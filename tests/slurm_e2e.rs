@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::recipe::{metric, metrics, repo, venv_bin, Ports, RecipeOpts};
-use common::view::{bar_from, chromium, parse_prom, timeline};
+use common::view::{bar_from, chromium, parse_prom, screenshot, timeline};
 use common::{read_events, wait_for, Ev, Mcsup, TestEnv, MCSUP};
 
 const MIB: u64 = 1 << 20;
@@ -383,14 +383,7 @@ fn assert_job_view(env: &TestEnv, job: &Job, restarted: Option<&str>) -> PathBuf
         None => assert!(why.starts_with("no process failed"), "{why}"),
     }
     let shot = env.path("timeline.png");
-    chromium(
-        &[
-            "--window-size=1450,640",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        &page,
-    );
-    assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
+    screenshot(&page, &shot, (1450, 640), None);
 
     for node in ["n1", "n2"] {
         let prom = parse_prom(&job.logs.join(format!("{node}.prom")));

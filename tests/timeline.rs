@@ -67,17 +67,7 @@ fn a_real_run_draws_every_process_the_tiers_in_order_and_the_crash() {
     );
     assert!(dom.contains(r#"class="shutdown""#), "no shutdown line");
     let shot = env.path("timeline.png");
-    chromium(
-        &[
-            "--window-size=1450,220",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        &page,
-    );
-    assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
-    if let Ok(keep) = std::env::var("MCSUP_KEEP_TIMELINE") {
-        std::fs::copy(&shot, keep).unwrap();
-    }
+    screenshot(&page, &shot, (1450, 220), Some("MCSUP_KEEP_TIMELINE"));
     env.assert_no_leftovers();
 }
 
@@ -123,15 +113,5 @@ fn thirty_two_nodes_of_twelve_processes_each_get_their_rows() {
     assert_eq!(dom.matches(r#"class="shutdown""#).count(), 32);
     assert!(dom.contains("32 node(s), 384 process(es)"));
     let shot = env.path("timeline.png");
-    chromium(
-        &[
-            "--window-size=1450,8000",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        &page,
-    );
-    assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
-    if let Ok(keep) = std::env::var("MCSUP_KEEP_TIMELINE_BIG") {
-        std::fs::copy(&shot, keep).unwrap();
-    }
+    screenshot(&page, &shot, (1450, 8000), Some("MCSUP_KEEP_TIMELINE_BIG"));
 }

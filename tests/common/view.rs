@@ -40,6 +40,25 @@ pub fn chromium(args: &[&str], page: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A screenshot of `page` in a `width` x `height` window, written to `shot`; copied to the path
+/// in the environment variable `keep` names, when it is set (the docs' pictures come from there).
+pub fn screenshot(page: &Path, shot: &Path, (width, height): (u32, u32), keep: Option<&str>) {
+    chromium(
+        &[
+            &format!("--window-size={width},{height}"),
+            &format!("--screenshot={}", shot.display()),
+        ],
+        page,
+    );
+    assert!(
+        std::fs::metadata(shot).unwrap().len() > 1000,
+        "an empty picture"
+    );
+    if let Some(to) = keep.and_then(|k| std::env::var(k).ok()) {
+        std::fs::copy(shot, to).unwrap();
+    }
+}
+
 /// `mcsup timeline DIR -o OUT`, which must succeed.
 pub fn timeline(dir: &Path, out: &Path) {
     let o = Command::new(MCSUP)
