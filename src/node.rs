@@ -208,11 +208,16 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
 /// after its prefix), then by the name itself.
 pub fn node_order(a: &str, b: &str) -> std::cmp::Ordering {
     fn key(name: &str) -> (&str, Option<u128>, &str) {
-        let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
-        let (prefix, tail) = name.split_at(name.len() - digits);
-        (prefix, tail.parse().ok(), name)
+        let (prefix, digits) = split_number(name);
+        (prefix, digits.parse().ok(), name)
     }
     key(a).cmp(&key(b))
+}
+
+/// A node name as its prefix and the digits it ends in (`gpu-07` -> `gpu-`, `07`; none: `""`).
+fn split_number(name: &str) -> (&str, &str) {
+    let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+    name.split_at(name.len() - digits)
 }
 
 /// Node names as one Slurm hostlist expression, for people: `gpu-[01-04,07],infra1`. Names that
@@ -222,9 +227,8 @@ pub fn node_order(a: &str, b: &str) -> std::cmp::Ordering {
 pub fn compress_nodelist<S: AsRef<str>>(names: &[S]) -> String {
     // A name as (prefix, its number's digits, the number), when it ends in one.
     fn split(name: &str) -> Option<(&str, &str, u64)> {
-        let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
-        let (prefix, tail) = name.split_at(name.len() - digits);
-        if digits == 0 || digits > 18 || prefix.contains(['[', ']', ',']) {
+        let (prefix, tail) = split_number(name);
+        if tail.is_empty() || tail.len() > 18 || prefix.contains(['[', ']', ',']) {
             return None;
         }
         Some((prefix, tail, tail.parse().ok()?))

@@ -717,9 +717,15 @@ fn node_lines(
     now_ms: u64,
     all: bool,
 ) {
+    let outcomes = story.map(Story::outcomes).unwrap_or_default();
     let after: HashMap<&str, String> = nodes
         .iter()
-        .map(|(n, _)| (n.as_str(), after_first_failure(story, n)))
+        .map(|(n, _)| {
+            (
+                n.as_str(),
+                after_first_failure(story, outcomes.get(n.as_str())),
+            )
+        })
         .collect();
     if all || nodes.len() <= NODE_LINES_UP_TO {
         for (node, r) in nodes {
@@ -809,16 +815,13 @@ fn job_status_tail(out: &mut String, nodes: &[(String, StatusRead)], now_ms: u64
     out.push_str("(* = critical)\n");
 }
 
-/// What the first failure of the job did to `node`, for its outcome line: nothing, or that it
-/// failed first, was drained because of it, or failed after it.
-fn after_first_failure(story: Option<&Story>, node: &str) -> String {
-    let Some((s, f)) = story.and_then(|s| Some((s, s.first.as_ref()?))) else {
+/// What the first failure of the job did to a node (its `outcome`), for its outcome line:
+/// nothing, or that it failed first, was drained because of it, or failed after it.
+fn after_first_failure(story: Option<&Story>, outcome: Option<&Outcome>) -> String {
+    let (Some(f), Some(outcome)) = (story.and_then(|s| s.first.as_ref()), outcome) else {
         return String::new();
     };
-    let Some(n) = s.nodes.iter().find(|n| n.node == node) else {
-        return String::new();
-    };
-    match s.outcome(n) {
+    match outcome {
         Outcome::Failed => format!("; the job's first failure: {}", f.process),
         Outcome::Recovered => format!(
             "; the job's first failure: {} (restarted, ready again)",
@@ -886,13 +889,14 @@ pub fn job_status_json(
         })
     });
     let files: Vec<&StatusFile> = nodes.iter().map(|(_, r)| &r.status).collect();
+    let outcomes = story.map(Story::outcomes).unwrap_or_default();
     let doc = serde_json::json!({
         "roles": super::groups::summaries(&files).iter().map(super::groups::Summary::json).collect::<Vec<_>>(),
         "nodes": nodes.iter().map(|(n, r)| serde_json::json!({
             "node": n,
             "alive": r.writer_alive,
             "outcome": node_outcome(&r.status, r.writer_alive, now_ms, true),
-            "after_first_failure": story.and_then(|s| Some(s.outcome(s.nodes.iter().find(|x| x.node == n)?).as_str())),
+            "after_first_failure": outcomes.get(n.as_str()).map(|o| o.as_str()),
             "status": r.status,
         })).collect::<Vec<_>>(),
         "first_failure": story.map(|s| s.json(None)["first_failure"].clone()),

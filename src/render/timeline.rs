@@ -208,14 +208,15 @@ impl Row<'_> {
 
 /// Every process of every node (mcsup's own events are markers), in order of first appearance
 /// on its node, each from its own events: one pass over each node's events.
-fn rows_of(nodes: &[(String, Vec<EventRecord>)]) -> Vec<Row<'_>> {
+fn rows_of(nodes: &[(String, Vec<EventRecord>)], end: u64) -> Vec<Row<'_>> {
     let mut rows = Vec::new();
     for (k, (_, evs)) in nodes.iter().enumerate() {
-        // What is still open when the node's mcsup finished (a gate) ends there.
+        // What is still open when the node's mcsup finished (a gate) ends there; on a node still
+        // running, at the end of the picture.
         let node_end = evs
             .iter()
             .rfind(|e| e.process == "mcsup" && e.event == EventKind::Finished)
-            .map(|e| e.ts_ms);
+            .map_or(end, |e| e.ts_ms);
         let mut order: Vec<&str> = Vec::new();
         let mut mine: HashMap<&str, Vec<&EventRecord>> = HashMap::new();
         for e in evs.iter().filter(|e| e.process != "mcsup") {
@@ -227,8 +228,7 @@ fn rows_of(nodes: &[(String, Vec<EventRecord>)]) -> Vec<Row<'_>> {
                 .push(e);
         }
         for name in order {
-            let end = node_end.unwrap_or_else(|| evs.iter().map(|e| e.ts_ms).max().unwrap_or(0));
-            let (spans, marks) = spans_of(&mine[name], end);
+            let (spans, marks) = spans_of(&mine[name], node_end);
             rows.push(Row {
                 node: k,
                 name,
@@ -482,7 +482,8 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)], groups: &Groups) -> S
     let scale = Scale { start, end };
     let story = super::why::story(nodes);
     let first = story.first.as_ref();
-    let drained: HashSet<&str> = story.drained().map(|n| n.node).collect();
+    let drained_list: Vec<&str> = story.drained().map(|n| n.node).collect();
+    let drained: HashSet<&str> = drained_list.iter().copied().collect();
     let servable: Vec<(u64, String)> = nodes
         .iter()
         .flat_map(|(n, evs)| {
@@ -496,7 +497,7 @@ pub fn timeline_html(nodes: &[(String, Vec<EventRecord>)], groups: &Groups) -> S
                 })
         })
         .collect();
-    let rows = rows_of(nodes);
+    let rows = rows_of(nodes, end);
     let frame = Frame {
         scale,
         step: tick_step(end - start),
@@ -566,14 +567,12 @@ p.first-failure {{ color: #a61b1b; font-weight: bold; }} p.servable {{ color: #2
         banner = story.headline().map_or_else(String::new, |h| format!(
             r#"<p class="first-failure" id="first-failure">{}{}</p>"#,
             html_escape(&h),
-            if drained.is_empty() {
+            if drained_list.is_empty() {
                 String::new()
             } else {
-                let mut names: Vec<&str> = story.drained().map(|n| n.node).collect();
-                names.dedup();
                 html_escape(&format!(
                     "; drained because of it: {}",
-                    crate::node::compress_nodelist(&names)
+                    crate::node::compress_nodelist(&drained_list)
                 ))
             }
         )),
@@ -796,6 +795,47 @@ mod tests {
                 .collect(),
             marks: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_node_still_running_draws_its_open_spans_to_the_end_of_the_picture() {
+        let ev = |node: &str, t: u64, process: &str, event: EventKind| EventRecord {
+            ts_ms: t,
+            t_ms: t as f64,
+            node: node.into(),
+            process: process.into(),
+            event,
+            pid: None,
+            exit_code: None,
+            signal: None,
+            detail: None,
+            diagnosis: None,
+        };
+        let nodes = vec![
+            (
+                "n1".to_string(),
+                vec![
+                    ev("n1", 0, "w", EventKind::Spawned),
+                    ev("n1", 10, "w", EventKind::Ready),
+                    ev("n1", 100, "mcsup", EventKind::Finished),
+                    ev("n1", 200, "mcsup", EventKind::ShutdownRequested),
+                ],
+            ),
+            (
+                "n2".to_string(),
+                vec![
+                    ev("n2", 0, "w", EventKind::Spawned),
+                    ev("n2", 50, "w", EventKind::Ready),
+                ],
+            ),
+        ];
+        let rows = rows_of(&nodes, 200);
+        let ends: Vec<(usize, u64)> = rows
+            .iter()
+            .map(|r| (r.node, r.spans.last().unwrap().to))
+            .collect();
+        // n1's mcsup finished at 100: its spans end there; n2's runs on to the picture's end.
+        assert_eq!(ends, [(0, 100), (1, 200)]);
     }
 
     #[test]

@@ -203,16 +203,15 @@ fn explain<'a>(f: &mut Failure<'a>, evs: &'a [EventRecord]) {
 type After<'a> = (Option<(u64, &'a str)>, usize, Vec<Failure<'a>>);
 
 fn after<'a>(
-    all: &[(usize, Failure<'a>)],
+    failures: &[&Failure<'a>],
     first: Option<&Failure<'a>>,
-    k: usize,
     evs: &'a [EventRecord],
     at: u64,
 ) -> After<'a> {
-    let mut failed_after: Vec<Failure<'a>> = all
+    let mut failed_after: Vec<Failure<'a>> = failures
         .iter()
-        .filter(|(j, f)| *j == k && f.ts_ms >= at && !first.is_some_and(|x| x.same(f)))
-        .map(|(_, f)| f.clone())
+        .filter(|f| f.ts_ms >= at && !first.is_some_and(|x| x.same(f)))
+        .map(|f| (*f).clone())
         .collect();
     for f in &mut failed_after {
         explain(f, evs);
@@ -257,12 +256,17 @@ pub fn story(nodes: &[(String, Vec<EventRecord>)]) -> Story<'_> {
         .map(|(k, _)| *k)
         .chain((0..nodes.len()).filter(|k| first.as_ref().is_none_or(|(j, _)| j != k)))
         .collect();
+    // Each node's failures, in time order: one pass, not one per node.
+    let mut by_node: Vec<Vec<&Failure>> = vec![Vec::new(); nodes.len()];
+    for (k, f) in &all {
+        by_node[*k].push(f);
+    }
     let nodes_after = order
         .into_iter()
         .map(|k| {
             let (node, evs) = &nodes[k];
             let (shutdown, stopped, failed_after) =
-                after(&all, first.as_ref().map(|(_, f)| f), k, evs, at);
+                after(&by_node[k], first.as_ref().map(|(_, f)| f), evs, at);
             NodeAfter {
                 node,
                 shutdown,
@@ -419,6 +423,14 @@ impl Story<'_> {
                 "failed_after": n.failed_after.iter().map(failure).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })
+    }
+
+    /// What the first failure was to each node, by name.
+    pub fn outcomes(&self) -> HashMap<&str, Outcome> {
+        self.nodes
+            .iter()
+            .map(|n| (n.node, self.outcome(n)))
+            .collect()
     }
 
     /// What the first failure was to node `n`.
