@@ -4,10 +4,12 @@
 //!
 //! A signature reported at once is reported once per process incarnation. A Python traceback is
 //! followed to its final exception line, which is only kept: the runtime writes it when the
-//! process then fails (healthy servers log tracebacks of requests they cancel).
+//! process then fails (healthy servers log tracebacks of requests they cancel), unless a probe
+//! started after it passed (the process outlived that exception).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::OnceLock;
+use std::time::Instant;
 
 use aho_corasick::AhoCorasick;
 
@@ -211,13 +213,15 @@ impl LineWatcher for Diagnoser {
 }
 
 /// The exception lines of the processes' tracebacks, held until the process fails (then
-/// written as its diagnosis) or is spawned again (then dropped).
+/// written as its diagnosis), is spawned again or passes a probe started after it (then
+/// dropped).
 #[derive(Default)]
 pub struct Exceptions {
     /// Each process's current generation.
     generation: HashMap<usize, u64>,
-    /// The last exception line of a process, with the generation that printed it.
-    last: HashMap<usize, (u64, Found)>,
+    /// The last exception line of a process, with the generation that printed it and when it
+    /// was read.
+    last: HashMap<usize, (u64, Found, Instant)>,
     /// The generation of each process that failed last.
     failed: HashMap<usize, u64>,
 }
@@ -229,7 +233,13 @@ impl Exceptions {
     }
 
     /// A match in `proc`'s output of `generation`: what to write now.
-    pub fn found(&mut self, proc: usize, generation: u64, found: Found) -> Option<Found> {
+    pub fn found(
+        &mut self,
+        proc: usize,
+        generation: u64,
+        found: Found,
+        now: Instant,
+    ) -> Option<Found> {
         if found.at_once() {
             return Some(found);
         }
@@ -237,8 +247,16 @@ impl Exceptions {
             // It failed before its last output was read: this is what it died of.
             return Some(found);
         }
-        self.last.insert(proc, (generation, found));
+        self.last.insert(proc, (generation, found, now));
         None
+    }
+
+    /// A probe of `proc` started at `since` passed: an exception read before then is one the
+    /// process outlived (a server's log of a request that failed), not what it may die of later.
+    pub fn outlived(&mut self, proc: usize, since: Instant) {
+        if self.last.get(&proc).is_some_and(|(_, _, at)| *at < since) {
+            self.last.remove(&proc);
+        }
     }
 
     /// `proc` failed (an exit nobody asked for, a liveness failure, a readiness timeout): its
@@ -247,7 +265,7 @@ impl Exceptions {
         let generation = self.generation.get(&proc).copied()?;
         self.failed.insert(proc, generation);
         match self.last.remove(&proc) {
-            Some((g, f)) if g == generation => Some(f),
+            Some((g, f, _)) if g == generation => Some(f),
             _ => None,
         }
     }
@@ -365,21 +383,50 @@ mod tests {
             line: line.into(),
             context: vec![],
         };
+        let t = Instant::now();
         let mut x = Exceptions::default();
         x.spawned(0, 1);
-        assert_eq!(x.found(0, 1, exc("ValueError: a")), None);
-        assert_eq!(x.found(0, 1, exc("KeyError: b")), None);
+        assert_eq!(x.found(0, 1, exc("ValueError: a"), t), None);
+        assert_eq!(x.found(0, 1, exc("KeyError: b"), t), None);
         assert_eq!(x.failed(0).map(|f| f.line), Some("KeyError: b".into()));
         assert_eq!(x.failed(0), None, "once");
         // Read after the failure was recorded: written at once.
         assert_eq!(
-            x.found(0, 1, exc("OSError: late")).map(|f| f.line),
+            x.found(0, 1, exc("OSError: late"), t).map(|f| f.line),
             Some("OSError: late".into())
         );
         // A new incarnation forgets the old one's exception.
         x.spawned(0, 2);
-        assert_eq!(x.found(0, 2, exc("E: healthy log")), None);
+        assert_eq!(x.found(0, 2, exc("E: healthy log"), t), None);
         x.spawned(0, 3);
+        assert_eq!(x.failed(0), None);
+    }
+
+    /// A probe that started after the exception and passed: the process outlived it (Python's
+    /// http.server logs a client's reset as a traceback and serves on), so a later SIGKILL is
+    /// not blamed on it. A probe that started before it does not clear it.
+    #[test]
+    fn an_exception_the_process_outlived_is_not_what_it_died_of() {
+        let exc = Found {
+            signature: catalogue()
+                .find(|s| s.reported == Reported::WhenItFails)
+                .unwrap(),
+            line: "ConnectionResetError: [Errno 104] Connection reset by peer".into(),
+            context: vec![],
+        };
+        let before = Instant::now();
+        let at = before + std::time::Duration::from_millis(10);
+        let after = at + std::time::Duration::from_millis(10);
+        let mut x = Exceptions::default();
+        x.spawned(0, 1);
+        assert_eq!(x.found(0, 1, exc.clone(), at), None);
+        x.outlived(0, before);
+        x.outlived(1, after);
+        x.outlived(0, at);
+        assert_eq!(x.failed(0).map(|f| f.line), Some(exc.line.clone()));
+        x.spawned(0, 2);
+        assert_eq!(x.found(0, 2, exc, at), None);
+        x.outlived(0, after);
         assert_eq!(x.failed(0), None);
     }
 }

@@ -49,20 +49,28 @@ pub fn http_blocking(
     let url = format!("http://{host}:{port}{path}");
     let resp = get_any_status(&url, timeout)?;
     let got = resp.status();
+    // The body is read whatever is asked of it: a connection closed with an unread answer is
+    // reset, and a Python server logs the reset as a traceback (one that would be taken for
+    // what the process died of). Bounded: a probe must not buffer an unbounded body.
+    let mut body = Vec::new();
+    use std::io::Read;
+    let _ = resp
+        .into_reader()
+        .take(PROBE_BODY_MAX)
+        .read_to_end(&mut body);
     if got != status {
         return Err(format!("GET {url}: status {got}, expected {status}"));
     }
     if let Some(needle) = body_contains {
-        // Bounded read: a probe must not buffer an unbounded body.
-        let mut body = String::new();
-        use std::io::Read;
-        let _ = resp.into_reader().take(1 << 20).read_to_string(&mut body);
-        if !body.contains(needle) {
+        if !String::from_utf8_lossy(&body).contains(needle) {
             return Err(format!("GET {url}: body does not contain {needle:?}"));
         }
     }
     Ok(())
 }
+
+/// The most of an answer's body an HTTP probe reads.
+const PROBE_BODY_MAX: u64 = 1 << 20;
 
 /// One existence check (on the blocking pool: a stat on a network filesystem can hang).
 pub async fn file(path: PathBuf, timeout: Duration) -> Result<(), String> {
@@ -284,4 +292,63 @@ pub async fn frontend_seen(
         frontend_seen_blocking(&host, port, frontend, timeout)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    /// A server that answers one GET with `status` and a body larger than any client's read
+    /// buffer, then reads on: what the probe's closing looked like from its side.
+    fn one_answer(status: u16) -> (u16, std::thread::JoinHandle<std::io::Result<usize>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept()?;
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") {
+                conn.read_exact(&mut byte)?;
+                request.push(byte[0]);
+            }
+            let body = format!(
+                "{{\"status\": \"fine\", \"pad\": \"{}\"}}",
+                "x".repeat(256 << 10)
+            );
+            let head = format!(
+                "HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(format!("{head}{body}").as_bytes())?;
+            let mut rest = [0u8; 64];
+            conn.read(&mut rest)
+        });
+        (port, server)
+    }
+
+    /// A probe closes the connection cleanly whether it wanted the body or not, and whatever the
+    /// status: a reset would be logged by the server as a failure of its own.
+    #[test]
+    fn a_probe_reads_the_answer_before_it_closes() {
+        for (status, want, needle) in [(200, 200, None), (200, 200, Some("fine")), (503, 200, None)]
+        {
+            let (port, server) = one_answer(status);
+            let got = http_blocking(
+                "127.0.0.1",
+                port,
+                "/health",
+                want,
+                needle,
+                Duration::from_secs(5),
+            );
+            assert_eq!(got.is_ok(), status == want, "{got:?}");
+            let seen = server.join().unwrap();
+            assert!(
+                matches!(seen, Ok(0)),
+                "status {status}: the server saw {seen:?} after its answer, not the end of the connection"
+            );
+        }
+    }
 }

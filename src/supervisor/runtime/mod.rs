@@ -150,8 +150,11 @@ struct Runtime {
     masters: remount::MasterWatch,
     /// What the stores printed and what their `/health` said; Mooncake's failure lines.
     stores: stores::StoreWatch,
-    /// The exception lines of tracebacks, until their process fails or restarts.
+    /// The exception lines of tracebacks, until their process fails, restarts or passes a
+    /// probe started after them.
     exceptions: diagnose::Exceptions,
+    /// The probe attempts under way on processes: which process, started when.
+    probing: HashMap<u64, (usize, Instant)>,
     /// The master's view (on its node), its poller, and the last capacity verdict said (whole,
     /// and how many looks in a row were short).
     mooncake: Option<crate::runfiles::MooncakeView>,
@@ -269,6 +272,7 @@ pub async fn run_with_signals(
         masters: remount::MasterWatch::default(),
         stores: stores::StoreWatch::default(),
         exceptions: diagnose::Exceptions::default(),
+        probing: HashMap::new(),
         mooncake: None,
         master_poller: None,
         planned_segments,
@@ -353,6 +357,13 @@ impl Runtime {
         let mut queue = VecDeque::from([event]);
         while let Some(ev) = queue.pop_front() {
             let now = Instant::now();
+            if let Event::ProbeDone { attempt, .. } | Event::ProbeFailed { attempt, .. } = &ev {
+                if let Some((proc, since)) = self.probing.remove(attempt) {
+                    if matches!(ev, Event::ProbeDone { ok: true, .. }) {
+                        self.exceptions.outlived(proc, since);
+                    }
+                }
+            }
             for action in self.machine.handle(ev, now) {
                 self.execute(action, now, &mut queue);
             }
@@ -381,6 +392,13 @@ impl Runtime {
                 probe,
                 timeout,
             } => {
+                // Each polled attempt ends in `ProbeDone` or `ProbeFailed` (log lines are
+                // matched as they arrive, never polled).
+                if let (UnitRef::Proc(proc), false) =
+                    (unit, matches!(probe, ProbeSpec::LogLine { .. }))
+                {
+                    self.probing.insert(attempt, (proc, now));
+                }
                 if let Some(ev) = self.probe(attempt, unit, probe, timeout) {
                     queue.push_back(ev);
                 }
@@ -1043,7 +1061,10 @@ impl Runtime {
                 generation,
                 found,
             } => {
-                if let Some(f) = self.exceptions.found(proc, generation, found) {
+                if let Some(f) = self
+                    .exceptions
+                    .found(proc, generation, found, Instant::now())
+                {
                     self.diagnosis(proc, f);
                 }
             }
