@@ -740,6 +740,63 @@ fn fake_mooncake(version: &str) -> tempfile::TempDir {
     d
 }
 
+/// Mooncake before 0.3.13 over TCP opens a connection per transfer unless
+/// `MC_TCP_ENABLE_CONNECTION_POOL` is set (measured: 2,000 puts and gets through a 0.3.12.post1
+/// store put about one socket per transfer in TIME-WAIT): the local recipe (a TCP store and two TCP workers)
+/// is warned with every process named and the fix; with the pool set in the recipe, or with
+/// 0.3.13, it is not. A warning does not fail the preflight.
+#[test]
+fn tcp_transfers_without_the_pool_are_warned_before_mooncake_0_3_13() {
+    let local =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes/local.yaml"))
+            .unwrap();
+    // The workers' Mooncake env and the store's own.
+    let pooled = local
+        .replace(
+            "    env:\n      MOONCAKE_PROTOCOL: tcp\n",
+            "    env:\n      MOONCAKE_PROTOCOL: tcp\n      MC_TCP_ENABLE_CONNECTION_POOL: \"1\"\n",
+        )
+        .replace(
+            "      env:\n        MOONCAKE_PROTOCOL: tcp\n",
+            "      env:\n        MOONCAKE_PROTOCOL: tcp\n        MC_TCP_ENABLE_CONNECTION_POOL: \"1\"\n",
+        );
+    assert_ne!(pooled, local);
+    let n = node("no-rdma", &Proc::default());
+    let run = |recipe: &str, version: &str| {
+        let prefix = fake_mooncake(version);
+        let path = format!("{}:/usr/bin:/bin", prefix.path().join("bin").display());
+        preflight_env(n.path(), recipe, "agg", &[], &[("PATH", path.as_str())])
+    };
+    let old = run(&local, "0.3.12.post1");
+    assert_eq!(old.code, 0, "{}", old.json);
+    let c = old.check("mooncake tcp connections");
+    assert_eq!(c["status"], "warn", "{c}");
+    let text = c["message"].as_str().unwrap();
+    assert!(
+        text.starts_with("store, worker-0, worker-1: mooncake-transfer-engine 0.3.12.post1 over TCP opens a new connection for every transfer"),
+        "{text}"
+    );
+    assert!(
+        c["fix"]
+            .as_str()
+            .unwrap()
+            .contains("MC_TCP_ENABLE_CONNECTION_POOL=1"),
+        "{c}"
+    );
+    let pooled = run(&pooled, "0.3.12.post1");
+    assert!(
+        pooled.json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["name"] != "mooncake tcp connections"),
+        "{}",
+        pooled.json
+    );
+    let new = run(&local, "0.3.13.post1");
+    assert_eq!(new.status("mooncake tcp connections"), "ok");
+}
+
 /// An older Mooncake on the node: where its auto-GID rule picks another index than the 0.3.12+
 /// rule, the preflight says which and how to pin the better one. Slot 2 of mlx5_0's RoCE table
 /// is emptied: 0.3.10-0.3.11 stop scanning there and take the link-local GID at 1; 0.3.8-0.3.9
@@ -938,14 +995,29 @@ fn runs_lean_preflight_reaches_the_full_preflights_verdicts() {
         ("seed over tcp, prefill", plan_of(&seed_tcp, "prefill")),
         ("local decode", plan_of(&local, "decode")),
     ];
-    // Workers only: the seed's decode plan without its store (RDMA workers), and the same over
-    // TCP (the node that reads nothing).
-    for (label, from) in [("rdma workers only", 1), ("tcp workers only", 2)] {
+    // Workers only: the seed's decode plan without its store (RDMA workers), the same over TCP
+    // (only the wheel's version is read: are the transfers pooled?), and over TCP with the
+    // connection pool (the node that reads nothing).
+    for (label, from) in [
+        ("rdma workers only", 1),
+        ("tcp workers only", 2),
+        ("pooled tcp workers only", 2),
+    ] {
         let mut p = plans[from].1.clone();
         p.processes
             .retain(|s| s.kind == mcsup::plan::ProcessKind::Worker);
         assert!(!p.processes.is_empty());
         p.memory.hicache.clear();
+        if label.starts_with("pooled") {
+            for w in &mut p.processes {
+                w.env.push(mcsup::plan::EnvVar {
+                    name: "MC_TCP_ENABLE_CONNECTION_POOL".into(),
+                    value: "1".into(),
+                    source: "test".into(),
+                    overrode: Vec::new(),
+                });
+            }
+        }
         plans.push((label, p));
     }
     let procs = [
@@ -1021,18 +1093,35 @@ fn runs_lean_preflight_reaches_the_full_preflights_verdicts() {
                         compared += 1;
                         warned += usize::from(full.worst() == Status::Warn);
                         failed += usize::from(full.worst() == Status::Fail);
+                        let status = |name: &str| {
+                            full.checks
+                                .iter()
+                                .find(|c| c.name == name)
+                                .map(|c| c.status)
+                        };
                         if label.contains("tcp") && path_var.is_some() {
-                            // An older Mooncake's GID rule is no warning where no GID is chosen.
-                            let v = full.checks.iter().find(|c| c.name == "mooncake version");
-                            assert_eq!(v.map(|c| c.status), Some(Status::Skip), "{context}");
+                            // An older Mooncake's GID rule is no warning where no GID is chosen;
+                            // its TCP transfers without the pool are.
+                            assert_eq!(status("mooncake version"), Some(Status::Skip), "{context}");
                             assert_eq!(full.facts.mooncake_version.as_deref(), Some("0.3.9"));
+                            let pooled = label.starts_with("pooled");
+                            assert_eq!(
+                                status("mooncake tcp connections"),
+                                (!pooled).then_some(Status::Warn),
+                                "{context}"
+                            );
                         }
-                        if *label == "tcp workers only" {
-                            // Nothing was read for it: no memlock, no version, no budget.
+                        if label.ends_with("tcp workers only") {
+                            // No memlock, no budget; the version only where transfers are not
+                            // pooled.
                             assert_eq!(lean.facts.memlock, None, "{context}");
-                            assert_eq!(lean.facts.mooncake_version, None, "{context}");
                             assert!(full.facts.memlock.is_some(), "{context}");
                             assert!(full.facts.mooncake_version.is_some(), "{context}");
+                            assert_eq!(
+                                lean.facts.mooncake_version.is_none(),
+                                label.starts_with("pooled"),
+                                "{context}"
+                            );
                         }
                     }
                 }

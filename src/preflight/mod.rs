@@ -134,8 +134,10 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     // RDMA first: it decides how many NICs the memlock check multiplies by.
     report.node = plan.node.name.clone();
     let survey = opts.scope == Scope::Survey;
-    // The version decides only which GID rule RDMA's checks predict.
-    let read_version = survey || proto == "rdma";
+    // The version decides which GID rule RDMA's checks predict, and whether TCP transfers
+    // without the connection pool run the node out of ports.
+    let tcp_clients = mooncake_version::tcp_without_pool(plan, &proto);
+    let read_version = survey || proto == "rdma" || !tcp_clients.is_empty();
     let installed = if read_version {
         mooncake_version::detect(opts.path_var.as_deref())
     } else {
@@ -177,6 +179,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
 
     if read_version {
         mooncake_version::check_installed(installed.as_ref(), &proto, &mut report);
+        mooncake_version::check_tcp_pool(&tcp_clients, installed.as_ref(), &mut report);
     } else {
         mooncake_version::skip_unread(&proto, &mut report);
     }

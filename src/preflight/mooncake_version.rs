@@ -107,7 +107,7 @@ pub fn skip_unread(protocol: &str, report: &mut Report) {
     report.push(Check::skip(
         G,
         "mooncake version",
-        format!("not read: MOONCAKE_PROTOCOL is {protocol}, and only the RDMA checks use it"),
+        format!("not read: MOONCAKE_PROTOCOL is {protocol}, and no Mooncake process here transfers over TCP without the connection pool; only the RDMA checks and that one use it"),
     ));
 }
 
@@ -161,9 +161,144 @@ pub fn check_installed(installed: Option<&Installed>, protocol: &str, report: &m
     }
 }
 
+/// Whether a process's `MC_TCP_ENABLE_CONNECTION_POOL` turns the pool on, as Mooncake reads it
+/// (`tcp_transport.cpp`: any value but `0`, `false` or `no`, case-insensitive).
+fn pool_enabled(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no"))
+}
+
+/// The node's Mooncake clients (stores, and every process told where the master is) whose
+/// transfers go over TCP without the connection pool: `node_protocol` where a process does not
+/// set its own `MOONCAKE_PROTOCOL`.
+pub fn tcp_without_pool<'a>(plan: &'a crate::plan::Plan, node_protocol: &str) -> Vec<&'a str> {
+    use crate::mooncake::env;
+    plan.processes
+        .iter()
+        .filter(|p| p.kind == crate::plan::ProcessKind::Store || p.env_value(env::MASTER).is_some())
+        .filter(|p| {
+            p.env_value(env::PROTOCOL)
+                .map_or(node_protocol.to_string(), |v| v.trim().to_ascii_lowercase())
+                == "tcp"
+        })
+        .filter(|p| !pool_enabled(p.env_value(TCP_POOL)))
+        .map(|p| p.name.as_str())
+        .collect()
+}
+
+const TCP_POOL: &str = "MC_TCP_ENABLE_CONNECTION_POOL";
+
+/// The first release whose TCP transport reuses a few connections per peer without the pool
+/// (kvcache-ai/Mooncake #2974, `a29338494`, 2026-08-11: "bounded per-peer connection lanes").
+const LANES_SINCE: (u32, u32, u32) = (0, 3, 13);
+
+/// TCP transfers and the ephemeral ports: before 0.3.13, Mooncake's TCP transport opens a socket
+/// per transfer unless `MC_TCP_ENABLE_CONNECTION_POOL` is set, and sustained KV traffic runs the
+/// initiator out of ports (`connect: Cannot assign requested address`; Mooncake's
+/// troubleshooting guide, "TCP Transport"). Measured on loopback, 2,000 puts and gets of 64 KiB
+/// through a store (`scripts/capture/mooncake_tcp_sockets.sh`): with 0.3.12.post1, 3,440 to 3,817
+/// sockets entered TIME-WAIT (about one per transfer; the same with the variable 0, none with 1);
+/// with 0.3.13.post1 none. `clients` are those without the pool.
+pub fn check_tcp_pool(clients: &[&str], installed: Option<&Installed>, report: &mut Report) {
+    const NAME: &str = "mooncake tcp connections";
+    if clients.is_empty() {
+        return;
+    }
+    let who = clients.join(", ");
+    match installed.map(|i| (i, triple(&i.version))) {
+        Some((i, Some(v))) if v < LANES_SINCE => report.push(Check::warn(
+            G,
+            NAME,
+            format!(
+                "{who}: {} {} over TCP opens a new connection for every transfer unless {TCP_POOL} is set; sustained KV traffic leaves a socket in TIME-WAIT per transfer until the node runs out of ephemeral ports (\"connect: Cannot assign requested address\"; Mooncake troubleshooting guide, TCP Transport)",
+                i.package, i.version
+            ),
+            format!("set {TCP_POOL}=1 for the Mooncake processes (backend.environment, or the store's env), or upgrade Mooncake to 0.3.13 or later (TCP transfers on bounded per-peer lanes, kvcache-ai/Mooncake #2974)"),
+        )),
+        Some((i, Some(_))) => report.push(Check::ok(
+            G,
+            NAME,
+            format!(
+                "{who}: {} {} reuses a few TCP connections per peer without {TCP_POOL} (bounded per-peer lanes since 0.3.13)",
+                i.package, i.version
+            ),
+        )),
+        Some((i, None)) => report.push(Check::skip(
+            G,
+            NAME,
+            format!("{who}: version {:?} of {} not understood: cannot tell whether TCP transfers need {TCP_POOL}=1 (they do before 0.3.13)", i.version, i.package),
+        )),
+        None => report.push(Check::skip(
+            G,
+            NAME,
+            format!("{who}: no Mooncake found on PATH: cannot tell whether TCP transfers need {TCP_POOL}=1 (they do before 0.3.13)"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connection_pool_is_read_as_mooncake_reads_it() {
+        for (v, on) in [
+            (None, false),
+            (Some("0"), false),
+            (Some("False"), false),
+            (Some(" no "), false),
+            (Some("1"), true),
+            (Some("true"), true),
+            (Some("yes"), true),
+            (Some(""), true),
+        ] {
+            assert_eq!(pool_enabled(v), on, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn tcp_without_the_pool_warns_before_0_3_13_only() {
+        let at = |version: &str| Installed {
+            package: "mooncake-transfer-engine-non-cuda".into(),
+            version: version.into(),
+            metadata: PathBuf::from("/x/METADATA"),
+        };
+        let verdict = |clients: &[&str], i: Option<Installed>| {
+            let mut r = Report::default();
+            check_tcp_pool(clients, i.as_ref(), &mut r);
+            r.checks
+                .iter()
+                .map(|c| (c.status, c.message.clone(), c.fix.clone()))
+                .collect::<Vec<_>>()
+        };
+        let old = verdict(
+            &["mooncake-store", "sglang-decode-0"],
+            Some(at("0.3.12.post1")),
+        );
+        assert_eq!(old.len(), 1);
+        assert_eq!(old[0].0, crate::preflight::Status::Warn);
+        assert!(old[0].1.starts_with("mooncake-store, sglang-decode-0: mooncake-transfer-engine-non-cuda 0.3.12.post1 over TCP"), "{}", old[0].1);
+        assert!(old[0]
+            .2
+            .as_deref()
+            .unwrap()
+            .contains("MC_TCP_ENABLE_CONNECTION_POOL=1"));
+        for v in ["0.3.13", "0.3.13.post1", "0.4.0"] {
+            assert_eq!(
+                verdict(&["s"], Some(at(v)))[0].0,
+                crate::preflight::Status::Ok,
+                "{v}"
+            );
+        }
+        assert_eq!(
+            verdict(&["s"], Some(at("dev")))[0].0,
+            crate::preflight::Status::Skip
+        );
+        assert_eq!(verdict(&["s"], None)[0].0, crate::preflight::Status::Skip);
+        assert!(
+            verdict(&[], Some(at("0.3.9"))).is_empty(),
+            "no client, no line"
+        );
+    }
 
     #[test]
     fn versions_and_rules() {
