@@ -54,8 +54,14 @@ fn one_node_master_crash_recovers_without_touching_workers() {
     let env = TestEnv::new();
     let ports = Ports::new();
     let recipe = env.path("job.yaml");
-    // The default policy: nothing about the master in the recipe.
-    RecipeOpts::new(&ports).write(&recipe, &env.log_dir());
+    // The default policy (on-failure), only its first backoff longer: the master stays away
+    // for about 4 s, so the store's /health (polled every second) answers 503 for about as long.
+    // With the default 1 s the outage is about 2 s, and a loaded machine can poll past it.
+    RecipeOpts {
+        master_restart: Some("{backoff_initial_seconds: 3}"),
+        ..RecipeOpts::new(&ports)
+    }
+    .write(&recipe, &env.log_dir());
     let mut m = start_recipe(&env, "n", &[], &recipe, &["--role", "agg", "--node", "n1"]);
     m.wait_event("worker", "ready", Duration::from_secs(60));
     wait_for(
