@@ -11,6 +11,8 @@
 //! part of either side.
 
 mod common;
+#[path = "common/node_plan.rs"]
+mod node_plan;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -857,4 +859,74 @@ fn plan_without_role_in_a_job_derives_it_and_shows_how() {
             && err.contains("fix:"),
         "{err}"
     );
+}
+
+/// The Mooncake lints (an HA master address, vLLM store-connector workers without one hash
+/// seed, a `local_first` master with clients named apart from their store) say nothing on the
+/// upstream recipes, on any node, nor on the project's own (the seed's among them); and the TCP connection check, against the pinned Mooncake
+/// (0.3.13.post1), warns none of their Mooncake processes, while an older one would warn exactly
+/// those that transfer over TCP without the pool.
+fn lints_say_nothing(what: &str, p: &plan::Plan) {
+    for w in &p.warnings {
+        assert!(
+            !["HA address", "PYTHONHASHSEED", "local_first"]
+                .iter()
+                .any(|m| w.contains(m)),
+            "{what}: {w}"
+        );
+    }
+}
+
+#[test]
+fn the_mooncake_lints_are_silent_on_upstream_recipes() {
+    use mcsup::preflight::{self, mooncake_version, Report, Status};
+    let at = |version: &str| mooncake_version::Installed {
+        package: "mooncake-transfer-engine-non-cuda".into(),
+        version: version.into(),
+        metadata: PathBuf::from("METADATA"),
+    };
+    let (mut nodes, mut tcp_clients) = (0, 0);
+    for stem in stems() {
+        check_with(&stem, &mut |name, _, p| {
+            nodes += 1;
+            lints_say_nothing(&format!("{stem} {name}"), p);
+            let clients = mooncake_version::tcp_without_pool(p, &preflight::protocol(p));
+            tcp_clients += clients.len();
+            for (version, warned) in [
+                ("0.3.13.post1", false),
+                ("0.3.12.post1", !clients.is_empty()),
+            ] {
+                let mut r = Report::default();
+                mooncake_version::check_tcp_pool(&clients, Some(&at(version)), &mut r);
+                assert_eq!(
+                    r.checks.iter().any(|c| c.status == Status::Warn),
+                    warned,
+                    "{stem} {name} with {version}: {:?}",
+                    r.checks
+                );
+            }
+        });
+    }
+    let upstream = (nodes, tcp_clients);
+    // The project's own recipes (the seed's among them), each role on the infra node.
+    let recipes = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
+    for e in std::fs::read_dir(&recipes).unwrap() {
+        let path = e.unwrap().path();
+        let yaml = std::fs::read_to_string(&path).unwrap();
+        for role in [Role::Prefill, Role::Decode, Role::Aggregated] {
+            let Ok(p) = node_plan::plan_on(&yaml, "n1", &[role]) else {
+                continue; // the recipe has no such role
+            };
+            nodes += 1;
+            lints_say_nothing(&path.display().to_string(), &p);
+            tcp_clients += mooncake_version::tcp_without_pool(&p, &preflight::protocol(&p)).len();
+        }
+    }
+    eprintln!(
+        "upstream: {} nodes planned, {} Mooncake processes over TCP without the pool; with the project's recipes: {nodes}, {tcp_clients}",
+        upstream.0, upstream.1
+    );
+    assert!(upstream.0 >= 16 && nodes > upstream.0, "{nodes}");
+    // recipes/local.yaml: its store and two workers, aggregated.
+    assert!(tcp_clients >= 3, "{tcp_clients}");
 }
