@@ -700,6 +700,26 @@ fn check_plan_paths(
             ));
         }
     }
+    // The scratch directory is removed after the run: only a name mcsup gives one is taken.
+    if let Some(d) = &plan.scratch_dir {
+        let named = d.is_absolute()
+            && d.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("mcsup-") && n.len() > "mcsup-".len())
+            && d.components()
+                .skip(1)
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !named {
+            return Err(refuse(
+                "scratch_dir",
+                format!(
+                    "{} is not a scratch directory mcsup would name (an absolute <tmp>/mcsup-<job>-<node>): mcsup removes it after the run",
+                    d.display()
+                ),
+                "regenerate the plan with `mcsup plan --json --show-secrets`",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -858,14 +878,9 @@ fn render_job(a: RenderArgs) -> Result<i32, CliError> {
     match &a.output {
         None => print(&r.script)?,
         Some(path) => {
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::write(path, &r.script)
-                .and_then(|()| {
-                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-                })
-                .map_err(|e| {
-                    CliError::usage(format!("{}: cannot write the script: {e}", path.display()))
-                })?;
+            // Replaced, never written through (a link planted there is replaced, not followed).
+            crate::supervisor::write_atomic(path, r.script.as_bytes(), 0o755)
+                .map_err(|e| CliError::usage(format!("cannot write the script: {e}")))?;
             crate::supervisor::stderr_write(
                 format!(
                     "wrote {}: submit it with `mcsup submit` or with sbatch once {}/<job id>/logs exists (sbatch --hold, mkdir, scontrol release): Slurm does not create the directory of --output\n",
@@ -1058,9 +1073,13 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
                 .collect();
             let groups = crate::render::groups::Groups::from_status(&status);
             let html = crate::render::timeline_html(&nodes, &groups);
-            std::fs::write(&output, html).map_err(|e| CliError {
-                code: ExitCode::Usage.code(),
-                message: format!("{}: cannot write the timeline: {e}", output.display()),
+            // Private (it names every process of the job), and replaced, never written
+            // through: a link planted at the name is replaced, not followed.
+            crate::supervisor::write_atomic(&output, html.as_bytes(), 0o600).map_err(|e| {
+                CliError {
+                    code: ExitCode::Usage.code(),
+                    message: format!("cannot write the timeline: {e}"),
+                }
             })?;
             print(&format!(
                 "{}: {} node(s) drawn from {}\n",

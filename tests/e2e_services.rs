@@ -12,6 +12,7 @@
 
 mod common;
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -210,6 +211,16 @@ fn two_nodes_2_0_recipe_with_etcd_nats_master_stores_and_a_generic_service() {
     let long = Duration::from_secs(90);
     n1.wait_event("discovery-check", "ready", long);
     n2.wait_event("discovery-check", "ready", long);
+    // etcd's and NATS's data live in the infra node's scratch directory (in its TMPDIR), which
+    // mcsup made private; the other node runs neither, so it has none.
+    let scratch = env.path("n1").join("mcsup-local-n1");
+    let m = std::fs::symlink_metadata(&scratch).unwrap();
+    assert!(
+        m.is_dir() && m.permissions().mode() & 0o7777 == 0o700,
+        "{m:?}"
+    );
+    assert!(scratch.join("etcd").is_dir() && scratch.join("nats").is_dir());
+    assert!(!env.path("n2").join("mcsup-local-n2").exists());
 
     // n1 (infra): start by phase — etcd and NATS, then the master, then the store, then the
     // worker, then the after-frontend service.
@@ -292,6 +303,7 @@ fn two_nodes_2_0_recipe_with_etcd_nats_master_stores_and_a_generic_service() {
     assert_eq!(n2.wait_exit(Duration::from_secs(40)), 0, "{}", n2.stderr());
     n1.signal(Signal::SIGTERM);
     assert_eq!(n1.wait_exit(Duration::from_secs(40)), 0, "{}", n1.stderr());
+    assert!(!scratch.exists(), "the scratch directory goes with the run");
     let e1 = n1.events();
     before(&e1, ("discovery-check", "stopped"), ("worker", "stopping"));
     before(&e1, ("worker", "stopped"), ("store-prefill", "stopping"));

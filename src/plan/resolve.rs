@@ -246,6 +246,7 @@ pub fn plan_with(
     lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
     check_not_empty(recipe, &mc, roles, ctx, &processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
+    let scratch_dir = uses_scratch(&processes, &ctx.scratch_dir).then(|| ctx.scratch_dir.clone());
     Ok(Plan {
         node: node_summary(ctx, &processes),
         roles: roles.to_vec(),
@@ -257,6 +258,7 @@ pub fn plan_with(
         recipe_schema: model.spelling.as_str().into(),
         files,
         dirs,
+        scratch_dir,
         shutdown,
         memory,
         log_dir,
@@ -264,6 +266,18 @@ pub fn plan_with(
         warnings,
         notes,
         redacted: false,
+    })
+}
+
+/// Whether a process names the node's scratch directory (in its argv, preamble or env).
+fn uses_scratch(processes: &[ProcessSpec], scratch: &std::path::Path) -> bool {
+    let s = scratch.to_string_lossy();
+    processes.iter().any(|p| {
+        p.argv.iter().any(|a| a.contains(s.as_ref()))
+            || p.preamble
+                .as_deref()
+                .is_some_and(|x| x.contains(s.as_ref()))
+            || p.env.iter().any(|v| v.value.contains(s.as_ref()))
     })
 }
 

@@ -119,6 +119,11 @@ pub struct Plan {
     /// Directories made below `log_dir` before any process starts (profiling output).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dirs: Vec<PathBuf>,
+    /// This job's scratch directory on the node (`<tmp>/mcsup-<job>-<node>`), when a process
+    /// uses it (etcd's and NATS's data): made private (0700) by mcsup before any process starts,
+    /// refused when someone else made it first, removed after the teardown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch_dir: Option<PathBuf>,
     /// Node-wide shutdown behaviour.
     pub shutdown: ShutdownSpec,
     /// What the preflight's DRAM budget needs beyond the processes: HiCache L2 and headroom.

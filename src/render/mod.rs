@@ -253,6 +253,13 @@ fn plan_before_start(o: &mut String, p: &Plan) {
             let _ = writeln!(o, "  {}", d.display());
         }
     }
+    if let Some(d) = &p.scratch_dir {
+        let _ = writeln!(
+            o,
+            "\nscratch directory (made 0700 before start, removed after the teardown): {}",
+            d.display()
+        );
+    }
 }
 
 /// One process: tags, worker placement, argv, env with sources, waits, probes, policies.

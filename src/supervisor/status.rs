@@ -119,6 +119,13 @@ pub fn write_status(path: &Path, status: &StatusFile) -> Result<(), SupervisorEr
 /// old file or the new one, never a partial write. The temp file next to it has an unpredictable
 /// name and is created `O_EXCL | O_NOFOLLOW`: nothing planted beforehand is written through.
 pub fn write_private_atomic(path: &Path, contents: &[u8]) -> Result<(), SupervisorError> {
+    write_atomic(path, contents, 0o600)
+}
+
+/// [`write_private_atomic`] with the file's mode `mode` (set on the temp file before the rename):
+/// a file the user asked for (`timeline -o`, `render -o`). The rename replaces a link at `path`
+/// rather than writing through it, and fails on a file another user owns in a sticky directory.
+pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), SupervisorError> {
     let mut attempts = 0;
     let (tmp, mut f) = loop {
         let tmp = logs::temp_path(path);
@@ -132,6 +139,10 @@ pub fn write_private_atomic(path: &Path, contents: &[u8]) -> Result<(), Supervis
     };
     let written = f
         .write_all(contents)
+        .and_then(|()| {
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(mode))
+        })
         .map_err(|e| SupervisorError::io(&tmp, e))
         .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| SupervisorError::io(path, e)));
     if written.is_err() {

@@ -257,6 +257,7 @@ impl TestEnv {
             notes: Vec::new(),
             files: vec![],
             dirs: vec![],
+            scratch_dir: None,
             shutdown: ShutdownSpec {
                 deadline: ms(10_000),
                 drain_signal: SignalName::SIGUSR1,

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{
+    DirBuilderExt, FileExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt,
+};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -102,6 +104,21 @@ fn not_regular(ft: std::fs::FileType) -> io::Error {
     )
 }
 
+/// A file mcsup writes must be its own: one another user created first (in a shared, sticky
+/// log directory) would hand that user everything written into it.
+fn not_someone_elses(owner: u32) -> io::Result<()> {
+    let me = nix::unistd::geteuid().as_raw();
+    if owner == me {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "is owned by uid {owner}, not by this user (uid {me}): another user created it before mcsup did, and could read everything mcsup would write into it, so mcsup does not (its owner can remove it; or use a log_dir only you can write)"
+        ),
+    ))
+}
+
 /// Open `path` without following a symlink at its last component and without blocking on a FIFO
 /// (`O_NOFOLLOW | O_NONBLOCK`), created 0600, and refuse anything but a regular file. `O_NONBLOCK`
 /// is cleared again: for a regular file it changes nothing, but the file is handed on.
@@ -136,6 +153,9 @@ pub(in crate::supervisor) fn open_private(path: &Path, mode: OpenMode) -> io::Re
     let meta = f.metadata()?;
     if !meta.file_type().is_file() {
         return Err(not_regular(meta.file_type()));
+    }
+    if mode != OpenMode::Read {
+        not_someone_elses(meta.uid())?;
     }
     let fd = f.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own, with integer arguments.
@@ -274,6 +294,88 @@ pub(in crate::supervisor) fn ensure_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// This run's scratch directory (etcd's and NATS's data), private to this user; removed when
+/// dropped if this run made it.
+pub struct ScratchDir {
+    path: PathBuf,
+    made: bool,
+}
+
+impl ScratchDir {
+    /// Make `path` (0700) or take it over when it is already a private directory of this user (an
+    /// earlier run of the same job on this node). Anything else is refused, with what is there:
+    /// the name is predictable, and a directory another user made first (or a link to one) would
+    /// let them read or redirect what etcd and NATS write, and the `rm -rf` of etcd's data
+    /// directory.
+    pub fn claim(path: &Path) -> Result<ScratchDir, SupervisorError> {
+        let refuse = |what: String| {
+            SupervisorError::Setup(format!(
+                "scratch directory {} {what}: another user may have made it to read or redirect etcd's and NATS's files. Fix: remove it if it is yours, or set TMPDIR to a directory only you can write",
+                path.display()
+            ))
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            ensure_dir(parent).map_err(|e| SupervisorError::io(parent, e))?;
+            let m = std::fs::metadata(parent).map_err(|e| SupervisorError::io(parent, e))?;
+            if m.mode() & 0o002 != 0 && m.mode() & 0o1000 == 0 {
+                return Err(refuse(format!(
+                    "is in {}, which every user can write without the sticky bit (mode {:04o}): anyone could rename it and put another in its place",
+                    parent.display(),
+                    m.mode() & 0o7777
+                )));
+            }
+        }
+        match DirBuilder::new().mode(0o700).create(path) {
+            Ok(()) => {
+                // The umask can only have taken bits away; make sure of 0700 all the same.
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|e| SupervisorError::io(path, e))?;
+                return Ok(ScratchDir {
+                    path: path.to_path_buf(),
+                    made: true,
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(SupervisorError::io(path, e)),
+        }
+        let m = std::fs::symlink_metadata(path).map_err(|e| SupervisorError::io(path, e))?;
+        let me = nix::unistd::geteuid().as_raw();
+        if !m.file_type().is_dir() {
+            return Err(refuse(format!(
+                "already exists and is {}",
+                describe(m.file_type())
+            )));
+        }
+        if m.uid() != me {
+            return Err(refuse(format!(
+                "already exists and belongs to uid {}, not to this user (uid {me})",
+                m.uid()
+            )));
+        }
+        if m.mode() & 0o077 != 0 {
+            return Err(refuse(format!(
+                "already exists with mode {:04o}: other users can reach into it",
+                m.mode() & 0o7777
+            )));
+        }
+        Ok(ScratchDir {
+            path: path.to_path_buf(),
+            made: false,
+        })
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        // Only what this run made; the directory is private, so nothing in it was planted.
+        if self.made {
+            if let Err(e) = std::fs::remove_dir_all(&self.path) {
+                tracing::warn!(dir = %self.path.display(), error = %e, "cannot remove the scratch directory");
+            }
+        }
+    }
+}
+
 /// Holds the log directory for one run (see the module doc); dropping it releases the lock. The
 /// runtime owns it: nothing else knows which run a directory belongs to.
 #[must_use = "the log directory is locked only while this is held"]
@@ -357,6 +459,17 @@ pub fn claim_log_dir(plan: &Plan) -> Result<LogDirLock, SupervisorError> {
     }
     let m = meta.mode();
     let sticky = m & 0o1000 != 0;
+    let me = nix::unistd::geteuid().as_raw();
+    if m & 0o002 != 0 && meta.uid() != me && meta.uid() != 0 {
+        // A sticky bit does not bind the directory's owner: that user can remove or replace
+        // every file mcsup makes in it.
+        return Err(SupervisorError::Setup(format!(
+            "log directory {} belongs to another user (uid {}) and every user can write in it (mode {:04o}): its owner could remove or replace mcsup's logs and status. Fix: use a log_dir of your own (mcsup.log_dir, or --log-dir)",
+            dir.display(),
+            meta.uid(),
+            m & 0o7777
+        )));
+    }
     if m & 0o002 != 0 && !sticky {
         return Err(SupervisorError::Setup(format!(
             "log directory {} is writable by every user (mode {:04o}) without the sticky bit: anyone could replace or redirect mcsup's logs and status. Fix: chmod 700 {} (or chmod +t if it must be shared)",
@@ -401,13 +514,21 @@ pub fn claim_log_dir(plan: &Plan) -> Result<LogDirLock, SupervisorError> {
                 .collect()
         });
     for path in own {
-        let ft = match &present {
-            Some(listed) => path.file_name().and_then(|n| listed.get(n)).copied(),
-            None => std::fs::symlink_metadata(&path).ok().map(|m| m.file_type()),
+        let there = match &present {
+            Some(listed) => path.file_name().is_some_and(|n| listed.contains_key(n)),
+            None => true,
         };
-        if let Some(ft) = ft.filter(|ft| !ft.is_file()) {
-            return Err(SupervisorError::io(&path, not_regular(ft)));
+        if !there {
+            continue;
         }
+        // What is there: its own type (not a link's target) and its owner.
+        let Ok(m) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !m.file_type().is_file() {
+            return Err(SupervisorError::io(&path, not_regular(m.file_type())));
+        }
+        not_someone_elses(m.uid()).map_err(|e| SupervisorError::io(&path, e))?;
     }
     Ok(LogDirLock {
         dir: dir.clone(),
@@ -469,6 +590,59 @@ mod tests {
             .unwrap();
         let e = open_private(&fifo, OpenMode::Append).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e}");
+    }
+
+    /// The scratch directory: made 0700 and removed with its contents when this run made it;
+    /// taken over, and left, when it is already a private directory of this user; refused when
+    /// it is a link, open to others, or in a directory anyone can rename it in.
+    #[test]
+    fn the_scratch_directory_is_private_and_goes_with_the_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("mcsup-7-n1");
+        let s = ScratchDir::claim(&path).unwrap();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert!(m.is_dir());
+        assert_eq!(m.mode() & 0o7777, 0o700);
+        std::fs::create_dir_all(path.join("etcd/member")).unwrap();
+        std::fs::write(path.join("nats.conf"), "x").unwrap();
+        drop(s);
+        assert!(!path.exists(), "made by this run: removed");
+
+        std::fs::create_dir(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+        drop(ScratchDir::claim(&path).unwrap());
+        assert!(path.is_dir(), "an earlier run's: left");
+
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = ScratchDir::claim(&path).err().unwrap().to_string();
+        assert!(e.contains("already exists with mode 0777"), "{e}");
+        std::fs::remove_dir(&path).unwrap();
+
+        let victim = d.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let e = ScratchDir::claim(&path).err().unwrap().to_string();
+        assert!(e.contains("already exists and is a symbolic link"), "{e}");
+        assert!(
+            e.contains("Fix: remove it if it is yours, or set TMPDIR"),
+            "{e}"
+        );
+        assert!(victim.is_dir());
+
+        let open = d.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = ScratchDir::claim(&open.join("mcsup-7-n1"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("which every user can write without the sticky bit"),
+            "{e}"
+        );
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        drop(ScratchDir::claim(&open.join("mcsup-7-n1")).unwrap());
     }
 
     #[test]

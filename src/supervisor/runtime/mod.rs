@@ -212,6 +212,12 @@ pub async fn run_with_signals(
     // Held until `run` returns: one mcsup per log directory and node (see `logs`).
     let log_dir_lock = logs::claim_log_dir(&plan)?;
     std::fs::create_dir_all(&log_dir).map_err(|e| SupervisorError::io(&log_dir, e))?;
+    // Held until `run` returns (after the teardown): the directory goes with it.
+    let _scratch = plan
+        .scratch_dir
+        .as_deref()
+        .map(logs::ScratchDir::claim)
+        .transpose()?;
     for f in &plan.files {
         if let Some(parent) = f.path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| SupervisorError::io(parent, e))?;

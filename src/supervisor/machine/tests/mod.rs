@@ -112,6 +112,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         notes: Vec::new(),
         files: vec![],
         dirs: vec![],
+        scratch_dir: None,
         shutdown: ShutdownSpec {
             deadline: d(25_000),
             drain_signal: SignalName::SIGUSR1,
