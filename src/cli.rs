@@ -924,12 +924,16 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
     };
     let report = |now_ms: u64| -> Result<(String, bool), CliError> {
         if args.job {
-            let nodes = supervisor::read_job(&dir).map_err(unreadable_log_dir)?;
+            let (nodes, mut skipped) = supervisor::read_job(&dir).map_err(unreadable_log_dir)?;
             let finished = nodes
                 .iter()
                 .all(|(_, r)| r.status.exit_code.is_some() || !r.writer_alive);
             // The events say what failed first; a directory without them still has a status.
-            let events = supervisor::read_job_events(&dir).ok();
+            let events = supervisor::read_job_events(&dir).ok().map(|(evs, s)| {
+                skipped.extend(s);
+                evs
+            });
+            tell_left_out(&skipped);
             let story = events.as_deref().map(crate::render::why::story);
             let text = if args.json {
                 crate::render::job_status_json(&nodes, story.as_ref(), now_ms)
@@ -963,6 +967,13 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
 }
 
 /// A log directory whose status or events files cannot be read (`status`, `timeline`): exit 1.
+/// The files of a job's log directory a view left out, on stderr (the view itself is on stdout).
+fn tell_left_out(skipped: &[String]) {
+    for s in skipped {
+        supervisor::stderr_write(format!("mcsup: left out {s}\n").as_bytes());
+    }
+}
+
 fn unreadable_log_dir(e: supervisor::SupervisorError) -> CliError {
     CliError {
         code: ExitCode::PreflightFailed.code(),
@@ -1064,7 +1075,8 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
         }
         Some(Cmd::Timeline { log_dir, output }) => {
             let dir = log_dir.unwrap_or_else(default_log_dir);
-            let nodes = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
+            let (nodes, skipped) = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
+            tell_left_out(&skipped);
             // The roles come from the status files; a node without a readable one is drawn
             // all the same, its processes ungrouped.
             let status: Vec<_> = nodes
@@ -1091,7 +1103,8 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
         }
         Some(Cmd::Why { log_dir, json }) => {
             let dir = log_dir.unwrap_or_else(default_log_dir);
-            let nodes = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
+            let (nodes, skipped) = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;
+            tell_left_out(&skipped);
             let story = crate::render::why::story(&nodes);
             // The log of the run that failed (rotated once per later restart).
             let log = story

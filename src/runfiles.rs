@@ -368,14 +368,12 @@ pub struct DiagnosisRecord {
     pub points_elsewhere: bool,
 }
 
-/// The records of an events file, in order. A line that is not a record (the last one may be
+/// The records of an events file's text, in order. A line that is not a record (the last one may be
 /// half-written while mcsup runs) is skipped.
-pub fn read_events(path: &Path) -> std::io::Result<Vec<EventRecord>> {
-    let text = std::fs::read_to_string(path)?;
-    Ok(text
-        .lines()
+pub fn parse_events(text: &str) -> Vec<EventRecord> {
+    text.lines()
         .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+        .collect()
 }
 
 /// A status file as read by `mcsup status`: its text as written, and its typed content.

@@ -139,23 +139,28 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
 }
 
 /// The distance between two ticks of the time axis for a span of `span_ms`: a round step (1, 2
-/// or 5 x 10^k ms up to 50 s, then whole minutes) that gives at most 11 ticks.
+/// or 5 x 10^k ms up to 50 s, then whole minutes: 1, 2, 5, 10, 15, 30, then 1, 2, 5 x 10^k hours)
+/// that gives at most 11 ticks, whatever the span (an events file is input: a timestamp from
+/// another epoch must not make a tick per minute of it).
 fn tick_step(span_ms: u64) -> u64 {
     const MINUTE: u64 = 60_000;
-    let candidates = [1, 2, 5]
-        .into_iter()
-        .flat_map(|m| (0..7).map(move |k| m * 10u64.pow(k)))
-        .filter(|s| *s < MINUTE)
-        .chain([1, 2, 5, 10, 15, 30, 60, 120, 240, 480].map(|m| m * MINUTE));
-    let mut steps: Vec<u64> = candidates.collect();
-    steps.sort_unstable();
-    steps
-        .into_iter()
+    const HOUR: u64 = 60 * MINUTE;
+    let short = (0..5)
+        .flat_map(|k| [1, 2, 5].map(|m| m * 10u64.pow(k)))
+        .chain([1, 2, 5, 10, 15, 30].map(|m| m * MINUTE));
+    let hours = (0..16u32).flat_map(|k| {
+        [1u64, 2, 5]
+            .into_iter()
+            .filter_map(move |m| m.checked_mul(10u64.checked_pow(k)?)?.checked_mul(HOUR))
+    });
+    short
+        .chain(hours)
         .find(|s| span_ms.div_ceil(*s) <= 10)
-        .unwrap_or(960 * MINUTE)
+        .unwrap_or(u64::MAX)
 }
 
-/// A tick's label: milliseconds for steps under a second, seconds under a minute, then minutes.
+/// A tick's label: milliseconds for steps under a second, seconds under a minute, minutes under
+/// an hour, then hours.
 fn tick_label(at_ms: u64, step: u64) -> String {
     if step < 1_000 {
         if at_ms >= 1_000 {
@@ -165,8 +170,10 @@ fn tick_label(at_ms: u64, step: u64) -> String {
         }
     } else if step < 60_000 {
         format!("{} s", at_ms / 1000)
-    } else {
+    } else if step < 3_600_000 {
         format!("{} min", at_ms / 60_000)
+    } else {
+        format!("{} h", at_ms / 3_600_000)
     }
 }
 
@@ -896,14 +903,21 @@ mod tests {
             (60_000, 10_000),
             (14 * 60_000, 2 * 60_000),
             (3_600_000, 10 * 60_000),
-            (u64::MAX / 2, 960 * 60_000),
+            (9 * 3_600_000, 3_600_000),
+            (30 * 3_600_000, 5 * 3_600_000),
         ] {
             assert_eq!(tick_step(span), step, "span {span} ms");
+        }
+        // Whatever the span (an events file is input): at most 11 ticks.
+        for span in [10u64.pow(15), 10u64.pow(18), u64::MAX / 2, u64::MAX] {
+            let step = tick_step(span);
+            assert!(span / step <= 10, "span {span} ms, step {step}");
         }
         assert_eq!(tick_label(300, 100), "300 ms");
         assert_eq!(tick_label(1_500, 500), "1.5 s");
         assert_eq!(tick_label(12_000, 2_000), "12 s");
         assert_eq!(tick_label(360_000, 120_000), "6 min");
         assert_eq!(tick_label(120_000, 60_000), "2 min");
+        assert_eq!(tick_label(7_200_000, 3_600_000), "2 h");
     }
 }

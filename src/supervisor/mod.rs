@@ -43,7 +43,7 @@ use crate::exit::ExitCode;
 use crate::plan::Plan;
 
 pub use crate::runfiles::{
-    events_path, read_events, status_path, EventRecord, OutputLost, ServableState, ServableStatus,
+    events_path, parse_events, status_path, EventRecord, OutputLost, ServableState, ServableStatus,
     StatusExit, StatusFile, StatusProcess, StatusRead,
 };
 pub use logs::log_path;

@@ -24,8 +24,8 @@ use super::SupervisorError;
 use crate::domain::signature::{shown_line, SHOWN_CHARS};
 use crate::plan::ProcessKind;
 use crate::runfiles::{
-    events_path, read_events, status_path, DiagnosisRecord, EventRecord, StatusExit, StatusFile,
-    StatusProcess, StatusRead, StatusRoles, UnitKind,
+    parse_events, status_path, DiagnosisRecord, EventRecord, StatusExit, StatusFile, StatusProcess,
+    StatusRead, StatusRoles, UnitKind,
 };
 
 /// The largest status file `mcsup status` reads (one written by mcsup is a few KiB).
@@ -238,25 +238,94 @@ fn nodes_with(log_dir: &Path, suffix: &str) -> Result<Vec<String>, SupervisorErr
     Ok(nodes)
 }
 
-/// Every node's events in a job's log directory (each `<node>.events.jsonl`), sorted by node, for
-/// `mcsup timeline`.
-pub fn read_job_events(log_dir: &Path) -> Result<Vec<(String, Vec<EventRecord>)>, SupervisorError> {
-    let nodes = nodes_with(log_dir, ".events.jsonl")?;
+/// The most of an events file a view reads (a long run of a busy node writes a few MB).
+const MAX_EVENTS_FILE: u64 = 256 << 20;
+
+/// What a view of a job's files read, and the files it left out (`<path>: <why>`, for the
+/// reader to be told).
+pub type Read<T> = (Vec<(String, T)>, Vec<String>);
+
+/// One of a job's run files, for a view: read without following a link or blocking on a FIFO,
+/// at most `max` bytes, and only when the job's user wrote it (the owner of the log directory,
+/// or the reader): a file another user planted in a shared directory is not the job's.
+fn read_run_file(path: &Path, max: u64, dir_owner: Option<u32>) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt;
+    let f = logs::open_private(path, OpenMode::Read).map_err(|e| e.to_string())?;
+    let owner = f.metadata().map_err(|e| e.to_string())?.uid();
+    let me = nix::unistd::geteuid().as_raw();
+    if owner != me && Some(owner) != dir_owner {
+        return Err(format!(
+            "is owned by uid {owner}, neither the log directory's owner nor you (uid {me}): not written by this job's mcsup"
+        ));
+    }
+    let mut buf = Vec::new();
+    f.take(max.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| e.to_string())?;
+    if buf.len() as u64 > max {
+        return Err(format!(
+            "is larger than {} MiB: not a file mcsup wrote",
+            max >> 20
+        ));
+    }
+    Ok(buf)
+}
+
+fn dir_owner(log_dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(log_dir).ok().map(|m| m.uid())
+}
+
+/// Each node's `<node><suffix>` file in `log_dir` through `parse`, sorted by node; a file that
+/// cannot be read or parsed is left out and said. None readable: an error naming `what`.
+fn read_each<T>(
+    log_dir: &Path,
+    suffix: &str,
+    what: &str,
+    max: u64,
+    parse: impl Fn(&[u8]) -> Result<T, String>,
+) -> Result<Read<T>, SupervisorError> {
+    let nodes = nodes_with(log_dir, suffix)?;
     if nodes.is_empty() {
         return Err(SupervisorError::Setup(format!(
-            "no events file (*.events.jsonl) in {}: is this a job's log directory?",
+            "no {what} (*{suffix}) in {}: is this a job's log directory?",
             log_dir.display()
         )));
     }
-    nodes
-        .into_iter()
-        .map(|n| {
-            let path = events_path(log_dir, &n);
-            read_events(&path)
-                .map(|evs| (n, evs))
-                .map_err(|e| SupervisorError::io(&path, e))
-        })
-        .collect()
+    let owner = dir_owner(log_dir);
+    let (mut read, mut skipped) = (Vec::new(), Vec::new());
+    for n in nodes {
+        let path = log_dir.join(format!("{n}{suffix}"));
+        let parsed = logs::check_name("node", &n)
+            .and_then(|()| read_run_file(&path, max, owner))
+            .and_then(|bytes| parse(&bytes));
+        match parsed {
+            Ok(t) => read.push((n, t)),
+            Err(why) => skipped.push(format!("{}: {why}", path.display())),
+        }
+    }
+    if read.is_empty() {
+        return Err(SupervisorError::Setup(format!(
+            "no readable {what} in {}: {}",
+            log_dir.display(),
+            skipped.join("; ")
+        )));
+    }
+    Ok((read, skipped))
+}
+
+/// Every node's events in a job's log directory (each `<node>.events.jsonl`), sorted by node, for
+/// `mcsup timeline`, `why` and `status --job`; the files left out, each with why. A line that is
+/// not an event (a half-written last one, bytes that are not UTF-8) is skipped.
+pub fn read_job_events(log_dir: &Path) -> Result<Read<Vec<EventRecord>>, SupervisorError> {
+    read_each(
+        log_dir,
+        ".events.jsonl",
+        "events file",
+        MAX_EVENTS_FILE,
+        |bytes| Ok(parse_events(&String::from_utf8_lossy(bytes))),
+    )
 }
 
 /// Process `process`'s log file on `node` in `log_dir` (`.<rotated>` for a run `rotated`
@@ -304,18 +373,28 @@ pub fn log_tail(
 
 /// Every node's status in a job's log directory (each `<node>.status.json`), sorted by node, for
 /// `mcsup status --job` (rendered by `render::job_status_human` / `job_status_json`).
-pub fn read_job(log_dir: &Path) -> Result<Vec<(String, StatusRead)>, SupervisorError> {
-    let nodes = nodes_with(log_dir, ".status.json")?;
-    if nodes.is_empty() {
-        return Err(SupervisorError::Setup(format!(
-            "no status file (*.status.json) in {}: is this a job's log directory?",
-            log_dir.display()
-        )));
-    }
-    nodes
-        .into_iter()
-        .map(|n| read_status(log_dir, Some(&n)).map(|r| (n, r)))
-        .collect()
+/// A file that cannot be read or parsed is left out and said (the second part).
+pub fn read_job(log_dir: &Path) -> Result<Read<StatusRead>, SupervisorError> {
+    read_each(
+        log_dir,
+        ".status.json",
+        "status file",
+        MAX_STATUS_FILE,
+        |bytes| parse_status(bytes).map_err(|e| format!("not a status file mcsup wrote: {e}")),
+    )
+}
+
+/// A status file's bytes, typed; whether its writer still runs.
+fn parse_status(bytes: &[u8]) -> Result<StatusRead, serde_json::Error> {
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    let status: StatusFile = serde_json::from_str(&text)?;
+    let writer_alive =
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(status.mcsup_pid as i32), None).is_ok();
+    Ok(StatusRead {
+        text,
+        status,
+        writer_alive,
+    })
 }
 
 /// Read the status file of `node` in `log_dir` (or the only one there) for `mcsup status`; the
@@ -346,20 +425,11 @@ pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, Sup
             }
         }
     };
-    let text =
-        logs::read_private(&path, MAX_STATUS_FILE).map_err(|e| SupervisorError::io(&path, e))?;
-    let text = String::from_utf8_lossy(&text).into_owned();
-    let status: StatusFile =
-        serde_json::from_str(&text).map_err(|e| SupervisorError::BadStatus {
-            path: path.clone(),
-            source: e,
-        })?;
-    let writer_alive =
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(status.mcsup_pid as i32), None).is_ok();
-    Ok(StatusRead {
-        text,
-        status,
-        writer_alive,
+    let bytes = read_run_file(&path, MAX_STATUS_FILE, dir_owner(log_dir))
+        .map_err(|why| SupervisorError::Setup(format!("{}: {why}", path.display())))?;
+    parse_status(&bytes).map_err(|e| SupervisorError::BadStatus {
+        path: path.clone(),
+        source: e,
     })
 }
 
@@ -367,7 +437,12 @@ pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, Sup
 /// such file or it cannot be read (the timeline draws the node all the same).
 pub fn read_roles(log_dir: &Path, node: &str) -> Option<StatusRoles> {
     logs::check_name("node", node).ok()?;
-    let text = logs::read_private(&status_path(log_dir, node), MAX_STATUS_FILE).ok()?;
+    let text = read_run_file(
+        &status_path(log_dir, node),
+        MAX_STATUS_FILE,
+        dir_owner(log_dir),
+    )
+    .ok()?;
     serde_json::from_slice(&text).ok()
 }
 

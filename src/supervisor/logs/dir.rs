@@ -173,22 +173,6 @@ pub(in crate::supervisor) fn open_private(path: &Path, mode: OpenMode) -> io::Re
     Ok(f)
 }
 
-/// Read a whole regular file (at most `max` bytes) the [`open_private`] way: a FIFO or a symlink
-/// planted there is refused instead of hanging or being followed.
-pub(in crate::supervisor) fn read_private(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let f = open_private(path, OpenMode::Read)?;
-    let mut buf = Vec::new();
-    f.take(max.saturating_add(1)).read_to_end(&mut buf)?;
-    if buf.len() as u64 > max {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("is larger than {max} bytes: not a file mcsup wrote"),
-        ));
-    }
-    Ok(buf)
-}
-
 /// `<path>.<16 random hex digits>.tmp`, next to `path`: unpredictable, so nobody can plant
 /// anything there in advance (it is created `O_EXCL` anyway).
 pub(in crate::supervisor) fn temp_path(path: &Path) -> PathBuf {

@@ -673,7 +673,7 @@ impl Runtime {
         if !fresh {
             return;
         }
-        let Ok(nodes) = status::read_job(&self.plan.log_dir) else {
+        let Ok((nodes, _)) = status::read_job(&self.plan.log_dir) else {
             return;
         };
         let stores: Vec<Vec<(bool, u64)>> = nodes
