@@ -745,6 +745,7 @@ impl Cli {
 }
 
 fn print(text: &str) -> Result<(), CliError> {
+    let text = crate::domain::signature::for_terminal(text);
     let mut out = std::io::stdout().lock();
     // A closed pipe (`mcsup plan | head`) is not an error worth a message.
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -970,6 +971,7 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
 /// The files of a job's log directory a view left out, on stderr (the view itself is on stdout).
 fn tell_left_out(skipped: &[String]) {
     for s in skipped {
+        let s = crate::domain::signature::for_terminal(s);
         supervisor::stderr_write(format!("mcsup: left out {s}\n").as_bytes());
     }
 }
@@ -1007,6 +1009,7 @@ fn watch(
     let mut last: Option<String> = None;
     loop {
         let (text, finished) = report()?;
+        let text = crate::domain::signature::for_terminal(&text).into_owned();
         let out = if terminal {
             Some(format!("\x1b[H\x1b[2J{text}"))
         } else if last.as_deref() != Some(text.as_str()) {

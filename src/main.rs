@@ -21,7 +21,9 @@ fn main() {
     let code = match mcsup::cli::execute(cli) {
         Ok(code) => code,
         Err(e) => {
-            mcsup::supervisor::stderr_write(format!("error: {}\n", e.message).as_bytes());
+            // A message can quote a file's content or name: nothing in it acts on the terminal.
+            let message = mcsup::domain::signature::for_terminal(&e.message);
+            mcsup::supervisor::stderr_write(format!("error: {message}\n").as_bytes());
             e.code
         }
     };

@@ -188,3 +188,49 @@ fn absurd_timestamps_and_stray_bytes_keep_the_timeline_small() {
     assert!(page.len() < 64 << 10, "{} bytes", page.len());
     assert!(page.contains("data-process=\"w\""), "the node is drawn");
 }
+
+/// Names and details in the run files are input: an events line whose process name sets the
+/// terminal's title and whose detail writes the clipboard (OSC 52) and clears the screen reaches
+/// the reader of `why` and `status --job` without a single escape or bell.
+#[test]
+fn escape_sequences_in_the_files_never_reach_the_terminal() {
+    let env = TestEnv::new();
+    let dir = job(&env);
+    let events = dir.join("n2.events.jsonl");
+    let mut text = std::fs::read_to_string(&events).unwrap();
+    // Early in the run: the job's first failure, which every view names.
+    let first_ts: u64 = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["ts_ms"].as_u64())
+        .min()
+        .unwrap();
+    text.push_str(&format!(
+        "{{\"ts_ms\":{},\"t_ms\":1,\"node\":\"n2\",\"process\":\"x\\u001b]0;owned\\u0007\",\"event\":\"failed\",\"exit_code\":1,\"detail\":\"\\u001b]52;c;aGk=\\u0007\\u001b[2J boom\"}}\n",
+        first_ts + 1
+    ));
+    std::fs::write(&events, text).unwrap();
+    for args in [
+        &["why"][..],
+        &["status", "--job"],
+        &["status", "--job", "--all"],
+    ] {
+        let out = mcsup(args, &dir);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen = [&out.stdout[..], &out.stderr[..]].concat();
+        assert!(
+            !seen.contains(&0x1b) && !seen.contains(&0x07),
+            "{args:?}:\n{}",
+            String::from_utf8_lossy(&seen)
+        );
+        if args == ["why"] {
+            // The failure is still told, its name without the sequence.
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.starts_with("first failure: n2/x at"), "{stdout}");
+        }
+    }
+}

@@ -66,7 +66,7 @@ pub const SHOWN_CHARS: usize = 400;
 /// characters (with " …" when cut).
 pub fn shown_line(line: &[u8], max: usize) -> String {
     let text = String::from_utf8_lossy(line);
-    let text = without_escapes(text.trim_end());
+    let text = without_escapes(text.trim_end(), false);
     let mut shown: String = text.chars().take(max).collect();
     if shown.len() < text.len() {
         shown.push_str(" …");
@@ -74,9 +74,24 @@ pub fn shown_line(line: &[u8], max: usize) -> String {
     shown
 }
 
+/// `text` made safe for a reader's terminal: what [`shown_line`] removes and replaces, line ends
+/// kept. Every view mcsup prints goes through it (names and details come from files anyone with
+/// access to the log directory could have written); text without control characters is returned
+/// as it is.
+pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    if text
+        .chars()
+        .all(|c| !c.is_control() || c == '\n' || c == '\t')
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(without_escapes(text, true))
+}
+
 /// `text` without ECMA-48 escape sequences (CSI `ESC [ … final`, OSC/DCS/APC/PM strings up to
-/// BEL or `ESC \`, two-byte `ESC x`), and its other control characters but tab as `?`.
-fn without_escapes(text: &str) -> String {
+/// BEL or `ESC \`, two-byte `ESC x`), and its other control characters but tab (and line feed,
+/// when `lines`) as `?`.
+fn without_escapes(text: &str, lines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -100,6 +115,7 @@ fn without_escapes(text: &str) -> String {
                 _ => {}
             },
             '\t' => out.push(c),
+            '\n' if lines => out.push(c),
             c if c.is_control() => out.push('?'),
             c => out.push(c),
         }
@@ -138,6 +154,12 @@ mod tests {
         // A window title, a clipboard write, a screen clear, a bell and a carriage return.
         let hostile = b"a\x1b]0;owned\x07b\x1b]52;c;aGk=\x1b\\c\x1b[2J\x1bcd\x07\re\tf";
         assert_eq!(shown_line(hostile, 400), "abcd??e\tf");
+        let view = "n1\x1b]0;owned\x07 up\n  w\x1b[2J\tready\r\n";
+        assert_eq!(for_terminal(view), "n1 up\n  w\tready?\n");
+        assert!(matches!(
+            for_terminal("plain\n\ttext"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]
