@@ -670,6 +670,38 @@ def bench_job_view(reps=REPS):
         return out
 
 
+def bench_many_failures(reps=REPS, processes=20_000):
+    """`why` and `timeline` on one node whose `processes` processes each were spawned and failed
+    (crafted events: the shape that made the story's per-failure scan quadratic), against `cat`
+    of the file. Median wall time of `reps` runs each."""
+    with tempfile.TemporaryDirectory() as d:
+        job = os.path.join(d, "job")
+        os.makedirs(job)
+        events = os.path.join(job, "n1.events.jsonl")
+        with open(events, "w") as f:
+            for i in range(processes):
+                f.write(json.dumps({"ts_ms": 1000 + i, "t_ms": i, "node": "n1", "process": f"p{i}",
+                                    "event": "spawned", "pid": 10 + i}) + "\n")
+                f.write(json.dumps({"ts_ms": 60_000 + i, "t_ms": 59_000 + i, "node": "n1",
+                                    "process": f"p{i}", "event": "failed", "exit_code": 1}) + "\n")
+        page = os.path.join(d, "timeline.html")
+        commands = {
+            "cat": ["cat", events],
+            "why": [MCSUP, "why", job],
+            "timeline": [MCSUP, "timeline", job, "-o", page],
+        }
+        out = {}
+        for name, argv in commands.items():
+            times = []
+            for _ in range(reps):
+                t0 = now()
+                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+                times.append(now() - t0)
+            out[name] = statistics.median(times)
+        out["processes"] = processes
+        return out
+
+
 def main():
     become_subreaper()
     tmp = tempfile.gettempdir()
@@ -750,6 +782,13 @@ def main():
         print(f"   {key:12} {ms(jv[key])}" + ("" if key == "cat" else
                                               f"  (x{ratio(jv[key], jv['cat']):.1f} reading the files with cat)"))
     print(f"   the timeline page: {jv['page_bytes'] / 1e6:.1f} MB")
+    mf = bench_many_failures()
+    results["job_view_many_failures"] = mf
+    print(f"\n8. one node of {mf['processes']} processes that each failed (why and timeline; "
+          f"median of {REPS})")
+    for key in ["cat", "why", "timeline"]:
+        print(f"   {key:12} {ms(mf[key])}" + ("" if key == "cat" else
+                                              f"  (x{ratio(mf[key], mf['cat']):.1f} reading the file with cat)"))
     os.makedirs(os.path.dirname(os.path.abspath(JSON_OUT)), exist_ok=True)
     with open(JSON_OUT, "w") as f:
         json.dump(results, f, indent=1)
