@@ -715,7 +715,7 @@ mod tests {
             ));
             evs.push(exited("n1", t + 1_010, "w", 1));
         }
-        let nodes = vec![("n1".to_string(), evs)];
+        let nodes = [("n1".to_string(), evs)];
         let index = by_process(&nodes[0].1);
         let mut got = Vec::new();
         for mut f in failures_of("n1", &nodes[0].1) {
