@@ -638,6 +638,19 @@ def ratio(a, b):
     return a / b if b else float("nan")
 
 
+def median_runs(commands, reps):
+    """The median wall time of `reps` runs of each command (name -> argv), stdout discarded."""
+    out = {}
+    for name, argv in commands.items():
+        times = []
+        for _ in range(reps):
+            t0 = now()
+            subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+            times.append(now() - t0)
+        out[name] = statistics.median(times)
+    return out
+
+
 def bench_job_view(reps=REPS):
     """`status --job`, `timeline` and `why` on a 128-node x 16-process job's directory (built by
     tests/py/scaled_job.py from a real job's files), against reading those files with `cat`: the
@@ -656,14 +669,7 @@ def bench_job_view(reps=REPS):
             "timeline": [MCSUP, "timeline", job, "-o", page],
             "why": [MCSUP, "why", job],
         }
-        out = {}
-        for name, argv in commands.items():
-            times = []
-            for _ in range(reps):
-                t0 = now()
-                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-                times.append(now() - t0)
-            out[name] = statistics.median(times)
+        out = median_runs(commands, reps)
         out["files"] = len(files)
         out["bytes"] = sum(os.path.getsize(f) for f in files)
         out["page_bytes"] = os.path.getsize(page)
@@ -690,14 +696,7 @@ def bench_many_failures(reps=REPS, processes=20_000):
             "why": [MCSUP, "why", job],
             "timeline": [MCSUP, "timeline", job, "-o", page],
         }
-        out = {}
-        for name, argv in commands.items():
-            times = []
-            for _ in range(reps):
-                t0 = now()
-                subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-                times.append(now() - t0)
-            out[name] = statistics.median(times)
+        out = median_runs(commands, reps)
         out["processes"] = processes
         return out
 
