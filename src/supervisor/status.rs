@@ -122,7 +122,7 @@ pub fn write_private_atomic(path: &Path, contents: &[u8]) -> Result<(), Supervis
     write_atomic(path, contents, 0o600)
 }
 
-/// [`write_private_atomic`] with the file's mode `mode` (set on the temp file before the rename):
+/// As `write_private_atomic`, with the file's mode `mode` (set on the temp file before the rename):
 /// a file the user asked for (`timeline -o`, `render -o`). The rename replaces a link at `path`
 /// rather than writing through it, and fails on a file another user owns in a sticky directory.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), SupervisorError> {
