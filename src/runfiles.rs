@@ -275,9 +275,18 @@ pub struct StatusFile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<String>,
     pub mcsup_pid: u32,
+    /// Where `mcsup_pid` means something: the writer's host name and PID namespace
+    /// (`pid:[4026531836]`). A reader elsewhere goes by the heartbeat instead.
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub pid_ns: String,
     pub phase: NodePhase,
     pub started_ts_ms: u64,
+    /// Rewritten at least every `heartbeat_ms` while mcsup runs, changed or not.
     pub updated_ts_ms: u64,
+    #[serde(default)]
+    pub heartbeat_ms: u64,
     /// Why the teardown started, once it has.
     pub reason: Option<String>,
     /// Set when mcsup has finished.
@@ -291,6 +300,41 @@ pub struct StatusFile {
     /// The Mooncake master's view, on the node that runs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mooncake: Option<MooncakeView>,
+}
+
+/// The host name and PID namespace of this process, as a status file records them.
+pub fn where_am_i() -> (String, String) {
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|l| l.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (host, ns)
+}
+
+/// Slack on a heartbeat for a late write or clocks a little apart between nodes.
+const HEARTBEAT_SLACK_MS: u64 = 2_000;
+
+impl StatusFile {
+    /// Whether the mcsup that writes this file still runs, seen from `here` (host name, PID
+    /// namespace) at `now_ms`. Its pid answers only where it means that mcsup: same host, same
+    /// PID namespace, and not 0 or 1 (which always answer). Anywhere else the heartbeat decides:
+    /// written within three periods (and not in the future). A file without either is not alive.
+    pub fn writer_alive(&self, here: &(String, String), now_ms: u64) -> bool {
+        let local = !self.host.is_empty() && self.host == here.0 && self.pid_ns == here.1;
+        if local && self.mcsup_pid > 1 {
+            return nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.mcsup_pid as i32), None)
+                .is_ok();
+        }
+        self.heartbeat_ms > 0
+            && self.updated_ts_ms <= now_ms.saturating_add(HEARTBEAT_SLACK_MS)
+            && now_ms.saturating_sub(self.updated_ts_ms)
+                <= self
+                    .heartbeat_ms
+                    .saturating_mul(3)
+                    .saturating_add(HEARTBEAT_SLACK_MS)
+    }
 }
 
 /// The part of a status file the timeline reads: which roles each unit serves.
@@ -429,6 +473,87 @@ pub struct ServableStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Is the writer alive? By its pid only on its own host and PID namespace (and never by pid
+    /// 0 or 1, which always answer); elsewhere by a heartbeat at most three periods old (plus
+    /// slack), not from the future.
+    #[test]
+    fn a_writer_is_alive_by_its_pid_at_home_and_by_its_heartbeat_elsewhere() {
+        let here = ("gpu-01".to_string(), "pid:[4026531836]".to_string());
+        let now = 1_000_000;
+        let file = |host: &str, pid: u32, updated: u64, hb: u64| StatusFile {
+            node: "n1".into(),
+            roles: vec![],
+            mcsup_pid: pid,
+            host: host.into(),
+            pid_ns: "pid:[4026531836]".into(),
+            phase: NodePhase::Running,
+            started_ts_ms: 0,
+            updated_ts_ms: updated,
+            heartbeat_ms: hb,
+            reason: None,
+            exit_code: None,
+            console_dropped_lines: 0,
+            units: vec![],
+            servable: None,
+            mooncake: None,
+        };
+        let me = std::process::id();
+        let dead = u32::MAX - 1; // no such pid
+        let stale = now - 5_000 * 3 - 2_001;
+        for (f, alive, why) in [
+            (
+                file("gpu-01", me, stale, 5_000),
+                true,
+                "at home, its pid answers",
+            ),
+            (
+                file("gpu-01", dead, now, 5_000),
+                false,
+                "at home, its pid is gone",
+            ),
+            (
+                file("gpu-01", 1, stale, 5_000),
+                false,
+                "pid 1 always answers: the heartbeat decides",
+            ),
+            (
+                file("gpu-01", 0, now, 5_000),
+                true,
+                "pid 0: a fresh heartbeat",
+            ),
+            (
+                file("gpu-02", dead, now - 4_000, 5_000),
+                true,
+                "another host: a fresh heartbeat",
+            ),
+            (
+                file("gpu-02", me, stale, 5_000),
+                false,
+                "another host: a stale heartbeat, whatever pid",
+            ),
+            (
+                file("gpu-02", me, now + 60_000, 5_000),
+                false,
+                "a heartbeat from the future",
+            ),
+            (file("gpu-02", me, now, 0), false, "no heartbeat at all"),
+            (
+                file("", me, now - 1_000, 5_000),
+                true,
+                "no host said: the heartbeat",
+            ),
+        ] {
+            assert_eq!(f.writer_alive(&here, now), alive, "{why}");
+        }
+        let other_ns = ("gpu-01".to_string(), "pid:[4026532000]".to_string());
+        assert!(
+            !file("gpu-01", me, stale, 5_000).writer_alive(&other_ns, now),
+            "another PID namespace on the same host: its pids mean other processes"
+        );
+        let (host, ns) = where_am_i();
+        assert!(!host.is_empty() && ns.starts_with("pid:["), "{host} {ns}");
+    }
 
     fn round_trips<T>(all: &[T])
     where

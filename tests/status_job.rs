@@ -253,3 +253,79 @@ fn watch_on_a_terminal_redraws_in_place() {
     assert!(text.contains("n1: done, exit code 0"), "{text:?}");
     env.assert_no_leftovers();
 }
+
+/// A node whose mcsup runs elsewhere (here: in another PID namespace, as on another host, where
+/// its pid means another process or none) is judged by its heartbeat: running while its status
+/// file is rewritten (every 5 s even when nothing changes), gone once the file is three periods
+/// old (plus 2 s) after that mcsup was killed with its namespace. Its pid (2 in the namespace,
+/// a kernel thread here) would have said "running" forever.
+#[test]
+fn a_node_elsewhere_is_judged_by_its_heartbeat_not_by_its_pid() {
+    require(
+        nix::unistd::geteuid().is_root(),
+        "root (unshare --pid)",
+        "run the tests as root (the CI does)",
+    );
+    let env = TestEnv::new();
+    let plan = env.plan(vec![env.proc("worker", ProcessKind::Worker, &[])]);
+    let plan_path = env.path("plan.json");
+    std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
+    // sh is the namespace's pid 1, mcsup its pid 2; killing unshare kills the namespace.
+    let script = format!("{MCSUP} run --plan-file {} & wait", plan_path.display());
+    let mut ns = KillOnDrop(
+        Command::new("unshare")
+            .args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--kill-child=SIGKILL",
+                "sh",
+                "-c",
+            ])
+            .arg(&script)
+            .env("MCSUP_TEST_TAG", &env.tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // Until mcsup has written its status file, the view has nothing to show.
+    let peek = || {
+        let out = Command::new(MCSUP)
+            .args(["status", "--job"])
+            .arg(env.log_dir())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let running = wait_for("the node running, seen from outside", T, || {
+        let out = peek();
+        out.contains("n1: running (mcsup pid 2)").then_some(out)
+    });
+    eprintln!("{running}");
+    let status: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(env.log_dir().join("n1.status.json")).unwrap())
+            .unwrap();
+    assert_eq!(status["heartbeat_ms"], 5000);
+    assert_ne!(
+        status["pid_ns"].as_str().unwrap(),
+        std::fs::read_link("/proc/self/ns/pid")
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+    // Still running 8 s on, with nothing changed: the heartbeat rewrote the file.
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    assert!(job_status(&env, false).contains("n1: running (mcsup pid 2)"));
+    // The namespace goes, mcsup with it, without a word in its status file.
+    ns.0.kill().unwrap();
+    ns.0.wait().unwrap();
+    let gone = wait_for("the node gone", std::time::Duration::from_secs(30), || {
+        let out = job_status(&env, false);
+        out.contains("n1: mcsup (pid 2) is gone without finishing: killed?")
+            .then_some(out)
+    });
+    eprintln!("{gone}");
+    env.assert_no_leftovers();
+}

@@ -388,8 +388,11 @@ pub fn read_job(log_dir: &Path) -> Result<Read<StatusRead>, SupervisorError> {
 fn parse_status(bytes: &[u8]) -> Result<StatusRead, serde_json::Error> {
     let text = String::from_utf8_lossy(bytes).into_owned();
     let status: StatusFile = serde_json::from_str(&text)?;
-    let writer_alive =
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(status.mcsup_pid as i32), None).is_ok();
+    static HERE: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let writer_alive = status.writer_alive(HERE.get_or_init(crate::runfiles::where_am_i), now_ms);
     Ok(StatusRead {
         text,
         status,

@@ -55,6 +55,9 @@ const GROUP_RECHECK: Duration = Duration::from_millis(100);
 /// and renamed over the old ones; on ext4 the rename starts the new file's writeback and evicting
 /// the old inode can wait for disk.) The final status is written at once.
 const STATUS_DELAY: Duration = Duration::from_millis(25);
+/// The status file is rewritten at least this often while mcsup runs: a reader on another host
+/// cannot ask the pid, so a file three periods old says its writer is gone.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// The least length at which the list of log readers is pruned of finished ones.
 const MIN_READERS_PRUNE: usize = 64;
 
@@ -128,6 +131,10 @@ struct Runtime {
     events: EventsWriter,
     status_path: PathBuf,
     status_version: Option<u64>,
+    /// When the status is rewritten even if nothing changed ([`HEARTBEAT`] after the last write).
+    heartbeat_due: Instant,
+    /// Where this mcsup runs (host name, PID namespace), for the status file.
+    here: (String, String),
     /// When the pending status change is written ([`STATUS_DELAY`] after the first unwritten one).
     status_due: Option<Instant>,
     tx: UnboundedSender<Msg>,
@@ -265,6 +272,8 @@ pub async fn run_with_signals(
         events,
         status_path,
         status_version: None,
+        heartbeat_due: Instant::now() + HEARTBEAT,
+        here: crate::runfiles::where_am_i(),
         status_due: None,
         tx,
         console,
@@ -304,10 +313,14 @@ pub async fn run_with_signals(
         source: e,
     })?;
     while rt.machine.phase() != Phase::Done {
-        let deadline = match (rt.machine.next_deadline(), rt.status_due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = [
+            rt.machine.next_deadline(),
+            rt.status_due,
+            Some(rt.heartbeat_due),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let recheck = !rt.watched.is_empty();
         tokio::select! {
             // Signals before SIGCHLD: when the backstop's SIGKILL (run inside the second
@@ -1155,10 +1168,13 @@ impl Runtime {
 
     /// Write the status once [`STATUS_DELAY`] has passed since the first change not written yet.
     fn write_status_soon(&mut self) {
+        let now = Instant::now();
+        if now >= self.heartbeat_due {
+            self.status_version = None; // the same status, a fresh timestamp
+        }
         if self.status_version == Some(self.machine.version()) {
             return;
         }
-        let now = Instant::now();
         if now >= *self.status_due.get_or_insert(now + STATUS_DELAY) {
             self.status_due = None;
             self.write_status(None);
@@ -1172,13 +1188,17 @@ impl Runtime {
         }
         self.status_version = Some(v);
         let now = Instant::now();
+        self.heartbeat_due = now + HEARTBEAT;
         let status = StatusFile {
             node: self.plan.node.name.clone(),
             roles: roles_of(&self.plan.roles),
             mcsup_pid: std::process::id(),
+            host: self.here.0.clone(),
+            pid_ns: self.here.1.clone(),
             phase: self.machine.phase().into(),
             started_ts_ms: self.clock.wall_ms(self.clock.start()),
             updated_ts_ms: self.clock.wall_ms(now),
+            heartbeat_ms: HEARTBEAT.as_millis() as u64,
             reason: self.machine.reason().map(|r| r.to_string()),
             exit_code: final_code,
             console_dropped_lines: self.console.dropped(),
