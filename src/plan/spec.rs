@@ -121,7 +121,7 @@ pub struct Plan {
     pub dirs: Vec<PathBuf>,
     /// This job's scratch directory on the node (`<tmp>/mcsup-<job>-<node>`), when a process
     /// uses it (etcd's and NATS's data): made private (0700) by mcsup before any process starts,
-    /// refused when someone else made it first, removed after the teardown.
+    /// refused when someone else made it or could write in it, removed after the teardown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scratch_dir: Option<PathBuf>,
     /// Node-wide shutdown behaviour.

@@ -278,16 +278,18 @@ pub(in crate::supervisor) fn ensure_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
-/// This run's scratch directory (etcd's and NATS's data), private to this user; removed when
-/// dropped if this run made it.
+/// This run's scratch directory (etcd's and NATS's data), private to this user; removed with
+/// its contents when dropped (after the teardown).
 pub struct ScratchDir {
     path: PathBuf,
+    /// Whether this run made it (else an earlier run of the same job and node did).
     made: bool,
 }
 
 impl ScratchDir {
-    /// Make `path` (0700) or take it over when it is already a private directory of this user (an
-    /// earlier run of the same job on this node). Anything else is refused, with what is there:
+    /// Make `path` (0700) or take it over (made 0700) when it is already a directory of this user
+    /// that nobody else could write in (an earlier run of the same job on this node). Anything
+    /// else is refused, with what is there:
     /// the name is predictable, and a directory another user made first (or a link to one) would
     /// let them read or redirect what etcd and NATS write, and the `rm -rf` of etcd's data
     /// directory.
@@ -336,12 +338,16 @@ impl ScratchDir {
                 m.uid()
             )));
         }
-        if m.mode() & 0o077 != 0 {
+        if m.mode() & 0o022 != 0 {
             return Err(refuse(format!(
-                "already exists with mode {:04o}: other users can reach into it",
+                "already exists with mode {:04o}: other users could have put files in it",
                 m.mode() & 0o7777
             )));
         }
+        // Ours, and nobody else could write in it (an earlier run's, or an older mcsup's, whose
+        // shell made it 0755): private from here on.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| SupervisorError::io(path, e))?;
         Ok(ScratchDir {
             path: path.to_path_buf(),
             made: false,
@@ -351,11 +357,9 @@ impl ScratchDir {
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        // Only what this run made; the directory is private, so nothing in it was planted.
-        if self.made {
-            if let Err(e) = std::fs::remove_dir_all(&self.path) {
-                tracing::warn!(dir = %self.path.display(), error = %e, "cannot remove the scratch directory");
-            }
+        // Checked at claim: ours, and nobody else could write in it, so nothing in it was planted.
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            tracing::warn!(dir = %self.path.display(), made = self.made, error = %e, "cannot remove the scratch directory");
         }
     }
 }
@@ -593,14 +597,26 @@ mod tests {
         drop(s);
         assert!(!path.exists(), "made by this run: removed");
 
+        // An earlier run's (an older mcsup's shell made it 0755): made private, then removed.
         std::fs::create_dir(&path).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
-        drop(ScratchDir::claim(&path).unwrap());
-        assert!(path.is_dir(), "an earlier run's: left");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = ScratchDir::claim(&path).unwrap();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!(m.mode() & 0o7777, 0o700);
+        drop(s);
+        assert!(!path.exists());
 
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = ScratchDir::claim(&path).err().unwrap().to_string();
-        assert!(e.contains("already exists with mode 0777"), "{e}");
+        std::fs::create_dir(&path).unwrap();
+        for mode in [0o777, 0o775, 0o1777] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = ScratchDir::claim(&path).err().unwrap().to_string();
+            assert!(
+                e.contains(&format!(
+                    "already exists with mode {mode:04o}: other users could"
+                )),
+                "{e}"
+            );
+        }
         std::fs::remove_dir(&path).unwrap();
 
         let victim = d.path().join("victim");
