@@ -194,6 +194,11 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     if let Some(n) = nodelist_size(list.trim()).filter(|n| *n > MAX_NODES as u128) {
         return Err(too_many(n));
     }
+    if let Some(range) = reversed_range(list) {
+        return Err(bad(format!(
+            "the range `{range}` counts down: Slurm refuses it (write it low-high)"
+        )));
+    }
     let nodes = hostlist_parser::parse(list.trim()).map_err(|e| bad(e.to_string()))?;
     if nodes.is_empty() {
         return Err(bad("it names no node".into()));
@@ -201,7 +206,55 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     if nodes.len() > MAX_NODES {
         return Err(too_many(nodes.len() as u128));
     }
+    // The parser drops a name it has seen: look for one part by part.
+    let mut seen = std::collections::HashSet::new();
+    for part in top_level_parts(list.trim()) {
+        let names = hostlist_parser::parse(part).map_err(|e| bad(e.to_string()))?;
+        if let Some(twice) = names.into_iter().find(|n| !seen.insert(n.clone())) {
+            return Err(bad(format!(
+                "`{twice}` is in it more than once: a job's node list names each node once (which of its places would be the node's rank?)"
+            )));
+        }
+    }
     Ok(nodes)
+}
+
+/// The comma-separated parts of a hostlist outside brackets (`n[1-2],m3` -> `n[1-2]`, `m3`).
+fn top_level_parts(list: &str) -> Vec<&str> {
+    let (mut parts, mut depth, mut from) = (Vec::new(), 0usize, 0);
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&list[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&list[from..]);
+    parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
+}
+
+/// The first `lo-hi` inside brackets of a hostlist whose `hi` is below its `lo` (`n[5-1]`).
+fn reversed_range(list: &str) -> Option<&str> {
+    let mut rest = list;
+    while let Some(open) = rest.find('[') {
+        let inside = &rest[open + 1..];
+        let close = inside.find(']')?;
+        for part in inside[..close].split(',') {
+            if let Some((lo, hi)) = part.trim().split_once('-') {
+                if let (Ok(lo), Ok(hi)) = (lo.parse::<u128>(), hi.parse::<u128>()) {
+                    if hi < lo {
+                        return Some(part.trim());
+                    }
+                }
+            }
+        }
+        rest = &inside[close + 1..];
+    }
+    None
 }
 
 /// Node names in the order people count them: `n2` before `n10` (by the number a name ends in,
@@ -559,6 +612,22 @@ mod tests {
         // Inside a one-node step SLURM_NODEID is 0 everywhere: the job list position wins.
         i.node_id = Some("0".into());
         assert_eq!(resolve(&i, &BTreeMap::new(), &fake_dns).unwrap().node_id, 1);
+    }
+
+    /// A range that counts down and a node named twice are refused, as Slurm would.
+    #[test]
+    fn reversed_ranges_and_repeated_nodes_are_refused() {
+        for (list, says) in [
+            ("n[5-1]", "the range `5-1` counts down"),
+            ("gpu-[01-04,9-7]", "the range `9-7` counts down"),
+            ("n1,n1", "`n1` is in it more than once"),
+            ("n[1-3],n2", "`n2` is in it more than once"),
+        ] {
+            let e = expand_nodelist(list).unwrap_err().to_string();
+            assert!(e.contains(says), "{list}: {e}");
+        }
+        assert_eq!(expand_nodelist("n[1-2],m[01-02]").unwrap().len(), 4);
+        assert_eq!(expand_nodelist("n[7-7]").unwrap(), ["n7"]);
     }
 
     #[test]

@@ -908,3 +908,64 @@ fn too_many_services_and_unusable_node_names_are_refused() {
         assert_refused(&ran, &["node name", bad]);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Smaller gaps (issue 29, class 8)
+// ---------------------------------------------------------------------------------------------
+
+/// A recipe saved with a byte-order mark is read (it was refused as "more than one document");
+/// YAML merge keys, which srtctl's loader applies, are applied (`<<: *worker`); a key given
+/// twice in one mapping (`node_addresses: {n1: .., n1: ..}`) is refused with both lines, where
+/// the last one used to win without a word.
+#[test]
+fn a_bom_merge_keys_and_a_key_given_twice() {
+    let env = TestEnv::new();
+    let base = worker_recipe(&env, "", "");
+    let bom = write(&env, "bom.yaml", &format!("\u{feff}{base}"));
+    let ran = plan_within(&env, &bom, ms(10_000));
+    assert_eq!(ran.code, Some(0), "{}", ran.describe());
+
+    let merged = format!(
+        "x-worker: &w\n  command: [{TESTCHILD}, --exit-after, \"0\"]\n  critical: false\nmcsup:\n  log_dir: {}\n  workers:\n    aggregated:\n      - <<: *w\n        name: w\n",
+        env.log_dir().display()
+    );
+    let m = write(&env, "merge.yaml", &merged);
+    let ran = plan_within(&env, &m, ms(10_000));
+    assert_eq!(ran.code, Some(0), "{}", ran.describe());
+    assert!(
+        ran.stdout.contains(TESTCHILD) && ran.stdout.contains("--exit-after"),
+        "{}",
+        ran.describe()
+    );
+
+    let twice = base.replace(
+        "mcsup:\n",
+        "mcsup:\n  node_addresses:\n    n1: 10.0.0.1\n    n1: 10.0.0.2\n",
+    );
+    let d = write(&env, "twice.yaml", &twice);
+    let ran = plan_within(&env, &d, ms(10_000));
+    assert_refused(
+        &ran,
+        &[
+            "twice.yaml:4:5: mcsup.node_addresses.n1",
+            "`n1` is given twice in this mapping (first on line 3)",
+        ],
+    );
+}
+
+/// A node list that counts down (`n[5-1]`) or names a node twice is refused as Slurm would
+/// refuse it; both used to plan (n5 as the infra node, or the duplicate dropped).
+#[test]
+fn node_lists_that_count_down_or_repeat_a_node_are_refused() {
+    let env = TestEnv::new();
+    let r = write(&env, "job.yaml", &worker_recipe(&env, "", ""));
+    for (list, says) in [
+        ("n[5-1]", "the range `5-1` counts down"),
+        ("n1,n[1-2]", "`n1` is in it more than once"),
+    ] {
+        let mut args = plan_args(r.to_str().unwrap());
+        args.extend(["--nodelist", list]);
+        let ran = run_within(&env, ms(10_000), mcsup(&env, &args));
+        assert_refused(&ran, &[says]);
+    }
+}

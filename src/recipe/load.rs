@@ -161,11 +161,37 @@ pub fn read_text(path: &Path) -> Result<String, RecipeError> {
 /// The scanner looks ahead past an open `[` (it may start a key), so 255 nested flow
 /// collections fail it ("recursion limit exceeded", its flow level is a `u8`) before the
 /// parser emits the event at depth 65: that error means too deep as well.
+#[cfg(test)]
 fn too_deep(text: &str) -> Option<(String, usize, usize)> {
+    match structure(text)? {
+        Structure::TooDeep(path, line, col) => Some((path, line, col)),
+        Structure::Duplicate(..) => None,
+    }
+}
+
+/// What [`structure`] found wrong with a document's shape.
+enum Structure {
+    /// Nested deeper than [`MAX_YAML_DEPTH`]: (key path, line, column).
+    TooDeep(String, usize, usize),
+    /// A mapping with the same key twice: (the mapping's path, the key, the first one's line,
+    /// line and column of the second). serde would keep the last silently.
+    Duplicate(String, String, usize, usize, usize),
+}
+
+/// The first problem of shape in `text`: too deep (see [`too_deep`]) or a key given twice in one
+/// mapping (YAML forbids it; the loaders srtctl uses would keep one of them without a word).
+fn structure(text: &str) -> Option<Structure> {
     use yaml_rust2::parser::{Event, Parser};
     enum Frame {
-        Map { name: String, key: Option<String> },
-        Seq { name: String, next: usize },
+        Map {
+            name: String,
+            key: Option<String>,
+            seen: std::collections::HashMap<String, usize>,
+        },
+        Seq {
+            name: String,
+            next: usize,
+        },
     }
     // The name of the node an event starts under the top frame; None for a mapping's key.
     fn child(stack: &mut [Frame]) -> Option<String> {
@@ -199,15 +225,38 @@ fn too_deep(text: &str) -> Option<(String, usize, usize)> {
         let (event, mark) = match parser.next_token() {
             Ok(t) => t,
             Err(e) if is_depth_error(&e) => {
-                return Some((path(&stack), e.marker().line(), e.marker().col() + 1))
+                return Some(Structure::TooDeep(
+                    path(&stack),
+                    e.marker().line(),
+                    e.marker().col() + 1,
+                ))
             }
-            Err(_) => return too_deep_flow(text),
+            Err(_) => return too_deep_flow(text).map(|(p, l, c)| Structure::TooDeep(p, l, c)),
         };
         match event {
             Event::StreamEnd => return None,
             Event::DocumentStart => stack.clear(),
             Event::Scalar(value, ..) => match stack.last_mut() {
-                Some(Frame::Map { key: k @ None, .. }) => *k = Some(value),
+                Some(Frame::Map {
+                    key: k @ None,
+                    seen,
+                    ..
+                }) => {
+                    // `<<` (a merge key) may come more than once in spirit; YAML itself still
+                    // forbids the same key twice, merge keys aside.
+                    if value != "<<" {
+                        if let Some(first) = seen.insert(value.clone(), mark.line()) {
+                            return Some(Structure::Duplicate(
+                                path(&stack),
+                                value,
+                                first,
+                                mark.line(),
+                                mark.col() + 1,
+                            ));
+                        }
+                    }
+                    *k = Some(value)
+                }
                 _ => {
                     child(&mut stack);
                 }
@@ -222,12 +271,20 @@ fn too_deep(text: &str) -> Option<(String, usize, usize)> {
                 // A collection used as a mapping key has no name of its own.
                 let name = child(&mut stack).unwrap_or_else(|| "?".into());
                 stack.push(if matches!(event, Event::MappingStart(..)) {
-                    Frame::Map { name, key: None }
+                    Frame::Map {
+                        name,
+                        key: None,
+                        seen: Default::default(),
+                    }
                 } else {
                     Frame::Seq { name, next: 0 }
                 });
                 if stack.len() > MAX_YAML_DEPTH {
-                    return Some((path(&stack), mark.line(), mark.col() + 1));
+                    return Some(Structure::TooDeep(
+                        path(&stack),
+                        mark.line(),
+                        mark.col() + 1,
+                    ));
                 }
             }
             Event::MappingEnd | Event::SequenceEnd => {
@@ -270,6 +327,8 @@ fn is_depth_error(e: &yaml_rust2::ScanError) -> bool {
 
 /// Parse recipe text; `path` is only used in messages.
 pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
+    // A byte-order mark (some Windows editors write one) is not part of the document.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim().is_empty() || only_comments(text) {
         return Err(RecipeError::Empty { path: path.into() });
     }
@@ -277,17 +336,60 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
     if matches!(text.trim(), "~" | "null" | "---" | "--- ~" | "---\n~") {
         return Err(RecipeError::Empty { path: path.into() });
     }
-    if let Some((key_path, line, col)) = too_deep(text) {
-        return Err(RecipeError::invalid(
-            path,
-            key_path,
-            Some((line, col)),
-            format!("lists and mappings nest deeper than {MAX_YAML_DEPTH} levels here"),
-            Some(format!("flatten this section: recipes nest a few levels deep; mcsup reads at most {MAX_YAML_DEPTH} levels, which keeps parsing fast")),
-        ));
+    match structure(text) {
+        Some(Structure::TooDeep(key_path, line, col)) => {
+            return Err(RecipeError::invalid(
+                path,
+                key_path,
+                Some((line, col)),
+                format!("lists and mappings nest deeper than {MAX_YAML_DEPTH} levels here"),
+                Some(format!("flatten this section: recipes nest a few levels deep; mcsup reads at most {MAX_YAML_DEPTH} levels, which keeps parsing fast")),
+            ));
+        }
+        Some(Structure::Duplicate(map, key, first, line, col)) => {
+            let key_path = if map.is_empty() {
+                key.clone()
+            } else {
+                format!("{map}.{key}")
+            };
+            return Err(RecipeError::invalid(
+                path,
+                key_path,
+                Some((line, col)),
+                format!("`{key}` is given twice in this mapping (first on line {first}): only one of the two values would count, without a word"),
+                Some("keep one of them".into()),
+            ));
+        }
+        None => {}
     }
-    let de = serde_yaml::Deserializer::from_str(text);
-    match serde_path_to_error::deserialize::<_, Recipe>(de) {
+    // YAML merge keys (`<<: *defaults`), which srtctl's loader applies: applied here too, from
+    // the document as a value (an error then has its key path but no line).
+    let merged = if text.contains("<<") {
+        let mut v: serde_yaml::Value =
+            serde_path_to_error::deserialize(serde_yaml::Deserializer::from_str(text))
+                .map_err(|e| convert(path, text, e))?;
+        v.apply_merge().map_err(|e| {
+            RecipeError::invalid(
+                path,
+                String::new(),
+                None,
+                format!("a merge key (`<<`) cannot be applied: {e}"),
+                Some(
+                    "`<<:` takes an alias of a mapping (`<<: *defaults`) or a list of them".into(),
+                ),
+            )
+        })?;
+        Some(v)
+    } else {
+        None
+    };
+    let parsed = match merged {
+        Some(v) => serde_path_to_error::deserialize::<_, Recipe>(v),
+        None => {
+            serde_path_to_error::deserialize::<_, Recipe>(serde_yaml::Deserializer::from_str(text))
+        }
+    };
+    match parsed {
         Ok(mut r) => {
             r.positions = super::locate::KeyIndex::build(text);
             r.raw = serde_yaml::from_str(text).unwrap_or_default();
