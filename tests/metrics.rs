@@ -63,6 +63,15 @@ fn the_metrics_file_parses_and_follows_the_node() {
         )],
         1.0
     );
+    // The file's age, as a scraper checks it: written just now, and how often it is.
+    let node = |name: &str| (name.to_string(), "node=n1".to_string());
+    assert_eq!(running[&node("mcsup_heartbeat_seconds")], 5.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let age = now - running[&node("mcsup_status_updated_timestamp_seconds")];
+    assert!((0.0..15.0).contains(&age), "{age} s old");
 
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());

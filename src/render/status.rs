@@ -161,8 +161,9 @@ fn servable_line(s: &StatusFile, now_ms: u64) -> Option<String> {
 
 /// The status as Prometheus text exposition (format 0.0.4), for node_exporter's textfile
 /// collector: per process `up`, `ready`, restarts, last exit code, seconds from spawn to ready
-/// and failed probe attempts, labelled `node`, `process`, `kind`; mcsup's phase; and, once the
-/// node is done, how long its teardown took. Pure: the runtime writes it next to the status file.
+/// and failed probe attempts, labelled `node`, `process`, `kind`; mcsup's phase; when the file
+/// was written and how often it is (a stale file is a gone mcsup's); and, once the node is done,
+/// how long its teardown took. Pure: the runtime writes it next to the status file.
 pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
     let node = prom_escape(&s.node);
     let mut out = Prom::default();
@@ -180,6 +181,25 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
         servable_families(&mut out, v, s.started_ts_ms, &node);
     }
     mooncake_families(&mut out, s, &node);
+    // A SIGKILLed mcsup cannot take its `up 1` back: the file's age says it is a last word.
+    out.family(
+        "mcsup_status_updated_timestamp_seconds",
+        "gauge",
+        "When mcsup last wrote this file (Unix time): at least every mcsup_heartbeat_seconds while it runs; older than three of those (and no exit), these values are the last word of a mcsup that is gone.",
+        vec![(
+            format!("node=\"{node}\""),
+            format!("{:.3}", s.updated_ts_ms as f64 / 1000.0),
+        )],
+    );
+    out.family(
+        "mcsup_heartbeat_seconds",
+        "gauge",
+        "How often a running mcsup rewrites this file, changed or not.",
+        vec![(
+            format!("node=\"{node}\""),
+            format!("{:.3}", s.heartbeat_ms as f64 / 1000.0),
+        )],
+    );
     out.family(
         "mcsup_teardown_seconds",
         "gauge",
