@@ -416,6 +416,14 @@ fn setsid_and_double_forked_grandchildren_are_killed_by_the_subreaper() {
         evs.iter().any(|e| e.event == "orphan-killed"),
         "orphans were swept"
     );
+    // Each one told once, however many rounds it took to die.
+    let killed: Vec<_> = evs
+        .iter()
+        .filter(|e| e.event == "orphan-killed")
+        .map(|e| e.raw["pid"].as_i64())
+        .collect();
+    let distinct: std::collections::HashSet<_> = killed.iter().collect();
+    assert_eq!(distinct.len(), killed.len(), "{killed:?}");
     for g in gcs {
         assert!(is_zombie_or_gone(g), "grandchild {g} survived");
     }

@@ -113,6 +113,8 @@ impl Runtime {
     /// grandchildren) until none is left, bounded by [`ORPHAN_SWEEP`].
     async fn sweep_orphans(&mut self, sigchld: &mut tokio::signal::unix::Signal) {
         let end = Instant::now() + ORPHAN_SWEEP;
+        // A descendant that takes a few rounds to die is told once.
+        let mut told = std::collections::HashSet::new();
         loop {
             self.reap();
             let kids = spawn::list_children();
@@ -132,6 +134,9 @@ impl Runtime {
                     let _ = spawn::signal_group(k, Some(Signal::SIGKILL));
                 }
                 spawn::kill_child(k);
+                if !told.insert(k) {
+                    continue;
+                }
                 let r = Record {
                     unit: "mcsup".into(),
                     kind: RecordKind::OrphanKilled,
