@@ -969,3 +969,16 @@ fn node_lists_that_count_down_or_repeat_a_node_are_refused() {
         assert_refused(&ran, &[says]);
     }
 }
+
+/// A worker named `mcsup` would be mcsup itself in the events and the status: refused.
+#[test]
+fn a_process_named_mcsup_is_refused() {
+    let env = TestEnv::new();
+    let r = write(
+        &env,
+        "job.yaml",
+        &worker_recipe(&env, "", "").replace("- name: w\n", "- name: mcsup\n"),
+    );
+    let ran = plan_within(&env, &r, ms(10_000));
+    assert_refused(&ran, &["a worker or service is named `mcsup`"]);
+}

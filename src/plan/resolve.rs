@@ -245,6 +245,13 @@ pub fn plan_with(
     let shutdown = shutdown_spec(&mc, &processes, &mut warnings)?;
     lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
     check_not_empty(recipe, &mc, roles, ctx, &processes)?;
+    if processes.iter().any(|p| p.name == "mcsup") {
+        return Err(err(
+            "mcsup",
+            "a worker or service is named `mcsup`: that is mcsup's own name in the events, the status and the log lines".to_string(),
+            "rename it",
+        ));
+    }
     let memory = memory_here(&model, &mc, roles, &processes);
     let scratch_dir = uses_scratch(&processes, &ctx.scratch_dir).then(|| ctx.scratch_dir.clone());
     Ok(Plan {

@@ -39,6 +39,8 @@ const MAX_NAME: usize = 100;
 pub fn check_name(what: &str, name: &str) -> Result<(), String> {
     let problem = if name.is_empty() {
         Some("it is empty")
+    } else if what == "process" && name == "mcsup" {
+        Some("it is mcsup's own: its events and its log lines name mcsup itself so")
     } else if name == "." || name == ".." {
         Some("it is `.` or `..`")
     } else if name.len() > MAX_NAME {
@@ -550,6 +552,10 @@ mod tests {
             let e = check_name("process", bad).unwrap_err();
             assert!(e.contains("letters, digits"), "{bad:?}: {e}");
         }
+        // mcsup's own name, for a process (a node may be called so).
+        let e = check_name("process", "mcsup").unwrap_err();
+        assert!(e.contains("it is mcsup's own"), "{e}");
+        assert_eq!(check_name("node", "mcsup"), Ok(()));
     }
 
     #[test]
