@@ -104,13 +104,34 @@ pub fn is_ha_master_address(value: &str) -> bool {
     v.starts_with("etcd://") || v.starts_with("redis://") || v.starts_with("k8s://")
 }
 
-/// The URL of the master's embedded HTTP metadata server.
+/// The URL of the master's embedded HTTP metadata server. An IPv6 address goes in brackets, as
+/// a URL's host must (`http://[fd00::1]:8701/metadata`; without them the port cannot be told
+/// from the address).
 pub fn metadata_url(host: &str, metadata_port: u16) -> String {
-    format!("http://{host}:{metadata_port}/metadata")
+    if host.parse::<std::net::Ipv6Addr>().is_ok() {
+        format!("http://[{host}]:{metadata_port}/metadata")
+    } else {
+        format!("http://{host}:{metadata_port}/metadata")
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_ipv6_master_gets_brackets_in_its_metadata_url() {
+        use super::metadata_url;
+        assert_eq!(
+            metadata_url("fd00::1", 8701),
+            "http://[fd00::1]:8701/metadata"
+        );
+        assert_eq!(metadata_url("::1", 1), "http://[::1]:1/metadata");
+        assert_eq!(
+            metadata_url("10.0.0.1", 8701),
+            "http://10.0.0.1:8701/metadata"
+        );
+        assert_eq!(metadata_url("gpu-01", 8701), "http://gpu-01:8701/metadata");
+    }
+
     #[test]
     fn path_mtu_is_the_smallest_of_active_mc_mtu_and_4096() {
         assert_eq!(super::path_mtu(4096, None), (4096, None));
