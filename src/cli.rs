@@ -953,7 +953,7 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
         Ok((text, finished))
     };
     let Some(every) = args.watch else {
-        print(&report(wall_ms())?.0)?;
+        print(&report(supervisor::wall_now_ms())?.0)?;
         return Ok(ExitCode::Ok.code());
     };
     if !(every.is_finite() && (0.1..=3600.0).contains(&every)) {
@@ -963,11 +963,10 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
         });
     }
     watch(std::time::Duration::from_secs_f64(every), || {
-        report(wall_ms())
+        report(supervisor::wall_now_ms())
     })
 }
 
-/// A log directory whose status or events files cannot be read (`status`, `timeline`): exit 1.
 /// The files of a job's log directory a view left out, on stderr (the view itself is on stdout).
 fn tell_left_out(skipped: &[String]) {
     for s in skipped {
@@ -976,6 +975,7 @@ fn tell_left_out(skipped: &[String]) {
     }
 }
 
+/// A log directory whose status or events files cannot be read (`status`, `timeline`): exit 1.
 fn unreadable_log_dir(e: supervisor::SupervisorError) -> CliError {
     CliError {
         code: ExitCode::PreflightFailed.code(),
@@ -988,13 +988,6 @@ fn unreadable_log_dir(e: supervisor::SupervisorError) -> CliError {
 fn default_log_dir() -> PathBuf {
     let job = std::env::var("SLURM_JOB_ID").unwrap_or_else(|_| "local".into());
     PathBuf::from("mcsup-logs").join(job)
-}
-
-/// Milliseconds since the epoch.
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `status --watch`: show `report()` every `every` until it says everything has finished (shown

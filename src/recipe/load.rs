@@ -152,15 +152,8 @@ pub fn read_text(path: &Path) -> Result<String, RecipeError> {
     })
 }
 
-/// Where the YAML in `text` first nests deeper than [`MAX_YAML_DEPTH`]: (key path, line, column).
-///
-/// One pass of an event parser that stops at the first event past the limit, so a hostile
-/// document costs O(size x limit). Documents it cannot read are left to serde_yaml to report,
-/// after a token-level pass that bounds the flow nesting (the costly kind) on its own.
-///
-/// The scanner looks ahead past an open `[` (it may start a key), so 255 nested flow
-/// collections fail it ("recursion limit exceeded", its flow level is a `u8`) before the
-/// parser emits the event at depth 65: that error means too deep as well.
+/// Where the YAML in `text` first nests deeper than [`MAX_YAML_DEPTH`] (see [`structure`]):
+/// (key path, line, column).
 #[cfg(test)]
 fn too_deep(text: &str) -> Option<(String, usize, usize)> {
     match structure(text)? {
@@ -178,8 +171,17 @@ enum Structure {
     Duplicate(String, String, usize, usize, usize),
 }
 
-/// The first problem of shape in `text`: too deep (see [`too_deep`]) or a key given twice in one
-/// mapping (YAML forbids it; the loaders srtctl uses would keep one of them without a word).
+/// The first problem of shape in `text`: nested deeper than [`MAX_YAML_DEPTH`], or a key given
+/// twice in one mapping (YAML forbids it; the loaders srtctl uses would keep one of them without a
+/// word).
+///
+/// One pass of an event parser that stops at the first event past the limit, so a hostile
+/// document costs O(size x limit). Documents it cannot read are left to serde_yaml to report,
+/// after a token-level pass that bounds the flow nesting (the costly kind) on its own.
+///
+/// The scanner looks ahead past an open `[` (it may start a key), so 255 nested flow
+/// collections fail it ("recursion limit exceeded", its flow level is a `u8`) before the
+/// parser emits the event at depth 65: that error means too deep as well.
 fn structure(text: &str) -> Option<Structure> {
     use yaml_rust2::parser::{Event, Parser};
     enum Frame {
@@ -295,8 +297,8 @@ fn structure(text: &str) -> Option<Structure> {
     }
 }
 
-/// [`too_deep`] for text the event parser rejects: flow collections counted token by token (the
-/// scanner is libyaml's, ported, so it tokenizes `[` and `{` as libyaml does).
+/// [`structure`]'s depth bound for text the event parser rejects: flow collections counted token
+/// by token (the scanner is libyaml's, ported, so it tokenizes `[` and `{` as libyaml does).
 fn too_deep_flow(text: &str) -> Option<(String, usize, usize)> {
     use yaml_rust2::scanner::{Scanner, TokenType};
     let mut depth = 0usize;

@@ -51,7 +51,9 @@ pub use machine::ExitStatus;
 pub use runtime::run_with_signals;
 pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
 pub use spawn::SHORT_SLICE;
-pub use status::{log_tail, read_job, read_job_events, read_roles, read_status, write_atomic};
+pub use status::{
+    log_tail, read_job, read_job_events, read_roles, read_status, wall_now_ms, write_atomic,
+};
 pub use stderr::{flush_stderr, init_tracing, stderr_write};
 
 /// How the supervisor reports its own events on stderr.

@@ -38,16 +38,19 @@ pub struct Clock {
     start_ms: u64,
 }
 
+/// Milliseconds since the epoch, now.
+pub fn wall_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 impl Clock {
     /// Start the clock now.
     pub fn new() -> Self {
-        let start_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
         Clock {
             start: Instant::now(),
-            start_ms,
+            start_ms: wall_now_ms(),
         }
     }
     /// When mcsup started.
@@ -389,10 +392,8 @@ fn parse_status(bytes: &[u8]) -> Result<StatusRead, serde_json::Error> {
     let text = String::from_utf8_lossy(bytes).into_owned();
     let status: StatusFile = serde_json::from_str(&text)?;
     static HERE: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    let writer_alive = status.writer_alive(HERE.get_or_init(crate::runfiles::where_am_i), now_ms);
+    let writer_alive =
+        status.writer_alive(HERE.get_or_init(crate::runfiles::where_am_i), wall_now_ms());
     Ok(StatusRead {
         text,
         status,

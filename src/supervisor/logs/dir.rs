@@ -284,8 +284,6 @@ pub(in crate::supervisor) fn ensure_dir(dir: &Path) -> io::Result<()> {
 /// its contents when dropped (after the teardown).
 pub struct ScratchDir {
     path: PathBuf,
-    /// Whether this run made it (else an earlier run of the same job and node did).
-    made: bool,
 }
 
 impl ScratchDir {
@@ -314,45 +312,39 @@ impl ScratchDir {
             }
         }
         match DirBuilder::new().mode(0o700).create(path) {
-            Ok(()) => {
-                // The umask can only have taken bits away; make sure of 0700 all the same.
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-                    .map_err(|e| SupervisorError::io(path, e))?;
-                return Ok(ScratchDir {
-                    path: path.to_path_buf(),
-                    made: true,
-                });
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let m =
+                    std::fs::symlink_metadata(path).map_err(|e| SupervisorError::io(path, e))?;
+                let me = nix::unistd::geteuid().as_raw();
+                if !m.file_type().is_dir() {
+                    return Err(refuse(format!(
+                        "already exists and is {}",
+                        describe(m.file_type())
+                    )));
+                }
+                if m.uid() != me {
+                    return Err(refuse(format!(
+                        "already exists and belongs to uid {}, not to this user (uid {me})",
+                        m.uid()
+                    )));
+                }
+                if m.mode() & 0o022 != 0 {
+                    return Err(refuse(format!(
+                        "already exists with mode {:04o}: other users could have put files in it",
+                        m.mode() & 0o7777
+                    )));
+                }
+                // Ours, and nobody else could write in it (an earlier run's, or an older
+                // mcsup's, whose shell made it 0755).
             }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(SupervisorError::io(path, e)),
         }
-        let m = std::fs::symlink_metadata(path).map_err(|e| SupervisorError::io(path, e))?;
-        let me = nix::unistd::geteuid().as_raw();
-        if !m.file_type().is_dir() {
-            return Err(refuse(format!(
-                "already exists and is {}",
-                describe(m.file_type())
-            )));
-        }
-        if m.uid() != me {
-            return Err(refuse(format!(
-                "already exists and belongs to uid {}, not to this user (uid {me})",
-                m.uid()
-            )));
-        }
-        if m.mode() & 0o022 != 0 {
-            return Err(refuse(format!(
-                "already exists with mode {:04o}: other users could have put files in it",
-                m.mode() & 0o7777
-            )));
-        }
-        // Ours, and nobody else could write in it (an earlier run's, or an older mcsup's, whose
-        // shell made it 0755): private from here on.
+        // 0700 whatever the umask took away from a new one or an older run gave an old one.
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| SupervisorError::io(path, e))?;
         Ok(ScratchDir {
             path: path.to_path_buf(),
-            made: false,
         })
     }
 }
@@ -361,7 +353,7 @@ impl Drop for ScratchDir {
     fn drop(&mut self) {
         // Checked at claim: ours, and nobody else could write in it, so nothing in it was planted.
         if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            tracing::warn!(dir = %self.path.display(), made = self.made, error = %e, "cannot remove the scratch directory");
+            tracing::warn!(dir = %self.path.display(), error = %e, "cannot remove the scratch directory");
         }
     }
 }
@@ -586,9 +578,9 @@ mod tests {
         assert!(e.to_string().contains("FIFO"), "{e}");
     }
 
-    /// The scratch directory: made 0700 and removed with its contents when this run made it;
-    /// taken over, and left, when it is already a private directory of this user; refused when
-    /// it is a link, open to others, or in a directory anyone can rename it in.
+    /// The scratch directory: made 0700, and removed with its contents after the run; taken over
+    /// (made 0700) when it is already this user's and nobody else could write in it; refused when
+    /// it is a link, writable by others, or in a directory anyone can rename it in.
     #[test]
     fn the_scratch_directory_is_private_and_goes_with_the_run() {
         use std::os::unix::fs::PermissionsExt;
