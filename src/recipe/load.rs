@@ -385,8 +385,8 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
     } else {
         None
     };
-    let parsed = match merged {
-        Some(v) => serde_path_to_error::deserialize::<_, Recipe>(v),
+    let parsed = match &merged {
+        Some(v) => serde_path_to_error::deserialize::<_, Recipe>(v.clone()),
         None => {
             serde_path_to_error::deserialize::<_, Recipe>(serde_yaml::Deserializer::from_str(text))
         }
@@ -394,7 +394,8 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
     match parsed {
         Ok(mut r) => {
             r.positions = super::locate::KeyIndex::build(text);
-            r.raw = serde_yaml::from_str(text).unwrap_or_default();
+            // The sections read untyped see the document the typed ones saw (merged).
+            r.raw = merged.unwrap_or_else(|| serde_yaml::from_str(text).unwrap_or_default());
             Ok(r)
         }
         Err(e) => Err(convert(path, text, e)),
@@ -673,6 +674,24 @@ fn explain(raw: &str) -> (String, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sections mcsup reads from the raw document (`resources`, `model`, ...) see merge keys
+    /// applied as the typed ones do.
+    #[test]
+    fn merge_keys_reach_the_raw_document_too() {
+        let text = "x-res: &res\n  gpus_per_node: 4\nresources:\n  <<: *res\n  prefill_nodes: 1\nbackend:\n  type: sglang\n";
+        let r = parse_str(Path::new("t.yaml"), text).unwrap();
+        assert_eq!(
+            r.raw_get(&["resources", "gpus_per_node"])
+                .and_then(|v| v.as_u64()),
+            Some(4)
+        );
+        assert_eq!(
+            r.raw_get(&["resources", "prefill_nodes"])
+                .and_then(|v| v.as_u64()),
+            Some(1)
+        );
+    }
 
     #[test]
     fn nesting_is_bounded_exactly() {
