@@ -759,6 +759,9 @@ fn print(text: &str) -> Result<(), CliError> {
 }
 
 fn run(args: RunArgs) -> Result<i32, CliError> {
+    // From here until the loop listens, a stop request waits (a preflight helper may be running;
+    // see `supervisor::signals`).
+    supervisor::hold_stop_signals();
     // A plan file carries everything the preflight needs (HiCache, headroom), so both paths
     // run it.
     let plan = match &args.plan_file {
@@ -778,6 +781,14 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
                 args.tools.tool_timeout,
             ),
         );
+        if let Some(sig) = supervisor::stop_pending() {
+            // The helpers it interrupted are gone (their groups killed); nothing else ran.
+            tracing::warn!(
+                "{sig} during the preflight on {}: stopped before anything started",
+                plan.node.name
+            );
+            return Ok(ExitCode::Ok.code());
+        }
         for c in report
             .checks
             .iter()

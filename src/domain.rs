@@ -23,6 +23,50 @@ pub fn flag_value<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
     })
 }
 
+/// The stop requests of the signals module table (`supervisor/signals.rs`): each starts the ordered
+/// teardown, as SIGTERM does. The drain signal is listened for as well, whatever it is (by
+/// default SIGUSR1, which is here too). The machine holds back a child's death by one of them
+/// (`SIGNAL_DEATH_SETTLE`).
+pub const STOP_SIGNALS: [nix::sys::signal::Signal; 14] = [
+    nix::sys::signal::Signal::SIGTERM,
+    nix::sys::signal::Signal::SIGINT,
+    nix::sys::signal::Signal::SIGHUP,
+    nix::sys::signal::Signal::SIGQUIT,
+    nix::sys::signal::Signal::SIGUSR1,
+    nix::sys::signal::Signal::SIGUSR2,
+    nix::sys::signal::Signal::SIGALRM,
+    nix::sys::signal::Signal::SIGVTALRM,
+    nix::sys::signal::Signal::SIGPROF,
+    nix::sys::signal::Signal::SIGPWR,
+    nix::sys::signal::Signal::SIGXCPU,
+    nix::sys::signal::Signal::SIGIO,
+    nix::sys::signal::Signal::SIGSTKFLT,
+    nix::sys::signal::Signal::SIGSYS,
+];
+
+/// Whether `signo` is one of [`STOP_SIGNALS`]: a child killed by one while nobody asked it to
+/// stop may have been hit by the same step-wide signal that is on its way to mcsup.
+pub fn is_stop_signal(signo: i32) -> bool {
+    STOP_SIGNALS.iter().any(|&s| s as i32 == signo)
+}
+
+/// The stop signal waiting to be delivered to this thread or the process (held while a
+/// preflight helper runs, or through `mcsup run`'s preflight), if any.
+pub fn stop_pending() -> Option<nix::sys::signal::Signal> {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigpending fills the set it is given; it is read only when that succeeded.
+    unsafe {
+        if libc::sigpending(set.as_mut_ptr()) != 0 {
+            return None;
+        }
+        let set = set.assume_init();
+        STOP_SIGNALS
+            .iter()
+            .copied()
+            .find(|s| libc::sigismember(&set, *s as libc::c_int) == 1)
+    }
+}
+
 /// Serde helper: a [`std::time::Duration`] as integer milliseconds.
 pub mod duration_ms {
     use serde::{Deserialize, Deserializer, Serializer};

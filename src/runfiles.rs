@@ -155,6 +155,8 @@ wire_names! {
         Deadline => "deadline",
         Abandoned => "abandoned",
         OrphanKilled => "orphan-killed",
+        /// The final sweep for reparented descendants could not read /proc: some may be left.
+        SweepBlind => "sweep-blind",
         /// A restarted master lists this node's stores again (written by the runtime, not the
         /// machine: see `supervisor::remount`).
         Remounted => "remounted",

@@ -486,6 +486,57 @@ fn sigterm_during_the_preflight_leaves_no_helper() {
     env.assert_no_leftovers();
 }
 
+/// The same in `mcsup run`, where mcsup's own writer threads exist: SIGTERM or SIGHUP while a
+/// helper hangs used to kill mcsup (rc 143/129: the signal landed in a thread that did not hold
+/// it) and leave the helper's group running. Now the signal waits, the helper's group goes, and
+/// `run` ends cleanly without starting anything.
+#[test]
+fn a_stop_signal_during_runs_preflight_stops_it_before_anything_starts() {
+    for sig in [
+        nix::sys::signal::Signal::SIGTERM,
+        nix::sys::signal::Signal::SIGHUP,
+    ] {
+        let env = TestEnv::new();
+        let recipe = master_recipe(&env);
+        let marker = env.path("helper.started");
+        let bin = fake_master(
+            &env,
+            &format!("touch {}\nsleep 300 &\nsleep 300", marker.display()),
+        );
+        let mut cmd = mcsup(
+            &env,
+            &[
+                "run",
+                "--role",
+                "agg",
+                "--node",
+                "n1",
+                "--recipe",
+                recipe.to_str().unwrap(),
+            ],
+        );
+        cmd.env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
+        let mut child = spawn(&env, cmd, "run");
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        common::wait_for("the helper to start", ms(10_000), || {
+            marker.exists().then_some(())
+        });
+        nix::sys::signal::kill(pid, sig).unwrap();
+        let ran = common::wait_for("mcsup to end", ms(10_000), || child.try_wait().unwrap());
+        let stderr = std::fs::read_to_string(env.path("run.stderr")).unwrap_or_default();
+        assert_eq!(ran.code(), Some(0), "{sig}: {ran:?} {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{sig} during the preflight on n1: stopped before anything started"
+            )),
+            "{sig}: {stderr}"
+        );
+        // Nothing of the plan started: no events file.
+        assert!(!env.log_dir().join("n1.events.jsonl").exists());
+        env.assert_no_leftovers();
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // C. Nonsense that used to be accepted
 // ---------------------------------------------------------------------------------------------

@@ -148,6 +148,128 @@ fn realtime_signals_are_ignored_and_reported() {
     env.assert_no_leftovers();
 }
 
+/// Every thread of a running mcsup but the loop's blocks the signals the loop handles, so a
+/// process-directed signal is always taken by the loop's thread (a writer thread with the
+/// default action used to end mcsup while the loop's thread held them in a preflight helper).
+#[test]
+fn only_the_loops_thread_takes_the_signals_it_handles() {
+    let env = TestEnv::new();
+    let mut m = env.start(&pair(&env));
+    m.wait_event("worker", "ready", T);
+    let pid = m.pid();
+    let bit = |sig: Signal| 1u64 << (sig as i32 - 1);
+    let handled = [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+    ]
+    .iter()
+    .fold(0u64, |m, &s| m | bit(s));
+    let mut others = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let tid: i32 = task.file_name().to_string_lossy().parse().unwrap();
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+                .unwrap()
+        };
+        let (blocked, name) = (
+            field("SigBlk:"),
+            status.lines().next().unwrap_or("").to_string(),
+        );
+        if tid == pid {
+            assert_eq!(
+                blocked & handled,
+                0,
+                "the loop's thread blocks some: {blocked:x}"
+            );
+        } else {
+            others += 1;
+            assert_eq!(
+                blocked & handled,
+                handled,
+                "{name} (tid {tid}) takes some: {blocked:x}"
+            );
+        }
+    }
+    assert!(others >= 1, "no writer thread to check (stderr, console)");
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}
+
+/// A fault signal, sent from outside (`kill -ABRT`, as the adversarial run did): mcsup cannot
+/// trust its own state, so it does not tear down in order, but before it dies of the signal it
+/// SIGKILLs every process group it started: the worker's grandchild, in the worker's group, no
+/// longer outlives it (PDEATHSIG reaches only mcsup's direct children).
+#[test]
+fn a_fault_signal_kills_every_group_before_mcsup_dies_of_it() {
+    // No core files from the deaths this test causes.
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0).unwrap();
+    for sig in [
+        Signal::SIGABRT,
+        Signal::SIGTRAP,
+        Signal::SIGILL,
+        Signal::SIGFPE,
+    ] {
+        let env = TestEnv::new();
+        let up = |name: &str, kind, extra: &[&str]| {
+            let mut args = vec!["--ready-line", "up"];
+            args.extend_from_slice(extra);
+            let mut p = env.proc(name, kind, &args);
+            p.readiness = ready_on_line("^up$", 10_000);
+            p
+        };
+        let master = up("master", ProcessKind::Master, &[]);
+        let pids = env.path("grandchildren");
+        let mut worker = up(
+            "worker",
+            ProcessKind::Worker,
+            &[
+                "--grandchild",
+                "plain",
+                "--grandchild",
+                "plain",
+                "--grandchild-ignore-term",
+                "--grandchild-quiet",
+                "--grandchild-pid-file",
+                pids.to_str().unwrap(),
+            ],
+        );
+        dep(&mut worker, "master");
+        let mut m = env.start(&env.plan(vec![master, worker]));
+        m.wait_event("worker", "ready", T);
+        let grandchildren = wait_for("two grandchildren", T, || {
+            let p = read_pids(&pids);
+            (p.len() == 2).then_some(p)
+        });
+        m.signal(sig);
+        let code = m.wait_exit(T);
+        assert_eq!(code, 128 + sig as i32, "{sig}: {}", m.stderr());
+        assert!(
+            m.stderr()
+                .contains(&format!("mcsup: {sig}: killing every process group")),
+            "{sig}: {}",
+            m.stderr()
+        );
+        for g in grandchildren {
+            wait_for("the grandchild to be gone", T, || {
+                is_zombie_or_gone(g).then_some(())
+            });
+        }
+        env.assert_no_leftovers();
+    }
+}
+
 /// A real-time signal that comes before the loop listens (here while mcsup waits to read its
 /// plan from a FIFO) is held from the start of `main`, then reported once the loop reads it: it
 /// neither kills mcsup (the default action) nor starts a teardown.
@@ -346,5 +468,73 @@ fn stalled_stderr_never_blocks_the_loop_and_drops_are_counted() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no dropped-line count in `{fin}`"));
     assert!(dropped > 0, "`{fin}`");
+    env.assert_no_leftovers();
+}
+
+/// With /proc out of sight (here a mount namespace with an empty tmpfs over it; on a cluster, a
+/// `hidepid` mount or a container without /proc), the final sweep for reparented descendants
+/// cannot look. It used to find "nothing" and say nothing; now the `sweep-blind` event and the
+/// log say what it could not do and the fix. The setsid'd grandchild it could not see is left,
+/// as the event says (the test kills it).
+#[test]
+fn a_sweep_that_cannot_see_says_so() {
+    require(
+        nix::unistd::geteuid().is_root(),
+        "root (unshare --mount)",
+        "run the tests as root (the CI does)",
+    );
+    let env = TestEnv::new();
+    let pids = env.path("grandchildren");
+    // A shell, not the test child (which finds itself through /proc/self/exe).
+    let mut worker = env.proc("worker", ProcessKind::Worker, &[]);
+    worker.argv = ["sh", "-c"]
+        .map(String::from)
+        .into_iter()
+        .chain([format!(
+            "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > {}; echo up; exec sleep 300",
+            pids.display()
+        )])
+        .collect();
+    worker.readiness = ready_on_line("^up$", 10_000);
+    let plan_path = env.path("plan.json");
+    std::fs::write(
+        &plan_path,
+        serde_json::to_string(&env.plan(vec![worker])).unwrap(),
+    )
+    .unwrap();
+    let script = format!(
+        "mount -t tmpfs none /proc && exec {MCSUP} run --plan-file {}",
+        plan_path.display()
+    );
+    let child = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(&script)
+        .env("MCSUP_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+    m.wait_event("worker", "ready", T);
+    let grandchild = wait_for("the grandchild", T, || read_pids(&pids).first().copied());
+    m.signal(Signal::SIGTERM);
+    let code = m.wait_exit(T);
+    let evs = m.events();
+    let blind = Mcsup::find(&evs, "mcsup", "sweep-blind");
+    let detail = blind.raw["detail"].as_str().unwrap_or("").to_string();
+    assert!(
+        detail.contains("cannot read /proc/self/task") && detail.contains("fix:"),
+        "{detail}"
+    );
+    assert!(
+        m.stderr().contains("the orphan sweep could not look"),
+        "{}",
+        m.stderr()
+    );
+    assert_eq!(code, 0, "{}", m.stderr());
+    // What it said may be left, is.
+    assert!(!is_zombie_or_gone(grandchild), "the grandchild went anyway");
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(grandchild), Signal::SIGKILL);
     env.assert_no_leftovers();
 }

@@ -16,6 +16,7 @@ use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use super::report::{Check, Report};
+use crate::domain::STOP_SIGNALS;
 use crate::plan::{Plan, ProbeSpec, ProcessKind, ProcessSpec};
 
 /// Ports this node's processes will listen on.
@@ -182,15 +183,6 @@ const TICK: Duration = Duration::from_millis(20);
 /// After the helper exits, how long its output may still take to arrive: a grandchild it left
 /// behind can hold the pipes open forever (it is killed with the group).
 const EXIT_GRACE: Duration = Duration::from_millis(200);
-/// Signals whose default action would end mcsup. While a helper runs they are held, so that a
-/// `SIGTERM` during the preflight first kills the helper's group, then ends mcsup as before.
-const STOP_SIGNALS: [Signal; 4] = [
-    Signal::SIGTERM,
-    Signal::SIGINT,
-    Signal::SIGHUP,
-    Signal::SIGQUIT,
-];
-
 /// A helper in its own process group. Dropping it SIGKILLs the group, then reaps the leader: on
 /// every way out of [`run_bounded`] (answer, timeout, error, stop signal), nothing it started
 /// outlives the call.
@@ -220,17 +212,7 @@ impl HeldSignals {
 
     /// A stop signal is waiting to be delivered.
     fn pending() -> bool {
-        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: sigpending fills the set it is given; it is read only when that succeeded.
-        unsafe {
-            if libc::sigpending(set.as_mut_ptr()) != 0 {
-                return false;
-            }
-            let set = set.assume_init();
-            STOP_SIGNALS
-                .iter()
-                .any(|s| libc::sigismember(&set, *s as libc::c_int) == 1)
-        }
+        crate::domain::stop_pending().is_some()
     }
 }
 

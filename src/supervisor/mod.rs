@@ -49,7 +49,10 @@ pub use crate::runfiles::{
 pub use logs::log_path;
 pub use machine::ExitStatus;
 pub use runtime::run_with_signals;
-pub use signals::{hold_early_signals, survive_file_size_limit, SignalEvent, SignalSource};
+pub use signals::{
+    hold_early_signals, hold_stop_signals, stop_pending, survive_file_size_limit, SignalEvent,
+    SignalSource,
+};
 pub use spawn::SHORT_SLICE;
 pub use status::{
     log_tail, read_job, read_job_events, read_roles, read_status, wall_now_ms, write_atomic,
@@ -146,6 +149,8 @@ impl SupervisorError {
 pub fn run_blocking(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // The blocking pool's threads never take the loop's signals (see `signals`).
+        .on_thread_start(signals::block_supervised_signals)
         .build()
         .map_err(|e| SupervisorError::Setup(format!("cannot build the tokio runtime: {e}")))?;
     rt.block_on(runtime::run(plan, opts))

@@ -22,7 +22,7 @@
 //! | SIGXFSZ | core | ignored (counted) | a write over `ulimit -f` (Slurm propagates it) then fails with EFBIG and is reported instead of killing the node |
 //! | SIGPIPE | terminate | ignored | set by the Rust runtime: writes to a closed pipe fail with EPIPE |
 //! | SIGRTMIN..SIGRTMAX | terminate | ignored (reported) | application-defined and mcsup defines none: a stray one neither kills the node nor starts a teardown nobody meant; blocked from the start of `main` and read from a signalfd |
-//! | SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV | core | default | synchronous faults (or a debugger's trap, which ptrace sees first): continuing would hide a bug or run on broken state; the children still get PDEATHSIG's SIGKILL |
+//! | SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV | core | every group SIGKILLed, then the default | synchronous faults, or sent (`kill -ABRT`; a debugger's trap, which ptrace sees first): continuing would hide a bug or run on broken state, but the groups' members would outlive mcsup (PDEATHSIG reaches only its direct children); setsid'd descendants are left to Slurm's step cgroup, and the status file's heartbeat goes stale |
 //! | signals 32, 33 | terminate | default | reserved by glibc for its threads; nobody else may send them |
 //! | SIGKILL, SIGSTOP | terminate, stop | (cannot be caught) | children still get PDEATHSIG's SIGKILL |
 //! | SIGTSTP, SIGTTIN, SIGTTOU | stop | default | they pause mcsup, they do not end it; SIGCONT resumes supervision |
@@ -33,9 +33,13 @@
 //! children, a handler does not, and the child side of spawn empties the signal mask, so the
 //! children keep their defaults.
 //!
-//! Before `mcsup run` listens (while it reads the recipe and runs the preflight) nothing is
-//! running, so a stop request's default action is the right outcome, with three exceptions
-//! installed first thing in `main` for every subcommand: SIGUSR1/SIGUSR2 are held (blocked)
+//! Before `mcsup run` listens (while it reads the recipe and runs the preflight) nothing of the
+//! plan is running, but a preflight helper may be: `run` holds the stop signals from its start
+//! ([`hold_stop_signals`]), a helper's wait sees one pending and kills the helper's group, and
+//! `run` then ends without starting anything. Every thread but the loop's blocks the signals
+//! the loop handles ([`spawn_thread`], [`block_supervised_signals`]), so none lands in a thread
+//! whose default action would end mcsup. Other subcommands keep the default action, with three
+//! exceptions installed first thing in `main` for every subcommand: SIGUSR1/SIGUSR2 are held (blocked)
 //! until the loop listens, because Slurm's early drain warning may come that soon (a held
 //! non-drain one then starts the teardown at once); the real-time signals are blocked for good
 //! (the loop reads them, and reports one that came before); SIGXFSZ is counted from the start.
@@ -64,7 +68,7 @@ static FIRST_STOP_NS: AtomicU64 = AtomicU64::new(0);
 static BACKSTOP_FIRED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
-pub use super::machine::{is_stop_signal, STOP_SIGNALS};
+pub use crate::domain::{is_stop_signal, stop_pending, STOP_SIGNALS};
 
 /// Writes that went over the file size limit (each one raises SIGXFSZ and fails with EFBIG).
 static FILE_SIZE_EXCEEDED: AtomicU64 = AtomicU64::new(0);
@@ -127,12 +131,129 @@ pub fn hold_early_signals() {
     let _ = set.thread_block();
 }
 
-/// Unblock SIGUSR1/SIGUSR2 once the runtime listens: a pending drain is then delivered to the
-/// handler. The real-time signals stay blocked for good: [`SignalEvents`] reads them (a drain
-/// signal is never one of them: the plan's is a named signal). Children are unaffected either
-/// way: the child side of spawn resets the signal mask.
+/// Unblock SIGUSR1/SIGUSR2 (and the stop signals `mcsup run` held through its preflight:
+/// [`hold_stop_signals`]) once the runtime listens: a pending drain or stop request is then
+/// delivered to the handler. The real-time signals stay blocked for good: [`SignalEvents`] reads
+/// them (a drain signal is never one of them: the plan's is a named signal). Children are
+/// unaffected either way: the child side of spawn resets the signal mask.
 pub fn release_early_signals() {
-    let _ = early_set().thread_unblock();
+    let mut set = early_set();
+    for s in STOP_SIGNALS {
+        set.add(s);
+    }
+    let _ = set.thread_unblock();
+}
+
+/// The signals the runtime loop handles: the stop requests, the drain signals, the real-time
+/// ones. Only the thread that runs the loop (the one `main` runs on) ever takes them; every
+/// other thread blocks them, so a signal never lands where nothing handles it (a writer thread
+/// with the default action would end mcsup while the loop's thread holds them).
+fn supervised_set() -> nix::sys::signal::SigSet {
+    let mut set = realtime_set();
+    for s in STOP_SIGNALS.iter().chain(EARLY_SIGNALS.iter()) {
+        set.add(*s);
+    }
+    set
+}
+
+/// Block [`supervised_set`] in the calling thread: for threads mcsup does not spawn itself
+/// (tokio's blocking pool: `on_thread_start`).
+pub fn block_supervised_signals() {
+    let _ = supervised_set().thread_block();
+}
+
+/// Spawn a thread that never takes the signals the loop handles: they are blocked around the
+/// spawn, so the new thread starts with them blocked (no window before it could block them
+/// itself). Every thread mcsup spawns goes through here.
+pub fn spawn_thread<F, T>(
+    builder: std::thread::Builder,
+    f: F,
+) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    use nix::sys::signal::SigmaskHow;
+    let old = supervised_set().thread_swap_mask(SigmaskHow::SIG_BLOCK);
+    let spawned = builder.spawn(f);
+    if let Ok(old) = old {
+        let _ = old.thread_set_mask();
+    }
+    spawned
+}
+
+/// Hold the stop signals in the calling thread (the one that will run the loop) from the start
+/// of `mcsup run` until the loop listens (`release_early_signals`): a SIGTERM during the
+/// preflight then waits instead of killing mcsup with a helper still running; the preflight's
+/// helpers see it pending and stop ([`stop_pending`]), and `run` ends without starting anything.
+pub fn hold_stop_signals() {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for s in STOP_SIGNALS {
+        set.add(s);
+    }
+    let _ = set.thread_block();
+}
+
+/// Synchronous fault signals: mcsup does not go on after one (its state may be broken), but
+/// before it dies its children's process groups go too ([`fatal_handler`]).
+const FATAL_SIGNALS: [(libc::c_int, &str); 6] = [
+    (
+        libc::SIGABRT,
+        "mcsup: SIGABRT: killing every process group it started, then exiting\n",
+    ),
+    (
+        libc::SIGTRAP,
+        "mcsup: SIGTRAP: killing every process group it started, then exiting\n",
+    ),
+    (
+        libc::SIGILL,
+        "mcsup: SIGILL: killing every process group it started, then exiting\n",
+    ),
+    (
+        libc::SIGFPE,
+        "mcsup: SIGFPE: killing every process group it started, then exiting\n",
+    ),
+    (
+        libc::SIGBUS,
+        "mcsup: SIGBUS: killing every process group it started, then exiting\n",
+    ),
+    (
+        libc::SIGSEGV,
+        "mcsup: SIGSEGV: killing every process group it started, then exiting\n",
+    ),
+];
+
+/// A fault signal, sent (`kill -ABRT`) or real: SIGKILL every registered process group (their
+/// members would otherwise outlive mcsup: PDEATHSIG reaches only the direct children), say so on
+/// stderr, and die of the same signal. Installed with SA_RESETHAND | SA_NODEFER, so the `raise`
+/// meets the default action; a real fault that returns re-executes and meets it too.
+/// Async-signal-safe: atomics, `kill`, `write`, `raise`.
+extern "C" fn fatal_handler(signo: libc::c_int) {
+    kill_every_group();
+    if let Some((_, msg)) = FATAL_SIGNALS.iter().find(|(s, _)| *s == signo) {
+        // SAFETY: write(2) of a static buffer is async-signal-safe.
+        unsafe { libc::write(libc::STDERR_FILENO, msg.as_ptr().cast(), msg.len()) };
+    }
+    // SAFETY: raise is async-signal-safe; the disposition is already the default.
+    unsafe { libc::raise(signo) };
+}
+
+/// Install [`fatal_handler`] for the fault signals (on the alternate stack the Rust runtime
+/// sets up, so a stack overflow still reaches it). Called with the backstop: from the moment
+/// there can be groups to kill.
+fn install_fatal_handlers() -> std::io::Result<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+    let action = SigAction::new(
+        SigHandler::Handler(fatal_handler),
+        SaFlags::SA_RESETHAND | SaFlags::SA_NODEFER | SaFlags::SA_ONSTACK,
+        SigSet::empty(),
+    );
+    for (signo, _) in FATAL_SIGNALS {
+        let sig = Signal::try_from(signo).map_err(std::io::Error::from)?;
+        // SAFETY: the handler is async-signal-safe (see fatal_handler).
+        unsafe { sigaction(sig, &action) }.map_err(std::io::Error::from)?;
+    }
+    Ok(())
 }
 
 /// Where [`register_group`] starts looking for a free slot: after the last one it took, so a
@@ -189,6 +310,11 @@ fn backstop_handler() {
         return;
     }
     BACKSTOP_FIRED.store(true, Ordering::Release);
+    kill_every_group();
+}
+
+/// SIGKILL every registered process group. Async-signal-safe: atomics and `kill`.
+fn kill_every_group() {
     for slot in &GROUPS {
         let pgid = slot.load(Ordering::Acquire);
         if pgid > 1 {
@@ -198,8 +324,9 @@ fn backstop_handler() {
     }
 }
 
-/// Install the backstop once per process (idempotent). A drain signal that is SIGINT or SIGTERM
-/// does not count towards escalation (the machine ignores it the same way).
+/// Install the backstop once per process (idempotent), and the fault signals' handler. A drain
+/// signal that is SIGINT or SIGTERM does not count towards escalation (the machine ignores it
+/// the same way).
 pub fn install_backstop(drain: Signal) -> std::io::Result<()> {
     let mut result = Ok(());
     INSTALL.call_once(|| {
@@ -211,6 +338,9 @@ pub fn install_backstop(drain: Signal) -> std::io::Result<()> {
             if let Err(e) = unsafe { signal_hook::low_level::register(sig, backstop_handler) } {
                 result = Err(e);
             }
+        }
+        if let Err(e) = install_fatal_handlers() {
+            result = Err(e);
         }
     });
     result

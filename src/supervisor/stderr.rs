@@ -53,9 +53,10 @@ static STDERR_QUEUE: OnceLock<StderrQueue> = OnceLock::new();
 fn stderr_queue() -> &'static StderrQueue {
     STDERR_QUEUE.get_or_init(|| {
         let (tx, rx) = sync_channel::<Vec<u8>>(STDERR_QUEUE_BATCHES);
-        let spawned = std::thread::Builder::new()
-            .name("mcsup-stderr".into())
-            .spawn(move || stderr_thread(rx));
+        let spawned = super::signals::spawn_thread(
+            std::thread::Builder::new().name("mcsup-stderr".into()),
+            move || stderr_thread(rx),
+        );
         StderrQueue {
             tx: spawned.ok().map(|_| tx),
             budget: QueueBudget::new(STDERR_QUEUE_BYTES),

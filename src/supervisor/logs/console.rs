@@ -91,9 +91,10 @@ impl Console {
         }
         let (tx, rx) = sync_channel::<Vec<u8>>(CONSOLE_QUEUE_BATCHES);
         let b = budget.clone();
-        let thread = std::thread::Builder::new()
-            .name("mcsup-console".into())
-            .spawn(move || console_thread(rx, b))?;
+        let thread = crate::supervisor::signals::spawn_thread(
+            std::thread::Builder::new().name("mcsup-console".into()),
+            move || console_thread(rx, b),
+        )?;
         Ok(Console {
             handle: ConsoleHandle {
                 tx: Some(tx),

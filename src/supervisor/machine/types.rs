@@ -20,32 +20,7 @@ pub const ESCALATION_MIN_GAP: Duration = Duration::from_millis(100);
 /// empty this long afterwards (a process stuck in uninterruptible sleep), mcsup gives up waiting.
 pub const ABANDON_AFTER_DEADLINE: Duration = Duration::from_secs(3);
 
-/// The stop requests of the signals module table (`signals.rs`): each starts the ordered
-/// teardown, as SIGTERM does. The drain signal is listened for as well, whatever it is (by
-/// default SIGUSR1, which is here too). The machine holds back a child's death by one of them
-/// ([`SIGNAL_DEATH_SETTLE`]).
-pub const STOP_SIGNALS: [Signal; 14] = [
-    Signal::SIGTERM,
-    Signal::SIGINT,
-    Signal::SIGHUP,
-    Signal::SIGQUIT,
-    Signal::SIGUSR1,
-    Signal::SIGUSR2,
-    Signal::SIGALRM,
-    Signal::SIGVTALRM,
-    Signal::SIGPROF,
-    Signal::SIGPWR,
-    Signal::SIGXCPU,
-    Signal::SIGIO,
-    Signal::SIGSTKFLT,
-    Signal::SIGSYS,
-];
-
-/// Whether `signo` is one of [`STOP_SIGNALS`]: a child killed by one while nobody asked it to
-/// stop may have been hit by the same step-wide signal that is on its way to mcsup.
-pub fn is_stop_signal(signo: i32) -> bool {
-    STOP_SIGNALS.iter().any(|&s| s as i32 == signo)
-}
+pub use crate::domain::{is_stop_signal, STOP_SIGNALS};
 
 /// How long a child's death by a stop signal that nobody asked for is held back before the
 /// machine judges it: under Slurm's proctrack/linuxproc (or a terminal's Ctrl-C to a whole group)

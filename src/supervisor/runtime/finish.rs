@@ -117,7 +117,25 @@ impl Runtime {
         let mut told = std::collections::HashSet::new();
         loop {
             self.reap();
-            let kids = spawn::list_children();
+            let kids = match spawn::list_children() {
+                Ok(kids) => kids,
+                Err(why) => {
+                    // Blind: reparented descendants (setsid'd, double-forked) may be left.
+                    let detail = format!(
+                        "the orphan sweep could not look for reparented descendants ({why}): setsid'd or double-forked ones may still run; fix: run mcsup where /proc is mounted and readable (no hidepid for its user)"
+                    );
+                    tracing::warn!("{detail}");
+                    let r = Record {
+                        unit: "mcsup".into(),
+                        kind: RecordKind::SweepBlind,
+                        pid: None,
+                        status: None,
+                        detail: Some(detail),
+                    };
+                    self.events.write(&r, Instant::now(), &self.clock);
+                    return;
+                }
+            };
             if kids.is_empty() {
                 return;
             }

@@ -730,36 +730,40 @@ pub fn kill_child(pid: Pid) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
 }
 
-/// Our direct children (including reparented orphans), from /proc.
-pub fn list_children() -> Vec<Pid> {
+/// Our direct children (including reparented orphans), from /proc; why not when /proc cannot
+/// tell (not mounted, or hidden from this user): a sweep that cannot look must say so, not
+/// report that nothing was left.
+pub fn list_children() -> Result<Vec<Pid>, String> {
     let me = std::process::id() as i32;
     let mut out = Vec::new();
     // /proc/self/task/*/children lists children per thread (CONFIG_PROC_CHILDREN); reparented
     // orphans attach to the subreaper's thread group leader, but walk all tasks to be safe.
-    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-        let mut found_any_file = false;
-        for t in tasks.flatten() {
-            if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
-                found_any_file = true;
-                out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
-            }
-        }
-        if found_any_file {
-            out.sort_unstable();
-            out.dedup();
-            return out;
+    let tasks = match std::fs::read_dir("/proc/self/task") {
+        Ok(tasks) => tasks,
+        Err(e) => return Err(format!("cannot read /proc/self/task: {e}")),
+    };
+    let mut found_any_file = false;
+    for t in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            found_any_file = true;
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
         }
     }
-    if let Ok(all) = procfs::process::all_processes() {
-        for p in all.flatten() {
-            if let Ok(st) = p.stat() {
-                if st.ppid == me {
-                    out.push(st.pid);
-                }
+    if found_any_file {
+        out.sort_unstable();
+        out.dedup();
+        return Ok(out);
+    }
+    let all = procfs::process::all_processes()
+        .map_err(|e| format!("no /proc/self/task/*/children and cannot list /proc: {e}"))?;
+    for p in all.flatten() {
+        if let Ok(st) = p.stat() {
+            if st.ppid == me {
+                out.push(st.pid);
             }
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
