@@ -35,6 +35,7 @@ MOONCAKE_WHEEL_VERSION="${MOONCAKE_WHEEL_VERSION:-0.3.13.post1}"
 VENV="${MCSUP_VENV:-$REPO_ROOT/.venv}"
 REGEX_VERSION="2026.11.19"   # vLLM's mooncake_store.py imports `regex`
 PROMETHEUS_CLIENT_VERSION="0.26.0"   # its text parser reads mcsup's <node>.prom in the tests
+FUSEPY_VERSION="3.0.1"   # tests/py/freezefs.py: a log directory frozen on demand
 REQUIRED_PY="3.11"   # the wheel is cp311 only
 
 # Build-time: libibverbs-dev/librdmacm-dev/libclang-dev/pkg-config (rdma crate, bindgen).
@@ -45,11 +46,14 @@ REQUIRED_PY="3.11"   # the wheel is cp311 only
 # qemu-user-static, libc6-arm64-cross, libgcc-s1-arm64-cross: the aarch64 release binary runs
 # under qemu-user on Debian's arm64 glibc, and binutils' objdump cross-checks the glibc versions
 # the release binaries need (tests/portable_release.rs).
+# fuse3 (fusermount3) with libfuse2 (fusepy loads libfuse.so.2): a log directory that can be
+# frozen on demand, the stand-in for a hung NFS mount (tests/py/freezefs.py).
 APT_PACKAGES=(
   libibverbs-dev librdmacm-dev libclang-dev ibverbs-providers pkg-config python3-venv
   ca-certificates etcd-server nats-server etcd-client iproute2
   chromium nginx-light shellcheck
   qemu-user-static libc6-arm64-cross libgcc-s1-arm64-cross binutils
+  fuse3
 )
 # Packages from APT_PACKAGES that ship a system service, as package:service. We only want their
 # binaries. On a fresh install their postinst enables the service for boot (systemd unit links,
@@ -73,6 +77,7 @@ RUNTIME_LIBS=(
   librdmacm.so.1:librdmacm1
   libnuma.so.1:libnuma1
   libcurl.so.4:libcurl4
+  libfuse.so.2:libfuse2
 )
 
 SECONDS=0
@@ -241,6 +246,7 @@ pip_pin() {
 pip_pin regex "$REGEX_VERSION"
 "$VENV/bin/python" "$REPO_ROOT/scripts/lib/client_sources.py" "$VENV/client-sources"
 pip_pin prometheus-client "$PROMETHEUS_CLIENT_VERSION"
+pip_pin fusepy "$FUSEPY_VERSION"
 
 # --------------------------------------------------------------------------------------------
 # 3c. Dynamo's frontend and mocker, and the SGLang router, in <repo>/.venv-dynamo (their own

@@ -14,7 +14,6 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -108,14 +107,25 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
 
 /// Replace the status file atomically: write a temp file (0600) and rename it over, recreating
 /// the log directory if it was deleted.
+#[cfg(test)]
 pub fn write_status(path: &Path, status: &StatusFile) -> Result<(), SupervisorError> {
+    write_status_bytes(path, &status_bytes(status)?)
+}
+
+/// The status file's contents.
+pub fn status_bytes(status: &StatusFile) -> Result<Vec<u8>, SupervisorError> {
     let mut json =
         serde_json::to_vec_pretty(status).map_err(|e| SupervisorError::Setup(e.to_string()))?;
     json.push(b'\n');
+    Ok(json)
+}
+
+/// [`write_status`] of contents already made ([`status_bytes`]).
+pub fn write_status_bytes(path: &Path, json: &[u8]) -> Result<(), SupervisorError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         logs::ensure_dir(dir).map_err(|e| SupervisorError::io(dir, e))?;
     }
-    write_private_atomic(path, &json)
+    write_private_atomic(path, json)
 }
 
 /// Write `contents` to `path` readable only by this user (0600), atomically: a reader sees the
@@ -154,14 +164,15 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), Super
     written
 }
 
-/// Appends records to the events file.
+/// Appends records to the events file, through the run's writer thread (`logs::RunWriter`):
+/// the loop never waits for the log directory.
 pub struct EventsWriter {
-    file: File,
-    path: PathBuf,
+    writer: logs::RunWriter,
     node: String,
 }
 
-fn open_events(path: &Path) -> std::io::Result<File> {
+/// Open (append, 0600; the log directory made again if it is gone) the events file.
+pub fn open_events(path: &Path) -> std::io::Result<File> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         logs::ensure_dir(dir)?;
     }
@@ -169,18 +180,16 @@ fn open_events(path: &Path) -> std::io::Result<File> {
 }
 
 impl EventsWriter {
-    /// Open (append, 0600) the events file.
-    pub fn open(path: PathBuf, node: &str) -> Result<Self, SupervisorError> {
-        let file = open_events(&path).map_err(|e| SupervisorError::io(&path, e))?;
-        Ok(EventsWriter {
-            file,
-            path,
+    /// Events of `node`, written by `writer`.
+    pub fn new(writer: logs::RunWriter, node: &str) -> Self {
+        EventsWriter {
+            writer,
             node: node.to_string(),
-        })
+        }
     }
 
-    /// One line per record; written unbuffered so readers see it at once. If the file was
-    /// deleted (`rm -rf` of the log directory), it is recreated first.
+    /// One line per record, written unbuffered so readers see it at once (once the directory
+    /// takes it).
     pub fn write(&mut self, r: &Record, now: Instant, clock: &Clock) {
         self.write_with(r, None, now, clock);
     }
@@ -193,19 +202,6 @@ impl EventsWriter {
         now: Instant,
         clock: &Clock,
     ) {
-        if self
-            .file
-            .metadata()
-            .map(|m| m.nlink() == 0)
-            .unwrap_or(false)
-        {
-            match open_events(&self.path) {
-                Ok(f) => self.file = f,
-                Err(e) => {
-                    tracing::warn!(path = %self.path.display(), error = %e, "cannot recreate the events file")
-                }
-            }
-        }
         let line = EventRecord {
             ts_ms: clock.wall_ms(now),
             t_ms: (clock.since_start_ms(now) * 1000.0).round() / 1000.0,
@@ -220,9 +216,7 @@ impl EventsWriter {
         };
         if let Ok(mut v) = serde_json::to_vec(&line) {
             v.push(b'\n');
-            if let Err(e) = self.file.write_all(&v) {
-                tracing::warn!(path = %self.path.display(), error = %e, "cannot append to the events file");
-            }
+            self.writer.event(v);
         }
     }
 }

@@ -50,6 +50,15 @@ impl QueueBudget {
         }
     }
 
+    /// Take room for `len` bytes if the budget has it (the caller counts what it drops).
+    pub(in crate::supervisor) fn try_take(&self, len: usize) -> bool {
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q + len <= self.limit).then_some(q + len)
+            })
+            .is_ok()
+    }
+
     /// The writer thread wrote (or gave up on) `len` bytes.
     pub(in crate::supervisor) fn written(&self, len: usize) {
         self.queued.fetch_sub(len, Ordering::AcqRel);

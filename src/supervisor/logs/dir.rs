@@ -386,6 +386,21 @@ impl LogDirLock {
         true
     }
 
+    /// The lock of `dir` for `node`, without `claim_log_dir`'s checks (a unit test's own
+    /// directory).
+    #[cfg(test)]
+    pub(in crate::supervisor) fn for_test(dir: &Path, node: &str) -> LogDirLock {
+        let id = std::fs::metadata(dir)
+            .map(|m| (m.dev(), m.ino()))
+            .expect("the test's directory");
+        LogDirLock {
+            dir: dir.to_path_buf(),
+            node: node.to_string(),
+            id,
+            lock: take_lock(dir, node).ok(),
+        }
+    }
+
     /// The directory this lock is for.
     pub(in crate::supervisor) fn dir(&self) -> &Path {
         &self.dir

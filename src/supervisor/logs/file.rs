@@ -39,8 +39,8 @@ pub enum LossWhen {
     End,
 }
 
-/// Where a log file sends its [`LogLoss`] reports.
-pub type LossReport = Box<dyn Fn(LogLoss) + Send>;
+/// Where a log file (and its queue, see `writer`) sends its [`LogLoss`] reports.
+pub type LossReport = std::sync::Arc<dyn Fn(LogLoss) + Send + Sync>;
 
 /// A process's open log file: writes what it can and counts (and reports) what it cannot.
 pub struct LogFile {
@@ -256,7 +256,7 @@ mod tests {
             file: full,
             path: path.clone(),
             process: "p".into(),
-            report: Some(Box::new(move |l| tx.send(l).unwrap())),
+            report: Some(std::sync::Arc::new(move |l| tx.send(l).unwrap())),
             gap: Lost::default(),
             lost: Lost::default(),
             error: None,

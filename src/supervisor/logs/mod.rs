@@ -1,8 +1,10 @@
 //! Children's output and the log directory: per-process log files (rotated on restart), line
 //! splitting, the console mux, log-line readiness matching, and the directory's safety.
 //!
-//! One reader task per spawned child drains its pipe as fast as the pipe delivers, writes every
-//! line to the file, and offers lines to the console without ever waiting for it: the console is
+//! One reader task per spawned child drains its pipe as fast as the pipe delivers, hands every
+//! line to the file's queue ([`writer`]: one thread does every write into the log directory, so
+//! a hung mount never stalls the loop), and offers lines to the console without ever waiting for
+//! it: the console is
 //! a separate thread behind a bounded queue, and what does not fit is counted as dropped (a slow
 //! terminal must never block a child, process-compose #57). Lines are capped at [`MAX_LINE`]
 //! (longer ones are split and marked) so a 1 MB line without a newline keeps memory bounded, and
@@ -30,9 +32,11 @@
 //! Layout: this file holds the reader task ([`pump`]); [`lines`] splits a stream into bounded
 //! lines, [`file`] is a process's log file and its loss accounting, [`console`] the console
 //! writer thread and its bounded queue, and [`dir`] the log directory (names, private files,
-//! rotation, the per-node lock). Only the runtime loop writes the events and status files: a log
-//! file reports what it lost through a callback ([`LossReport`]), and the runtime notices a
-//! recreated directory ([`LogDirLock::recreated`]).
+//! rotation, the per-node lock), [`writer`] the thread that owns the run directory's files (the
+//! logs, the events, the status and metrics snapshots) behind a queue bounded in bytes. The
+//! runtime decides what the events and status say: a log file or its queue reports what it lost
+//! through a callback ([`LossReport`]), and the writer tells the runtime of a recreated directory
+//! ([`News`]).
 
 use std::cell::RefCell;
 use std::io;
@@ -43,11 +47,13 @@ mod console;
 mod dir;
 mod file;
 mod lines;
+mod writer;
 
 pub use console::*;
 pub use dir::*;
 pub use file::*;
 pub use lines::*;
+pub use writer::*;
 
 /// Longest line kept whole; longer lines are split into pieces of this size.
 pub const MAX_LINE: usize = 64 * 1024;
@@ -295,7 +301,7 @@ fn whole_lines(data: &[u8]) -> Option<(usize, usize)> {
 }
 
 /// Drain one child's output pipe until EOF.
-pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogFile, mut cfg: PumpConfig) {
+pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogSink, mut cfg: PumpConfig) {
     let mut splitter = LineSplitter::new(MAX_LINE);
     let console_on = cfg.console.enabled();
     loop {

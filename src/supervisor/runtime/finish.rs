@@ -9,16 +9,18 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::{Msg, Runtime};
 use crate::supervisor::machine::{Event, Record, RecordKind};
 use crate::supervisor::stderr::stderr_lost;
-use crate::supervisor::{signals, spawn, RunOutcome, SupervisorError};
+use crate::supervisor::{logs, signals, spawn, RunOutcome, SupervisorError};
 
 /// How long the final sweep may take to kill reparented orphans.
 const ORPHAN_SWEEP: Duration = Duration::from_secs(3);
+/// How long the final status and events may take to reach the log directory.
+const FINAL_WRITES: Duration = Duration::from_secs(2);
 /// How long log readers get to drain after the last process is gone.
 const READER_DRAIN: Duration = Duration::from_secs(1);
 
 /// The final record's detail plus what mcsup lost on the way: writes over the file size limit
 /// and lines of its own log that stderr did not take.
-pub(super) fn with_losses(mut detail: String) -> String {
+pub(super) fn with_losses(mut detail: String, writer: &logs::RunWriter) -> String {
     let mut add = |part: String| {
         if !detail.is_empty() {
             detail.push_str("; ");
@@ -29,6 +31,18 @@ pub(super) fn with_losses(mut detail: String) -> String {
     if exceeded > 0 {
         add(format!(
             "{exceeded} writes over the file size limit (ulimit -f) failed with EFBIG"
+        ));
+    }
+    let events = writer.events_dropped();
+    if events > 0 {
+        add(format!(
+            "{events} event lines dropped (the log directory did not take writes)"
+        ));
+    }
+    let failed_files = writer.failed_writes();
+    if failed_files > 0 {
+        add(format!(
+            "{failed_files} writes of the events, status or metrics files failed"
         ));
     }
     let (dropped, failed) = stderr_lost();
@@ -63,7 +77,10 @@ impl Runtime {
                 abort.abort();
             }
         }
-        // What the readers said last (output they lost) still goes into the files.
+        // The logs are closed once what was queued for them is written: what they lost is
+        // said by then (bounded: a stuck directory is left behind).
+        let synced = self.writer.sync(FINAL_WRITES);
+        // What the readers and the logs said last (output they lost) still goes into the files.
         while let Ok(msg) = rx.try_recv() {
             if let Msg::LogLoss(loss) = msg {
                 self.on_log_loss(loss);
@@ -80,6 +97,15 @@ impl Runtime {
             .map(|r| r.to_string())
             .unwrap_or_default();
         self.write_status(Some(code));
+        // The last status and events reach the directory, unless it is stuck: then they are
+        // left to the writer thread (the process's exit ends it), and stderr says so.
+        if !synced || !self.writer.stop(FINAL_WRITES) {
+            tracing::warn!(
+                log_dir = %self.plan.log_dir.display(),
+                "the log directory did not take the last writes within {} s: its status and events files may be behind (a hung file system?)",
+                FINAL_WRITES.as_secs()
+            );
+        }
         let sigkill_needed = self.machine.sigkill_needed();
         let Runtime { console, .. } = self;
         let dropped = console.finish(Duration::from_millis(500));

@@ -58,6 +58,8 @@ const STATUS_DELAY: Duration = Duration::from_millis(25);
 /// The status file is rewritten at least this often while mcsup runs: a reader on another host
 /// cannot ask the pid, so a file three periods old says its writer is gone.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// How long one write into the log directory may wait before mcsup says the directory is stuck.
+const STALL_SAID: Duration = Duration::from_secs(5);
 /// The least length at which the list of log readers is pruned of finished ones.
 const MIN_READERS_PRUNE: usize = 64;
 
@@ -95,6 +97,11 @@ enum Msg {
     Seen(Result<Seen, String>),
     /// Output a log file could not take.
     LogLoss(logs::LogLoss),
+    /// What the run directory's writer has to say (a recreated log directory).
+    Writer(logs::News),
+    /// The job's status files, read for the capacity check (off the loop: another node's file
+    /// is on the same shared file system).
+    JobStores(Vec<Vec<(bool, u64)>>, u64),
     /// One look at the master for a store's segment.
     Segment {
         attempt: u64,
@@ -129,7 +136,12 @@ struct Runtime {
     drain: Signal,
     clock: Clock,
     events: EventsWriter,
-    status_path: PathBuf,
+    /// Writes every file of the run directory, off the loop (`logs::writer`).
+    writer: logs::RunWriter,
+    /// Since when the writer has been stuck, once that was said.
+    stall_said: Option<Duration>,
+    /// Whether a read of the job's status files is under way.
+    reading_job: bool,
     status_version: Option<u64>,
     /// When the status is rewritten even if nothing changed ([`HEARTBEAT`] after the last write).
     heartbeat_due: Instant,
@@ -181,8 +193,6 @@ struct Runtime {
     servable_watch: Option<JoinHandle<()>>,
     /// What the last servable attempt saw (for the `servable` record).
     last_seen: Option<Seen>,
-    /// The log directory, locked for this run.
-    log_dir_lock: logs::LogDirLock,
     /// Output each process's log file could not take, by process.
     losses: BTreeMap<String, OutputLost>,
 }
@@ -214,29 +224,11 @@ pub async fn run_with_signals(
     // would delay).
     stores::warm_finders();
     let drain = plan.shutdown.drain_signal.0;
-    let log_dir = plan.log_dir.clone();
     let node = plan.node.name.clone();
-    // Held until `run` returns: one mcsup per log directory and node (see `logs`).
-    let log_dir_lock = logs::claim_log_dir(&plan)?;
-    std::fs::create_dir_all(&log_dir).map_err(|e| SupervisorError::io(&log_dir, e))?;
-    // Held until `run` returns (after the teardown): the directory goes with it.
-    let _scratch = plan
-        .scratch_dir
-        .as_deref()
-        .map(logs::ScratchDir::claim)
-        .transpose()?;
-    for f in &plan.files {
-        if let Some(parent) = f.path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| SupervisorError::io(parent, e))?;
-        }
-        status::write_private_atomic(&f.path, f.contents.as_bytes())?;
-    }
-    for d in &plan.dirs {
-        std::fs::create_dir_all(d).map_err(|e| SupervisorError::io(d, e))?;
-    }
-    let ev_path = crate::runfiles::events_path(&log_dir, &node);
-    logs::rotate(&ev_path, logs::KEEP_ROTATED).map_err(|e| SupervisorError::io(&ev_path, e))?;
-    let events = EventsWriter::open(ev_path, &node)?;
+    let (tx, mut rx) = unbounded_channel::<Msg>();
+    // Held until `run` returns (after the teardown): the scratch directory goes with it.
+    let (writer, _scratch) = prepare_run_dir(&plan, &tx)?;
+    let events = EventsWriter::new(writer.clone(), &node);
     // This thread spawns, reaps and probes: it should not wait for a busy child's slice to end.
     if let Err(e) = spawn::prefer_short_slice() {
         tracing::debug!(error = %e, "cannot ask for a short scheduler slice (the default stays)");
@@ -251,8 +243,6 @@ pub async fn run_with_signals(
         .map_err(|e| SupervisorError::Setup(format!("cannot start the console thread: {e}")))?;
     // Every handler is in place now: the children's dispositions are worked out from these.
     spawn::Dispositions::refresh();
-    let (tx, mut rx) = unbounded_channel::<Msg>();
-    let status_path = crate::runfiles::status_path(&log_dir, &node);
     let planned_segments = plan
         .processes
         .iter()
@@ -270,7 +260,9 @@ pub async fn run_with_signals(
         drain,
         clock,
         events,
-        status_path,
+        writer,
+        stall_said: None,
+        reading_job: false,
         status_version: None,
         heartbeat_due: Instant::now() + HEARTBEAT,
         here: crate::runfiles::where_am_i(),
@@ -299,7 +291,6 @@ pub async fn run_with_signals(
         servable: None,
         servable_watch: None,
         last_seen: None,
-        log_dir_lock,
         losses: BTreeMap::new(),
     };
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
@@ -343,8 +334,55 @@ pub async fn run_with_signals(
         }
         // Not per event, nor per wake-up: a teardown of 16 children is dozens of events.
         rt.write_status_soon();
+        rt.watch_writer();
     }
     rt.finish(&mut sigchld, &mut rx).await
+}
+
+/// Make the run's directories and files, before anything starts: the log directory claimed
+/// (and locked), the scratch directory, the plan's files, the events file rotated; then the
+/// writer thread that owns them from here on.
+fn prepare_run_dir(
+    plan: &Plan,
+    tx: &UnboundedSender<Msg>,
+) -> Result<(logs::RunWriter, Option<logs::ScratchDir>), SupervisorError> {
+    let log_dir = plan.log_dir.clone();
+    let node = plan.node.name.clone();
+    // Held until `run` returns: one mcsup per log directory and node (see `logs`).
+    let log_dir_lock = logs::claim_log_dir(plan)?;
+    std::fs::create_dir_all(&log_dir).map_err(|e| SupervisorError::io(&log_dir, e))?;
+    let scratch = plan
+        .scratch_dir
+        .as_deref()
+        .map(logs::ScratchDir::claim)
+        .transpose()?;
+    for f in &plan.files {
+        if let Some(parent) = f.path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| SupervisorError::io(parent, e))?;
+        }
+        status::write_private_atomic(&f.path, f.contents.as_bytes())?;
+    }
+    for d in &plan.dirs {
+        std::fs::create_dir_all(d).map_err(|e| SupervisorError::io(d, e))?;
+    }
+    let ev_path = crate::runfiles::events_path(&log_dir, &node);
+    logs::rotate(&ev_path, logs::KEEP_ROTATED).map_err(|e| SupervisorError::io(&ev_path, e))?;
+    let ev_file = status::open_events(&ev_path).map_err(|e| SupervisorError::io(&ev_path, e))?;
+    let news_tx = tx.clone();
+    let writer = logs::RunWriter::start(
+        log_dir_lock,
+        ev_file,
+        logs::RunFiles {
+            events: ev_path,
+            status: crate::runfiles::status_path(&log_dir, &node),
+            metrics: crate::runfiles::metrics_path(&log_dir, &node),
+        },
+        Box::new(move |news| {
+            let _ = news_tx.send(Msg::Writer(news));
+        }),
+    )
+    .map_err(|e| SupervisorError::Setup(format!("cannot start the log writer thread: {e}")))?;
+    Ok((writer, scratch))
 }
 
 fn compile_matchers(plan: &Plan) -> Result<Vec<Vec<(usize, Regex)>>, SupervisorError> {
@@ -439,7 +477,7 @@ impl Runtime {
                 }
                 let servable = r.kind == RecordKind::Ready;
                 if r.kind == RecordKind::Finished {
-                    let detail = with_losses(r.detail.take().unwrap_or_default());
+                    let detail = with_losses(r.detail.take().unwrap_or_default(), &self.writer);
                     r.detail = Some(self.with_sigkills(detail));
                 }
                 if r.kind == RecordKind::Killing && !self.sigkilled.contains(&r.unit) {
@@ -487,18 +525,11 @@ impl Runtime {
         let spec = &self.plan.processes[proc];
         let path = logs::log_path(&self.plan.log_dir, &self.plan.node.name, &spec.name);
         let tx = self.tx.clone();
-        let report: logs::LossReport = Box::new(move |loss| {
+        let report: logs::LossReport = std::sync::Arc::new(move |loss| {
             let _ = tx.send(Msg::LogLoss(loss));
         });
-        let file = match logs::open_log(&path, &spec.name, Some(report)) {
-            Ok(f) => f,
-            Err(e) => {
-                return Event::SpawnFailed {
-                    proc,
-                    error: format!("log file {}: {e}", path.display()),
-                }
-            }
-        };
+        // Opened by the writer thread: a stalled log directory does not hold the spawn back.
+        let file = self.writer.open_log(path, &spec.name, report);
         let spawned = match spawn::spawn_process(spec, self.drain) {
             Ok(s) => s,
             Err(e) => {
@@ -686,14 +717,26 @@ impl Runtime {
         if !fresh {
             return;
         }
-        let Ok((nodes, _)) = status::read_job(&self.plan.log_dir) else {
-            return;
-        };
-        let stores: Vec<Vec<(bool, u64)>> = nodes
-            .iter()
-            .map(|(_, r)| r.status.store_segments())
-            .collect();
-        let c = crate::mooncake::segments::Capacity::of(capacity, &stores);
+        if self.reading_job {
+            return; // the last read has not come back (a slow file system): skip this look
+        }
+        self.reading_job = true;
+        let (dir, tx) = (self.plan.log_dir.clone(), self.tx.clone());
+        tokio::task::spawn_blocking(move || {
+            let stores = match status::read_job(&dir) {
+                Ok((nodes, _)) => nodes
+                    .iter()
+                    .map(|(_, r)| r.status.store_segments())
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            let _ = tx.send(Msg::JobStores(stores, capacity));
+        });
+    }
+
+    /// The job's stores (from every node's status file) against the master's capacity.
+    fn on_job_stores(&mut self, stores: &[Vec<(bool, u64)>], capacity: u64) {
+        let c = crate::mooncake::segments::Capacity::of(capacity, stores);
         if c.ready < c.stores || c.stores == 0 {
             return; // said once every store is ready
         }
@@ -1090,6 +1133,18 @@ impl Runtime {
             Msg::MasterView(look) => self.on_master_view(look),
             Msg::Seen(read) => self.on_seen(read),
             Msg::LogLoss(loss) => self.on_log_loss(loss),
+            Msg::Writer(logs::News::LogDirRecreated(dir)) => self.note(
+                "mcsup",
+                RecordKind::LogDirRecreated,
+                format!(
+                    "{} was removed while mcsup ran; recreated (mode 0700)",
+                    dir.display()
+                ),
+            ),
+            Msg::JobStores(stores, capacity) => {
+                self.reading_job = false;
+                self.on_job_stores(&stores, capacity);
+            }
             Msg::ExecTimeout { attempt, pid } => {
                 if self.exec_probes.get(&pid) == Some(&attempt) {
                     self.exec_probes.remove(&pid);
@@ -1217,25 +1272,42 @@ impl Runtime {
             servable: self.servable.clone(),
             mooncake: self.mooncake.clone(),
         };
-        if let Err(e) = status::write_status(&self.status_path, &status) {
-            tracing::warn!(error = %e, "cannot write the status file");
-        }
-        if self.log_dir_lock.recreated() {
-            let dir = self.log_dir_lock.dir().display().to_string();
-            self.note(
-                "mcsup",
-                RecordKind::LogDirRecreated,
-                format!("{dir} was removed while mcsup ran; recreated (mode 0700)"),
-            );
-        }
         // The metrics follow the status; the teardown's duration once it is over.
         let teardown = final_code
             .and(self.teardown_started)
             .map(|t| now.duration_since(t).as_secs_f64());
         let text = crate::render::metrics_text(&status, teardown);
-        let path = crate::runfiles::metrics_path(&self.plan.log_dir, &self.plan.node.name);
-        if let Err(e) = status::write_private_atomic(&path, text.as_bytes()) {
-            tracing::warn!(error = %e, "cannot write the metrics file");
+        match status::status_bytes(&status) {
+            Ok(json) => self.writer.snapshot(json, text.into_bytes()),
+            Err(e) => tracing::warn!(error = %e, "cannot write the status file"),
+        }
+    }
+
+    /// Say once when the writer has been stuck on one write for [`STALL_SAID`] (a hung log
+    /// directory: supervision goes on, what does not fit in its queue is dropped and counted),
+    /// and when it moves again.
+    fn watch_writer(&mut self) {
+        let stalled = self.writer.stalled_for();
+        match self.stall_said {
+            None if stalled >= STALL_SAID => {
+                self.stall_said = Some(stalled);
+                tracing::warn!(
+                    log_dir = %self.plan.log_dir.display(),
+                    seconds = stalled.as_secs(),
+                    "the log directory has not taken a write for {} s (a hung file system?): supervision goes on; log output and events that do not fit in the queue are dropped and counted",
+                    stalled.as_secs()
+                );
+            }
+            Some(_) if stalled < STALL_SAID => {
+                self.stall_said = None;
+                let dropped = self.writer.events_dropped();
+                tracing::warn!(
+                    log_dir = %self.plan.log_dir.display(),
+                    events_dropped = dropped,
+                    "the log directory takes writes again"
+                );
+            }
+            _ => {}
         }
     }
 }
