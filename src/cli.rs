@@ -516,10 +516,13 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
         ))
     })?;
     // A plan printed without --show-secrets would run its children with `<redacted>` values.
+    // (Hand-edited ones too: anything that reaches a process, its preamble or a planned file.)
+    let placeholder = |s: &str| s.contains(crate::secrets::REDACTED);
     let has_placeholder = plan.processes.iter().any(|p| {
-        p.env.iter().any(|v| v.value == crate::secrets::REDACTED)
-            || p.argv.iter().any(|a| a.contains(crate::secrets::REDACTED))
-    });
+        p.env.iter().any(|v| placeholder(&v.value))
+            || p.argv.iter().any(|a| placeholder(a))
+            || p.preamble.as_deref().is_some_and(placeholder)
+    }) || plan.files.iter().any(|f| placeholder(&f.contents));
     if plan.redacted || has_placeholder {
         return Err(CliError::usage(format!(
             "{}: this plan has secret values replaced by `<redacted>`; running it would hand them to the processes\n  fix: write the plan with `mcsup plan --json --show-secrets ... > FILE` (and keep the file private)",

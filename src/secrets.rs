@@ -112,6 +112,96 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
     out
 }
 
+/// A shell text (a process's `preamble`) with its secrets replaced, and the values replaced:
+/// assignments to a secret name (`export HF_TOKEN=...`, `DB_PASSWORD="two words"`), secret flags
+/// (`--api-key X`, `--api-key=X`) and credential-shaped words, also inside a quoted string
+/// (`"Authorization: Bearer sk-..."`). Words are split on blanks and `;&|()` outside quotes; the
+/// quotes are kept, the secret inside them replaced.
+pub fn redact_shell(text: &str) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(text.len());
+    let mut hidden = Vec::new();
+    let mut hide_next = false;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let sep_len = rest
+            .find(|c: char| !(c.is_whitespace() || ";&|()".contains(c)))
+            .unwrap_or(rest.len());
+        out.push_str(&rest[..sep_len]);
+        rest = &rest[sep_len..];
+        let word_len = shell_word_len(rest);
+        if word_len == 0 {
+            continue;
+        }
+        let word = &rest[..word_len];
+        rest = &rest[word_len..];
+        let (shown, values) = redact_shell_word(word, hide_next);
+        hide_next = !word.contains('=')
+            && word.starts_with('-')
+            && secret_name(word.trim_start_matches('-'));
+        hidden.extend(values);
+        out.push_str(&shown);
+    }
+    (out, hidden)
+}
+
+/// The length of the shell word at the start of `text`: up to a blank or `;&|()` outside
+/// quotes (a backslash escapes the next character outside single quotes).
+fn shell_word_len(text: &str) -> usize {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some('\'') => {}
+            Some(_) if c == '\\' => escaped = true,
+            Some(_) => {}
+            None if c == '\\' => escaped = true,
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c.is_whitespace() || ";&|()".contains(c) => return i,
+            None => {}
+        }
+    }
+    text.len()
+}
+
+/// One word of [`redact_shell`]: as shown, and the secrets it hid.
+fn redact_shell_word(word: &str, after_secret_flag: bool) -> (String, Vec<String>) {
+    let is_quote = |c: char| c == '"' || c == '\'';
+    // `NAME=VALUE` (a shell assignment) or `--flag=VALUE`: the whole value.
+    if let Some((name, value)) = word.split_once('=') {
+        let bare = value.trim_matches(is_quote);
+        let name_ok = !name.is_empty()
+            && name
+                .trim_start_matches('-')
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if name_ok && !bare.is_empty() && (secret_name(name) || secret_value(bare)) {
+            return (
+                format!("{name}={}", value.replacen(bare, REDACTED, 1)),
+                vec![bare.to_string()],
+            );
+        }
+    }
+    let bare = word.trim_matches(is_quote);
+    if after_secret_flag && !word.starts_with('-') && !bare.is_empty() {
+        return (word.replacen(bare, REDACTED, 1), vec![bare.to_string()]);
+    }
+    // Credential-shaped parts, in the word or in the quoted string it is.
+    let mut shown = word.to_string();
+    let mut hidden = Vec::new();
+    for part in bare.split(|c: char| c.is_whitespace() || is_quote(c) || c == '=') {
+        if secret_value(part) {
+            shown = shown.replacen(part, REDACTED, 1);
+            hidden.push(part.to_string());
+        }
+    }
+    (shown, hidden)
+}
+
 /// Replace every known secret value that occurs in a free text (a warning built from values).
 pub fn redact_text(text: &str, secrets: &[&str]) -> String {
     let mut out = text.to_string();
@@ -124,6 +214,27 @@ pub fn redact_text(text: &str, secrets: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preambles_secrets_are_replaced_and_its_shape_kept() {
+        let token = "sk-abcdefghijklmnopqrstuvwx";
+        let gh = "ghp_ABCDEFGHIJKLMNOPQRSTUVWX";
+        let text = format!(
+            "export MY_PASSWORD=hunter2; export HF_HOME=/models\ncurl -H \"Authorization: Bearer {token}\" --api-key 'k3y' --token={gh} x\nTOKEN_FILE=/a DB_PASS=\"two words\" && echo {gh}"
+        );
+        let (shown, hidden) = redact_shell(&text);
+        assert_eq!(
+            shown,
+            "export MY_PASSWORD=<redacted>; export HF_HOME=/models\ncurl -H \"Authorization: Bearer <redacted>\" --api-key '<redacted>' --token=<redacted> x\nTOKEN_FILE=/a DB_PASS=\"<redacted>\" && echo <redacted>"
+        );
+        for v in ["hunter2", token, "k3y", gh, "two words"] {
+            assert!(hidden.iter().any(|h| h == v), "{v} in {hidden:?}");
+            assert!(!shown.contains(v));
+        }
+        // Nothing secret: unchanged.
+        let plain = "source /opt/env.sh; export NCCL_DEBUG=INFO\nulimit -n 65536";
+        assert_eq!(redact_shell(plain), (plain.to_string(), vec![]));
+    }
 
     /// Real names from srt-slurm recipes and the tools around them, both ways.
     #[test]

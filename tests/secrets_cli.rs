@@ -152,3 +152,100 @@ fn plans_hide_secrets_everywhere_and_a_redacted_plan_cannot_run() {
     );
     env.assert_no_leftovers();
 }
+
+/// Issue 29, class 6: a preamble's credentials are hidden too (assignments to secret names,
+/// credential-shaped words, inside quotes), a newline in a value cannot forge a line of the text
+/// plan, and a hand-edited plan with `<redacted>` in its preamble does not run.
+#[test]
+fn preambles_and_newlines_cannot_show_or_forge_a_secret() {
+    let env = TestEnv::new();
+    let sk = "sk-PreambleS3cretPreambleS3cret";
+    let text = format!(
+        r#"backend:
+  type: sglang
+mcsup:
+  log_dir: {logs}
+  workers:
+    decode:
+      - name: w
+        command: [sh, -c, 'echo "$MY_NOTE" > {out}']
+        preamble: |
+          export MY_PASSWORD=hunter2-S3cret
+          curl -s -H "Authorization: Bearer {sk}" http://127.0.0.1:9/ || true
+        env:
+          MY_NOTE: "first line\nHF_TOKEN=<redacted>"
+        critical: false
+"#,
+        logs = env.log_dir().display(),
+        out = env.path("seen.txt").display(),
+    );
+    let path = env.path("job.yaml");
+    std::fs::write(&path, text).unwrap();
+    let r = path.to_str().unwrap();
+    for extra in [&[][..], &["--json"][..]] {
+        let out = mcsup(
+            &env,
+            &[&["plan", "--role", "decode", "--recipe", r][..], extra].concat(),
+        );
+        let shown = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{shown}");
+        assert!(!shown.contains("S3cret"), "a secret leaked:\n{shown}");
+        assert!(shown.contains("MY_PASSWORD=<redacted>"), "{shown}");
+        assert!(shown.contains("Bearer <redacted>"), "{shown}");
+    }
+    let human = String::from_utf8(mcsup(&env, &["plan", "--role", "decode", "--recipe", r]).stdout)
+        .unwrap();
+    // The value's second line stays inside its (escaped) value: no line of the plan starts with
+    // it, and the preamble's lines are marked as the preamble's.
+    assert!(
+        !human
+            .lines()
+            .any(|l| l.trim_start().starts_with("HF_TOKEN=")),
+        "a forged line:\n{human}"
+    );
+    assert!(
+        human.contains(r#"MY_NOTE="first line\nHF_TOKEN=<redacted>""#),
+        "{human}"
+    );
+    assert!(
+        human.contains("     | export MY_PASSWORD=<redacted>"),
+        "{human}"
+    );
+
+    // The full plan, hand-edited: a `<redacted>` put into the preamble is refused too.
+    let out = mcsup(
+        &env,
+        &[
+            "plan",
+            "--role",
+            "decode",
+            "--recipe",
+            r,
+            "--json",
+            "--show-secrets",
+        ],
+    );
+    let mut json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["processes"][0]["preamble"]
+        .as_str()
+        .unwrap()
+        .contains("hunter2-S3cret"));
+    json["processes"][0]["preamble"] = "export MY_PASSWORD=<redacted>".into();
+    let edited = env.path("edited.json");
+    std::fs::write(&edited, serde_json::to_vec(&json).unwrap()).unwrap();
+    std::fs::set_permissions(&edited, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let run = mcsup(
+        &env,
+        &[
+            "run",
+            "--plan-file",
+            edited.to_str().unwrap(),
+            "--skip-preflight",
+        ],
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("<redacted>"), "{err}");
+    assert!(!env.path("seen.txt").exists(), "nothing may start");
+    env.assert_no_leftovers();
+}

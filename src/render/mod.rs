@@ -43,6 +43,11 @@ pub fn redacted(plan: &Plan) -> Plan {
             }
         }
         proc_.argv = argv;
+        if let Some(pre) = &mut proc_.preamble {
+            let (shown, values) = secrets::redact_shell(pre);
+            *pre = shown;
+            hidden.extend(values);
+        }
         for v in &mut proc_.env {
             if secrets::shown(&v.name, &v.value) == REDACTED {
                 hidden.push(std::mem::replace(&mut v.value, REDACTED.into()));
@@ -99,6 +104,40 @@ pub fn shell_word(w: &str) -> String {
     } else {
         format!("'{}'", w.replace('\'', "'\\''"))
     }
+}
+
+/// A value as one line of the text plan: as it is, or, when it holds a newline or another
+/// control character, quoted with escapes (`"a\nHF_TOKEN=x"`), so it cannot forge a line.
+fn one_line(v: &str) -> std::borrow::Cow<'_, str> {
+    if v.chars().any(char::is_control) {
+        format!("{v:?}").into()
+    } else {
+        v.into()
+    }
+}
+
+/// An argv word for the text plan: [`shell_word`], or bash's `$'...'` with escapes when it holds
+/// a control character (a newline in single quotes would start a line of its own).
+fn shown_word(w: &str) -> String {
+    if !w.chars().any(char::is_control) {
+        return shell_word(w);
+    }
+    let mut out = String::from("$'");
+    for c in w.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\'' => out.push_str("\\'"),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 fn readiness_text(r: &ReadinessSpec) -> String {
@@ -305,14 +344,18 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
         }
     }
     if let Some(pre) = &s.preamble {
-        let _ = writeln!(o, "   preamble: {pre}");
+        // Each line marked as the preamble's: a line in it cannot pass for one of the plan's.
+        let _ = writeln!(o, "   preamble:");
+        for line in pre.lines() {
+            let _ = writeln!(o, "     | {}", one_line(line));
+        }
     }
     let _ = writeln!(
         o,
         "   argv: {}",
         s.argv
             .iter()
-            .map(|w| shell_word(w))
+            .map(|w| shown_word(w))
             .collect::<Vec<_>>()
             .join(" ")
     );
@@ -331,7 +374,7 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
             .unwrap_or(0)
             .min(60);
         for v in &s.env {
-            let kv = format!("{}={}", v.name, v.value);
+            let kv = format!("{}={}", v.name, one_line(&v.value));
             let mut note = v.source.clone();
             if SIZE_VARIABLES.contains(&v.name.as_str()) {
                 if let Ok(b) = size::parse_mooncake_size(&v.value) {
@@ -339,7 +382,7 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
                 }
             }
             for ov in &v.overrode {
-                let _ = write!(note, "; overrode {}={}", ov.source, ov.value);
+                let _ = write!(note, "; overrode {}={}", ov.source, one_line(&ov.value));
             }
             let _ = writeln!(o, "     {kv:<width$}  ({note})");
         }
