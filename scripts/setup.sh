@@ -35,6 +35,7 @@ MOONCAKE_WHEEL_VERSION="${MOONCAKE_WHEEL_VERSION:-0.3.13.post1}"
 VENV="${MCSUP_VENV:-$REPO_ROOT/.venv}"
 REGEX_VERSION="2026.11.19"   # vLLM's mooncake_store.py imports `regex`
 PROMETHEUS_CLIENT_VERSION="0.26.0"   # its text parser reads mcsup's <node>.prom in the tests
+PYYAML_VERSION="6.0.3"   # srtctl loads recipes with PyYAML (YAML 1.1): tests/migrate.rs reads migrate's output with it
 FUSEPY_VERSION="3.0.1"   # tests/py/freezefs.py: a log directory frozen on demand
 REQUIRED_PY="3.11"   # the wheel is cp311 only
 
@@ -247,6 +248,7 @@ pip_pin regex "$REGEX_VERSION"
 "$VENV/bin/python" "$REPO_ROOT/scripts/lib/client_sources.py" "$VENV/client-sources"
 pip_pin prometheus-client "$PROMETHEUS_CLIENT_VERSION"
 pip_pin fusepy "$FUSEPY_VERSION"
+pip_pin PyYAML "$PYYAML_VERSION"
 
 # --------------------------------------------------------------------------------------------
 # 3c. Dynamo's frontend and mocker, and the SGLang router, in <repo>/.venv-dynamo (their own

@@ -13,7 +13,9 @@
 //! the seed's co-located merge meant), and `master_args`, which replaced the master's tunables,
 //! becomes the master's whole `command`. Other backend keys ride on the engine mapping
 //! (`engine: {type: vllm, connector: nixl}`), `kv_events_config` moves to `roles.<role>.kv_events`. Every other key stays where it was, in order. Comments
-//! are not kept (serde_yaml drops them). Pure: text in, text out.
+//! are not kept (serde_yaml drops them). Values keep the meaning srtctl's YAML 1.1 loader gave
+//! them: the recipe is read as PyYAML reads it, and a string YAML 1.1 would retype (`"yes"`,
+//! `"12:00:00"`, `"1_000"`) is written quoted. Pure: text in, text out.
 
 use serde_yaml::{Mapping, Value};
 
@@ -55,7 +57,8 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
             return Err(MigrateError::AlreadyV2(format!("`{k}:`")));
         }
     }
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| MigrateError::Yaml(e.to_string()))?;
+    // As srtctl reads it: its output must mean to srtctl what the recipe meant.
+    let doc: Value = load_as_srtctl(text)?;
     let Value::Mapping(top) = doc else {
         return Err(MigrateError::Yaml("the top level is not a mapping".into()));
     };
@@ -126,9 +129,218 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
             }
         }
     }
-    let yaml = serde_yaml::to_string(&Value::Mapping(out))
-        .map_err(|e| MigrateError::Yaml(e.to_string()))?;
+    let yaml = to_yaml_for_srtctl(text, Value::Mapping(out))?;
     Ok(Migrated { yaml, notes })
+}
+
+/// PyYAML's implicit resolvers (YAML 1.1, `yaml/resolver.py`), which srtctl loads recipes
+/// with: what a plain scalar is besides a string.
+struct Yaml11 {
+    boolean: regex::Regex,
+    int: regex::Regex,
+    float: regex::Regex,
+    /// Null, dates, and the merge and value keys: not strings either.
+    other: regex::Regex,
+}
+
+fn yaml11() -> &'static Yaml11 {
+    static RESOLVERS: std::sync::OnceLock<Yaml11> = std::sync::OnceLock::new();
+    RESOLVERS.get_or_init(|| {
+        let re = |s: &str| regex::Regex::new(s).expect("PyYAML's resolvers");
+        Yaml11 {
+            boolean: re(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$"),
+            int: re(r"^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$"),
+            float: re(r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+            other: re(r"^(?:~|null|Null|NULL||<<|=|[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)$"),
+        }
+    })
+}
+
+/// Whether a YAML 1.1 loader would read this string, written plain, as something else: a
+/// boolean (`yes`, `On`), a number (`1_000`, `0x1f`, `017`, the base-60 `12:00:00`), a date
+/// (`2024-01-01`), null, or the merge and value keys.
+fn yaml11_retypes(s: &str) -> bool {
+    let r = yaml11();
+    r.boolean.is_match(s) || r.int.is_match(s) || r.float.is_match(s) || r.other.is_match(s)
+}
+
+/// A plain scalar as YAML 1.1 types it: booleans, integers (bases 2, 8, 10, 16 and 60, with
+/// `_`), floats and null. A date stays its text (srtctl would get a date; no recipe key wants
+/// one), as does a number too large for the value.
+fn yaml11_scalar(s: &str) -> Value {
+    let r = yaml11();
+    if matches!(s, "~" | "null" | "Null" | "NULL" | "") {
+        return Value::Null;
+    }
+    if r.boolean.is_match(s) {
+        return Value::Bool(matches!(
+            s,
+            "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON"
+        ));
+    }
+    let (negative, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let digits = digits.replace('_', "");
+    let sign = if negative { -1 } else { 1 };
+    if r.int.is_match(s) {
+        let parsed = if digits.contains(':') {
+            digits.split(':').try_fold(0i64, |acc, d| {
+                acc.checked_mul(60)?.checked_add(d.parse().ok()?)
+            })
+        } else if let Some(b) = digits.strip_prefix("0b") {
+            i64::from_str_radix(b, 2).ok()
+        } else if let Some(h) = digits.strip_prefix("0x") {
+            i64::from_str_radix(h, 16).ok()
+        } else if digits.len() > 1 && digits.starts_with('0') {
+            i64::from_str_radix(&digits[1..], 8).ok()
+        } else {
+            digits.parse().ok()
+        };
+        return parsed.map_or_else(
+            || Value::String(s.to_string()),
+            |n| Value::Number((sign * n).into()),
+        );
+    }
+    if r.float.is_match(s) {
+        let lower = digits.to_ascii_lowercase();
+        let parsed = match lower.as_str() {
+            ".inf" => Some(f64::INFINITY),
+            ".nan" => Some(f64::NAN),
+            _ if lower.contains(':') => lower
+                .split(':')
+                .try_fold(0f64, |acc, d| Some(acc * 60.0 + d.parse::<f64>().ok()?)),
+            _ => lower.parse().ok(),
+        };
+        return parsed.map_or_else(
+            || Value::String(s.to_string()),
+            |f| Value::Number((sign as f64 * f).into()),
+        );
+    }
+    Value::String(s.to_string())
+}
+
+/// The recipe as srtctl's loader types it (PyYAML's `safe_load`, YAML 1.1): a plain scalar is
+/// a boolean, number or null by YAML 1.1's rules (plain `yes` is true, plain `12:00:00` is
+/// 43200), a quoted one a string, whatever it looks like. Aliases are resolved; a merge key
+/// stays a key (as serde_yaml reads it). The first document only.
+fn load_as_srtctl(text: &str) -> Result<Value, MigrateError> {
+    use yaml_rust2::parser::{Event, Parser};
+    use yaml_rust2::scanner::TScalarStyle;
+    enum Open {
+        Seq(Vec<Value>, usize),
+        Map(Mapping, Option<Value>, usize),
+    }
+    let mut stack: Vec<Open> = Vec::new();
+    let mut anchors: std::collections::HashMap<usize, Value> = Default::default();
+    let mut root: Option<Value> = None;
+    let place = |v: Value, stack: &mut Vec<Open>, root: &mut Option<Value>| match stack.last_mut() {
+        Some(Open::Seq(items, _)) => items.push(v),
+        Some(Open::Map(m, key, _)) => match key.take() {
+            None => *key = Some(v),
+            Some(k) => {
+                m.insert(k, v);
+            }
+        },
+        None => *root = Some(v),
+    };
+    let mut parser = Parser::new_from_str(text);
+    loop {
+        let (event, _) = parser
+            .next_token()
+            .map_err(|e| MigrateError::Yaml(e.to_string()))?;
+        let (v, anchor) = match event {
+            Event::StreamEnd | Event::DocumentEnd => break,
+            Event::Scalar(s, style, anchor, tag) => {
+                let v = if style == TScalarStyle::Plain && tag.is_none() {
+                    yaml11_scalar(&s)
+                } else {
+                    Value::String(s)
+                };
+                (v, anchor)
+            }
+            Event::Alias(id) => (anchors.get(&id).cloned().unwrap_or(Value::Null), 0),
+            Event::SequenceStart(anchor, _) => {
+                stack.push(Open::Seq(Vec::new(), anchor));
+                continue;
+            }
+            Event::MappingStart(anchor, _) => {
+                stack.push(Open::Map(Mapping::new(), None, anchor));
+                continue;
+            }
+            Event::SequenceEnd | Event::MappingEnd => match stack.pop() {
+                Some(Open::Seq(items, anchor)) => (Value::Sequence(items), anchor),
+                Some(Open::Map(m, _, anchor)) => (Value::Mapping(m), anchor),
+                None => return Err(MigrateError::Yaml("unbalanced YAML events".into())),
+            },
+            _ => continue,
+        };
+        if anchor > 0 {
+            anchors.insert(anchor, v.clone());
+        }
+        place(v, &mut stack, &mut root);
+    }
+    Ok(root.unwrap_or(Value::Null))
+}
+
+/// `out` as YAML that srtctl reads as it read the recipe: serde_yaml quotes what YAML 1.2 would
+/// retype, not what YAML 1.1 would, so `time_limit: "12:00:00"` came out plain and PyYAML read
+/// 43200. The recipe was loaded as srtctl loads it ([`load_as_srtctl`]): what is still a string
+/// is one for srtctl, and every such string that YAML 1.1 would retype is written
+/// double-quoted.
+fn to_yaml_for_srtctl(text: &str, out: Value) -> Result<String, MigrateError> {
+    let mut n = 0u32;
+    let marker = loop {
+        let m = format!("mcsupquoted{n}x");
+        if !text.contains(&m) {
+            break m;
+        }
+        n += 1;
+    };
+    let mut held: Vec<String> = Vec::new();
+    let mut hold = |s: &str| -> Option<Value> {
+        if !yaml11_retypes(s) {
+            return None;
+        }
+        held.push(s.to_string());
+        Some(Value::String(format!("{marker}{}e", held.len() - 1)))
+    };
+    let out = quote_for_yaml11(out, &mut hold);
+    let mut yaml = serde_yaml::to_string(&out).map_err(|e| MigrateError::Yaml(e.to_string()))?;
+    // The index sits between `x` and `e`: no stand-in is part of another.
+    for (i, s) in held.iter().enumerate() {
+        let quoted = serde_json::to_string(s).map_err(|e| MigrateError::Yaml(e.to_string()))?;
+        yaml = yaml.replace(&format!("{marker}{i}e"), &quoted);
+    }
+    Ok(yaml)
+}
+
+/// `v` with each string (keys too) that `hold` takes replaced by its stand-in.
+fn quote_for_yaml11(v: Value, hold: &mut impl FnMut(&str) -> Option<Value>) -> Value {
+    match v {
+        Value::String(s) => hold(&s).unwrap_or(Value::String(s)),
+        Value::Sequence(items) => Value::Sequence(
+            items
+                .into_iter()
+                .map(|i| quote_for_yaml11(i, hold))
+                .collect(),
+        ),
+        Value::Mapping(m) => Value::Mapping(
+            m.into_iter()
+                .map(|(k, v)| (quote_for_yaml11(k, hold), quote_for_yaml11(v, hold)))
+                .collect(),
+        ),
+        Value::Tagged(t) => {
+            let t = *t;
+            Value::Tagged(Box::new(serde_yaml::value::TaggedValue {
+                tag: t.tag,
+                value: quote_for_yaml11(t.value, hold),
+            }))
+        }
+        other => other,
+    }
 }
 
 /// `roles:` from v1's per-role resources, `<mode>_environment` and `<engine>_config.<mode>`;
@@ -421,4 +633,56 @@ fn store_services(sa: &Mapping, roles: &Mapping, notes: &mut Vec<String>) -> Vec
             Value::Mapping(s)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PyYAML 6.0.3's answers (`yaml.safe_load("v: X")["v"]`) for each form, but the last:
+    /// PyYAML reads an integer beyond 64 bits, serde_yaml's value cannot hold one (it stays its
+    /// text, and is written quoted).
+    #[test]
+    fn plain_scalars_are_typed_as_yaml_1_1_types_them() {
+        let int = |n: i64| Value::Number(n.into());
+        for (text, want) in [
+            ("0b101", int(5)),
+            ("0x1f", int(31)),
+            ("017", int(15)),
+            ("-1_000", int(-1000)),
+            ("+12:00:00", int(43200)),
+            ("0", int(0)),
+            ("Off", Value::Bool(false)),
+            ("YES", Value::Bool(true)),
+            ("~", Value::Null),
+            ("1.5e+3", Value::Number(1500.0.into())),
+            ("0o17", Value::String("0o17".into())),
+            ("1e3", Value::String("1e3".into())),
+            ("2024-01-01", Value::String("2024-01-01".into())),
+            (
+                "99999999999999999999",
+                Value::String("99999999999999999999".into()),
+            ),
+        ] {
+            assert_eq!(yaml11_scalar(text), want, "{text}");
+        }
+        assert!(
+            matches!(yaml11_scalar(".inf"), Value::Number(n) if n.as_f64() == Some(f64::INFINITY))
+        );
+        for s in [
+            "yes",
+            "12:00:00",
+            "1_000",
+            "2024-01-01",
+            "<<",
+            "",
+            "0x10",
+            "1.5e+3",
+        ] {
+            assert!(yaml11_retypes(s), "{s}");
+        }
+        for s in ["100gb", "0o17", "1e3", "mlx5_0,mlx5_1", "04:00:00x"] {
+            assert!(!yaml11_retypes(s), "{s}");
+        }
+    }
 }

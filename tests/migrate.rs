@@ -9,6 +9,8 @@
 //! `mcsup migrate` states in a note; it is taken out before comparing, and checked to appear
 //! exactly when the note says so.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -231,4 +233,72 @@ fn migrate_cli_prints_yaml_and_refuses_a_2_0_recipe() {
     assert_eq!(again.status.code(), Some(2));
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(err.contains("already in the 2.0 layout"), "{err}");
+}
+
+/// Issue 29, class 7: srtctl loads recipes with PyYAML (YAML 1.1), where a plain `12:00:00` is
+/// 43200, `yes`/`on`/`Off` are booleans, `1_000` and `0x10` numbers and `2024-01-01` a date.
+/// `migrate` used to drop the quotes that kept such values strings. Read with PyYAML itself,
+/// every value the migration moved means what it meant in the recipe, a plain `yes` included
+/// (a boolean for srtctl before and after).
+#[test]
+fn migrated_values_mean_to_pyyaml_what_they_meant() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = std::fs::read_to_string(repo().join("recipes/sglang-disagg-mooncake.yaml"))
+        .unwrap()
+        .replace(r#"time_limit: "04:00:00""#, r#"time_limit: "12:00:00""#)
+        .replace(
+            "    SGLANG_HICACHE_MOONCAKE_REUSE_TE: \"1\"\n",
+            "    SGLANG_HICACHE_MOONCAKE_REUSE_TE: \"1\"\n    FLAG_A: \"yes\"\n    FLAG_B: 'on'\n    FLAG_C: \"Off\"\n    SIZE: \"1_000\"\n    DAY: \"2024-01-01\"\n    EMPTY: \"\"\n    TILDE: \"~\"\n    PLAIN_YES: yes\n    PLAIN_TIME: 1:30\n    \"no\": a quoted key\n",
+        )
+        .replace(
+            "      hicache-size: 60\n",
+            "      hicache-size: 60\n      some-flag: \"0x10\"\n      other-flag: \"017\"\n      ratio: \"1.5e+3\"\n",
+        );
+    assert!(original.contains("FLAG_A") && original.contains("some-flag"));
+    let input = dir.path().join("job.yaml");
+    std::fs::write(&input, &original).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .arg("migrate")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let migrated = dir.path().join("migrated.yaml");
+    std::fs::write(&migrated, &out.stdout).unwrap();
+    let python = common::recipe::venv_bin().join("python");
+    let check = r#"
+import sys, yaml
+a = yaml.safe_load(open(sys.argv[1]))
+b = yaml.safe_load(open(sys.argv[2]))
+bad = []
+def same(what, x, y):
+    if x != y or type(x) is not type(y):
+        bad.append(f"{what}: {x!r} became {y!r}")
+same("slurm", a["slurm"], b["slurm"])
+env = b["roles"]["prefill"]["env"]
+for k, v in a["backend"]["prefill_environment"].items():
+    same(f"env {k!r}", v, env.get(k, "<missing>"))
+same("args", a["backend"]["sglang_config"]["prefill"], b["roles"]["prefill"]["args"])
+assert a["slurm"]["time_limit"] == "12:00:00" and a["backend"]["prefill_environment"]["PLAIN_YES"] is True
+assert a["backend"]["prefill_environment"]["PLAIN_TIME"] == 90
+print("\n".join(bad) if bad else "same")
+"#;
+    let ran = Command::new(&python)
+        .args(["-c", check])
+        .arg(&input)
+        .arg(&migrated)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        ran.status.success() && said.trim() == "same",
+        "{said}{}\n{}",
+        String::from_utf8_lossy(&ran.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
