@@ -534,6 +534,7 @@ fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
         CliError::usage(format!("{at}: {key}: {message}\n  fix: {fix}"))
     };
     check_plan_processes(&plan, &refuse)?;
+    check_plan_durations(&plan, &refuse)?;
     check_plan_paths(&plan, &refuse)?;
     Ok(plan)
 }
@@ -661,6 +662,105 @@ fn check_plan_processes(
                     v.name, p.name
                 ),
                 "use letters, digits and underscores, not starting with a digit",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every duration of a hand-written plan within what the supervisor can keep: a probe interval
+/// of 0 would probe ~50,000 times a second, a liveness period of a nanosecond likewise, and a
+/// duration of years overflows the clock. A recipe's durations are bounded when it is read.
+fn check_plan_durations(
+    plan: &Plan,
+    refuse: &dyn Fn(&str, String, &str) -> CliError,
+) -> Result<(), CliError> {
+    use std::time::Duration;
+    const MS: Duration = Duration::from_millis(1);
+    const DAY: Duration = Duration::from_secs(86_400);
+    const YEAR: Duration = Duration::from_secs(31_536_000);
+    let within = |key: String, d: Duration, min: Duration, max: Duration| {
+        if d < min || d > max {
+            Err(refuse(
+                &key,
+                format!("{} ms is outside {}..={} ms", d.as_millis(), min.as_millis(), max.as_millis()),
+                "regenerate the plan with `mcsup plan --json --show-secrets` (or keep the value in that range)",
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    within(
+        "shutdown.deadline_ms".into(),
+        plan.shutdown.deadline,
+        Duration::ZERO,
+        DAY,
+    )?;
+    within(
+        "shutdown.drain_ms".into(),
+        plan.shutdown.drain,
+        Duration::ZERO,
+        DAY,
+    )?;
+    for (i, p) in plan.processes.iter().enumerate() {
+        let key = |k: &str| format!("processes[{i}].{k}");
+        if let Some(r) = &p.readiness {
+            within(key("readiness.interval_ms"), r.interval, MS, DAY)?;
+            within(
+                key("readiness.max_interval_ms"),
+                r.max_interval,
+                r.interval,
+                DAY,
+            )?;
+            within(
+                key("readiness.attempt_timeout_ms"),
+                r.attempt_timeout,
+                MS,
+                DAY,
+            )?;
+            within(key("readiness.timeout_ms"), r.timeout, Duration::ZERO, YEAR)?;
+            within(
+                key("readiness.initial_delay_ms"),
+                r.initial_delay,
+                Duration::ZERO,
+                YEAR,
+            )?;
+        }
+        if let Some(l) = &p.liveness {
+            within(key("liveness.period_ms"), l.period, 10 * MS, DAY)?;
+            within(
+                key("liveness.attempt_timeout_ms"),
+                l.attempt_timeout,
+                MS,
+                DAY,
+            )?;
+        }
+        let r = &p.restart;
+        within(
+            key("restart.backoff_initial_ms"),
+            r.backoff_initial,
+            Duration::ZERO,
+            DAY,
+        )?;
+        within(
+            key("restart.backoff_max_ms"),
+            r.backoff_max,
+            r.backoff_initial,
+            DAY,
+        )?;
+        within(
+            key("restart.reset_after_ms"),
+            r.reset_after,
+            Duration::ZERO,
+            YEAR,
+        )?;
+        within(key("restart.window_ms"), r.window, Duration::ZERO, YEAR)?;
+        within(key("stop.grace_ms"), p.stop.grace, Duration::ZERO, DAY)?;
+        if !(1.0..=100.0).contains(&r.backoff_factor) {
+            return Err(refuse(
+                &key("restart.backoff_factor"),
+                format!("{} is outside 1..=100", r.backoff_factor),
+                "use a factor from 1 (constant backoff) to 100",
             ));
         }
     }

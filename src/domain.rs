@@ -67,6 +67,20 @@ pub fn stop_pending() -> Option<nix::sys::signal::Signal> {
     }
 }
 
+/// Whether a process (worker, service) name is usable: letters, digits, `-` and `_`. It names
+/// the process's log, `<log_dir>/<node>.<process>.log`; a `.` would let two nodes' files be one
+/// (`n1` + `a.w` and `n1.a` + `w`).
+pub fn plain_process_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The fix for a name [`plain_process_name`] refuses.
+pub const PROCESS_NAME_FIX: &str =
+    "use letters, digits, '-' or '_' (it names log files <node>.<name>.log, where a '.' could make two nodes' files one)";
+
 /// Serde helper: a [`std::time::Duration`] as integer milliseconds.
 pub mod duration_ms {
     use serde::{Deserialize, Deserializer, Serializer};

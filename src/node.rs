@@ -194,6 +194,11 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     if let Some(n) = nodelist_size(list.trim()).filter(|n| *n > MAX_NODES as u128) {
         return Err(too_many(n));
     }
+    if let Some(blank) = list.trim().chars().find(|c| c.is_whitespace()) {
+        return Err(bad(format!(
+            "it holds a blank ({blank:?}): Slurm's node names have none, and dropping it would name another node (fix: remove it, or separate nodes with `,`)"
+        )));
+    }
     if let Some(range) = reversed_range(list) {
         return Err(bad(format!(
             "the range `{range}` counts down: Slurm refuses it (write it low-high)"
@@ -210,6 +215,12 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, NodeError> {
     let mut seen = std::collections::HashSet::new();
     for part in top_level_parts(list.trim()) {
         let names = hostlist_parser::parse(part).map_err(|e| bad(e.to_string()))?;
+        // `n[1,1]`: the parser keeps one; the bracket counted two.
+        if nodelist_size(part).is_some_and(|n| n != names.len() as u128) {
+            return Err(bad(format!(
+                "`{part}` names a node more than once: a job's node list names each node once (which of its places would be the node's rank?)"
+            )));
+        }
         if let Some(twice) = names.into_iter().find(|n| !seen.insert(n.clone())) {
             return Err(bad(format!(
                 "`{twice}` is in it more than once: a job's node list names each node once (which of its places would be the node's rank?)"
@@ -622,6 +633,10 @@ mod tests {
             ("gpu-[01-04,9-7]", "the range `9-7` counts down"),
             ("n1,n1", "`n1` is in it more than once"),
             ("n[1-3],n2", "`n2` is in it more than once"),
+            ("n[1,1]", "`n[1,1]` names a node more than once"),
+            ("n[1-3,2]", "`n[1-3,2]` names a node more than once"),
+            ("n[1, 2]", "it holds a blank"),
+            ("n 1,n2", "it holds a blank"),
         ] {
             let e = expand_nodelist(list).unwrap_err().to_string();
             assert!(e.contains(says), "{list}: {e}");

@@ -1033,3 +1033,93 @@ fn a_process_named_mcsup_is_refused() {
     let ran = plan_within(&env, &r, ms(10_000));
     assert_refused(&ran, &["a worker or service is named `mcsup`"]);
 }
+
+/// Issue 29, class 8: a hand-written plan's durations are bounded (an `interval_ms` of 0 probed
+/// ~50,000 times a second; years overflow the clock), and so are a recipe's (a liveness period
+/// of a nanosecond was accepted).
+#[test]
+fn durations_that_would_spin_or_overflow_are_refused() {
+    let env = TestEnv::new();
+    let probe = serde_json::json!({"type": "file", "path": env.path("never").to_str().unwrap()});
+    let readiness = serde_json::json!({
+        "probes": [probe.clone()], "initial_delay_ms": 0, "interval_ms": 0,
+        "max_interval_ms": 1000, "attempt_timeout_ms": 1000, "timeout_ms": 5000
+    });
+    let liveness = serde_json::json!({
+        "probe": probe, "period_ms": 1, "attempt_timeout_ms": 1000, "failure_threshold": 3
+    });
+    for (set, key) in [
+        (
+            ("readiness", readiness),
+            "processes[0].readiness.interval_ms",
+        ),
+        (("liveness", liveness), "processes[0].liveness.period_ms"),
+        (
+            ("stop_grace", serde_json::json!(u64::MAX / 2)),
+            "processes[0].stop.grace_ms",
+        ),
+    ] {
+        let mut plan = plan_json(&env);
+        match set.0 {
+            "stop_grace" => plan["processes"][0]["stop"]["grace_ms"] = set.1,
+            field => plan["processes"][0][field] = set.1,
+        }
+        let ran = run_plan(&env, &write_plan(&env, &plan, 0o600));
+        assert_refused(&ran, &["plan.json", key, "outside"]);
+    }
+    let r = write(
+        &env,
+        "job.yaml",
+        &worker_recipe(
+            &env,
+            "        liveness: {tcp: {port: 9}, period_seconds: 1.0e-9}\n",
+            "",
+        ),
+    );
+    let ran = plan_within(&env, &r, ms(10_000));
+    assert_refused(&ran, &["job.yaml", "period_seconds", "too short"]);
+    let r = write(
+        &env,
+        "job.yaml",
+        &worker_recipe(
+            &env,
+            "        liveness: {tcp: {port: 9}, period_seconds: 0.005}\n",
+            "",
+        ),
+    );
+    let ran = plan_within(&env, &r, ms(10_000));
+    assert_refused(&ran, &["job.yaml", "period_seconds is under 0.01 s"]);
+    env.assert_no_leftovers();
+}
+
+/// Issue 29, class 8: a spawn that fails on mcsup's own limit (here `ulimit -n 24` and twelve
+/// workers, each needing a pipe) is said to be mcsup's limit, with the fix, not the program's
+/// failure ("sleep: Too many open files" read as if the program had failed).
+#[test]
+fn a_spawn_that_hits_mcsups_file_limit_says_so() {
+    let env = TestEnv::new();
+    let r = write(
+        &env,
+        "job.yaml",
+        &worker_recipe(&env, "        count: 12\n", "")
+            .replace("--exit-after, \"0\"]", "--exit-after, \"2000\"]"),
+    );
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ulimit -n 24; exec \"$@\"", "sh", MCSUP])
+        .args(["run", "--skip-preflight", "--no-console"])
+        .args(&plan_args(r.to_str().unwrap())[1..]);
+    cmd.env("MCSUP_TEST_TAG", &env.tag)
+        .current_dir(env.dir.path())
+        .stdin(Stdio::null());
+    let ran = run_within(&env, ms(20_000), cmd);
+    assert!(
+        ran.stderr.contains("Too many open files")
+            && ran
+                .stderr
+                .contains("a limit of mcsup's, not the program's failure")
+            && ran.stderr.contains("ulimit -n"),
+        "{}",
+        ran.describe()
+    );
+    env.assert_no_leftovers();
+}

@@ -708,15 +708,11 @@ fn add_declared(
                 "give the service a name (it names its log file)",
             ));
         }
-        if !s
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+        if !crate::domain::plain_process_name(&s.name) {
             return Err(err(
                 format!("{key}.name"),
                 format!("`{}` is not a usable service name", s.name),
-                "use letters, digits, '-', '_' or '.' (it names log files)",
+                crate::domain::PROCESS_NAME_FIX,
             ));
         }
         if let Some(first) = names.insert(s.name.clone(), i) {

@@ -237,6 +237,13 @@ pub fn liveness_spec(
             "keep one of tcp, http, exec, file",
         ));
     }
+    if l.period_seconds.is_some_and(|s| s.0 < 0.01) {
+        return Err(err(
+            key,
+            "liveness.period_seconds is under 0.01 s: the probe would run in a loop",
+            "probe every 0.01 s or less often (the default is 10 s)",
+        ));
+    }
     Ok(LivenessSpec {
         probe: probes.remove(0),
         period: l

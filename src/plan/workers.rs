@@ -338,16 +338,11 @@ fn check_entry(e: &Entry, planned: usize) -> Result<(), PlanError> {
                     format!("use a count of at most {MAX_WORKERS_PER_NODE} across this node's workers (one per GPU or GPU group is usual)"),
                 ));
     }
-    if w.name.trim().is_empty()
-        || !w
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
+    if !crate::domain::plain_process_name(&w.name) {
         return Err(err(
             format!("{key}.name"),
             format!("`{}` is not a usable process name", w.name),
-            "use letters, digits, '-', '_' or '.' (it names log files)",
+            crate::domain::PROCESS_NAME_FIX,
         ));
     }
     Ok(())

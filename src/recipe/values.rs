@@ -325,7 +325,8 @@ impl<'de> Deserialize<'de> for Seconds {
     }
 }
 
-/// Like [`Seconds`] but strictly greater than zero.
+/// Like [`Seconds`] but at least a millisecond (a probe interval or liveness period of a
+/// nanosecond would be a busy loop).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PositiveSeconds(pub f64);
 
@@ -341,7 +342,13 @@ impl<'de> Deserialize<'de> for PositiveSeconds {
         if s.0 <= 0.0 {
             return Err(de::Error::custom(with_fix(
                 "a duration of 0 seconds is not allowed here",
-                "use a number greater than 0",
+                "use a number greater than 0 (0.001, a millisecond, at least)",
+            )));
+        }
+        if s.0 < 0.001 {
+            return Err(de::Error::custom(with_fix(
+                format!("a duration of {} seconds is too short here", s.0),
+                "use 0.001 (a millisecond) or more",
             )));
         }
         Ok(PositiveSeconds(s.0))

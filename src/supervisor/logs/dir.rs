@@ -41,6 +41,8 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
         Some("it is empty")
     } else if what == "process" && name == "mcsup" {
         Some("it is mcsup's own: its events and its log lines name mcsup itself so")
+    } else if what == "process" && name.contains('.') {
+        Some("it contains `.`: `n1` + `a.w` and `n1.a` + `w` would share one log file")
     } else if name == "." || name == ".." {
         Some("it is `.` or `..`")
     } else if name.len() > MAX_NAME {
@@ -563,6 +565,11 @@ mod tests {
         let e = check_name("process", "mcsup").unwrap_err();
         assert!(e.contains("it is mcsup's own"), "{e}");
         assert_eq!(check_name("node", "mcsup"), Ok(()));
+        // A dot: fine in a node's name (a host name), not in a process's.
+        let e = check_name("process", "a.w").unwrap_err();
+        assert!(e.contains("share one log file"), "{e}");
+        assert!(crate::domain::plain_process_name("decode_0-a"));
+        assert!(!crate::domain::plain_process_name("a.w"));
     }
 
     #[test]

@@ -539,7 +539,7 @@ impl Runtime {
                     .unwrap_or_default();
                 return Event::SpawnFailed {
                     proc,
-                    error: format!("{argv0}: {e}"),
+                    error: spawn::failure_text(&argv0, &e),
                 };
             }
         };

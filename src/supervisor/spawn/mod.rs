@@ -730,6 +730,25 @@ pub fn kill_child(pid: Pid) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
 }
 
+/// Why `argv0` could not be started, for the failure record: a limit of mcsup's own (open
+/// files, processes, memory: the fork or the pipes failed before the program ran) is said to be
+/// mcsup's, with its fix, rather than blamed on the program.
+pub fn failure_text(argv0: &str, e: &std::io::Error) -> String {
+    let limit = match e.raw_os_error() {
+        Some(libc::EMFILE) => Some("mcsup has as many files open as `ulimit -n` allows; fix: raise it (`ulimit -n`, or Slurm's --propagate=NOFILE)"),
+        Some(libc::ENFILE) => Some("the node's open-file table is full (fs.file-max); fix: raise it or end what holds the files"),
+        Some(libc::EAGAIN) => Some("mcsup's user may run no more processes (`ulimit -u`, RLIMIT_NPROC) or the node's pid space is exhausted; fix: raise the limit"),
+        Some(libc::ENOMEM) => Some("the node had no memory for another process; fix: free memory or lower what mcsup starts"),
+        _ => None,
+    };
+    match limit {
+        Some(why) => format!(
+            "{argv0} was not started: {e}: {why} (a limit of mcsup's, not the program's failure)"
+        ),
+        None => format!("{argv0}: {e}"),
+    }
+}
+
 /// Our direct children (including reparented orphans), from /proc; why not when /proc cannot
 /// tell (not mounted, or hidden from this user): a sweep that cannot look must say so, not
 /// report that nothing was left.
@@ -772,6 +791,21 @@ mod vs_command;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_limit_of_mcsups_own_is_not_blamed_on_the_program() {
+        for (errno, says) in [
+            (libc::EMFILE, "ulimit -n"),
+            (libc::EAGAIN, "ulimit -u"),
+            (libc::ENFILE, "file-max"),
+            (libc::ENOMEM, "no memory"),
+        ] {
+            let t = failure_text("python3", &std::io::Error::from_raw_os_error(errno));
+            assert!(t.contains(says) && t.contains("not the program's"), "{t}");
+        }
+        let t = failure_text("nope", &std::io::Error::from_raw_os_error(libc::ENOENT));
+        assert_eq!(t, "nope: No such file or directory (os error 2)");
+    }
 
     #[test]
     fn a_childs_environment_is_mcsups_with_the_plans_set_over_it() {
