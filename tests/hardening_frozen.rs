@@ -130,15 +130,8 @@ fn first_line_with(stderr: &str, needles: &[&str]) -> Option<usize> {
 fn a_frozen_log_directory_stalls_no_probe_restart_or_teardown() {
     let env = TestEnv::new();
     let fs = Frozen::mount(&env);
-    let up = |name: &str, kind, extra: &[&str]| {
-        let mut args = vec!["--ready-line", "up"];
-        args.extend_from_slice(extra);
-        let mut p = env.proc(name, kind, &args);
-        p.readiness = ready_on_line("^up$", 10_000);
-        p
-    };
-    let master = up("master", ProcessKind::Master, &[]);
-    let mut worker = up("worker", ProcessKind::Worker, &[]);
+    let master = env.up("master", ProcessKind::Master, &[]);
+    let mut worker = env.up("worker", ProcessKind::Worker, &[]);
     dep(&mut worker, "master");
     // Fails every 300 ms and is restarted each time.
     let mut flaky = env.proc(

@@ -20,15 +20,8 @@ const T: Duration = Duration::from_secs(15);
 /// worker also starts a setsid grandchild, which only an orderly teardown (the subreaper's
 /// sweep) takes down: if mcsup dies of the signal, PDEATHSIG kills its children but not that one.
 fn pair(env: &TestEnv) -> Plan {
-    let up = |name: &str, kind, extra: &[&str]| {
-        let mut args = vec!["--ready-line", "up"];
-        args.extend_from_slice(extra);
-        let mut p = env.proc(name, kind, &args);
-        p.readiness = ready_on_line("^up$", 10_000);
-        p
-    };
-    let master = up("master", ProcessKind::Master, &[]);
-    let mut worker = up(
+    let master = env.up("master", ProcessKind::Master, &[]);
+    let mut worker = env.up(
         "worker",
         ProcessKind::Worker,
         &["--grandchild", "setsid", "--grandchild-quiet"],
@@ -222,16 +215,9 @@ fn a_fault_signal_kills_every_group_before_mcsup_dies_of_it() {
         Signal::SIGFPE,
     ] {
         let env = TestEnv::new();
-        let up = |name: &str, kind, extra: &[&str]| {
-            let mut args = vec!["--ready-line", "up"];
-            args.extend_from_slice(extra);
-            let mut p = env.proc(name, kind, &args);
-            p.readiness = ready_on_line("^up$", 10_000);
-            p
-        };
-        let master = up("master", ProcessKind::Master, &[]);
+        let master = env.up("master", ProcessKind::Master, &[]);
         let pids = env.path("grandchildren");
-        let mut worker = up(
+        let mut worker = env.up(
             "worker",
             ProcessKind::Worker,
             &[

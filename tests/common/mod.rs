@@ -233,6 +233,15 @@ impl TestEnv {
         }
     }
 
+    /// The test child with `extra` flags, ready once it prints `up`.
+    pub fn up(&self, name: &str, kind: ProcessKind, extra: &[&str]) -> ProcessSpec {
+        let mut args = vec!["--ready-line", "up"];
+        args.extend_from_slice(extra);
+        let mut p = self.proc(name, kind, &args);
+        p.readiness = ready_on_line("^up$", 10_000);
+        p
+    }
+
     pub fn plan(&self, processes: Vec<ProcessSpec>) -> Plan {
         Plan {
             node: NodeSummary {
