@@ -1123,3 +1123,73 @@ fn a_spawn_that_hits_mcsups_file_limit_says_so() {
     );
     env.assert_no_leftovers();
 }
+
+/// Issue 30, item 4: a planned port somebody already listens on fails the preflight naming the
+/// port, the listener's pid, command and user (here another user's Python, as a leftover of an
+/// earlier job would be), not only "in use".
+#[test]
+fn a_squatter_on_a_planned_port_is_named() {
+    let env = TestEnv::new();
+    let port = common::free_port();
+    let r = write(
+        &env,
+        "job.yaml",
+        &worker_recipe(
+            &env,
+            &format!("        readiness: {{tcp: {{port: {port}}}}}\n"),
+            "",
+        ),
+    );
+    let root = nix::unistd::geteuid().is_root();
+    let mut squatter = Command::new(if root { "setpriv" } else { "python3" });
+    if root {
+        squatter.args([
+            "--reuid=60001",
+            "--regid=60001",
+            "--clear-groups",
+            "/usr/bin/python3",
+        ]);
+    }
+    let mut squatter = squatter
+        .args([
+            "-c",
+            "import socket,sys,time\ns=socket.socket()\ns.bind(('127.0.0.1',int(sys.argv[1])))\ns.listen()\nprint('up',flush=True)\ntime.sleep(60)",
+        ])
+        .arg(port.to_string())
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(squatter.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "up");
+    let mut args = plan_args(r.to_str().unwrap());
+    args[0] = "preflight";
+    args.push("--json");
+    let ran = run_within(&env, ms(20_000), mcsup(&env, &args));
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    let report: serde_json::Value = serde_json::from_str(&ran.stdout)
+        .unwrap_or_else(|e| panic!("not a JSON report: {e}\n{}", ran.describe()));
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == format!("w port {port}"))
+        .unwrap_or_else(|| panic!("no check of port {port}: {report:#}"))
+        .clone();
+    let message = check["message"].as_str().unwrap_or_default();
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(
+        message.contains(&format!("port {port} is already in use"))
+            && message.contains(&format!("pid {}", squatter.id()))
+            && message.contains("python3")
+            && message.contains(if root { "uid 60001" } else { "user " }),
+        "{message}"
+    );
+    env.assert_no_leftovers();
+}

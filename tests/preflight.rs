@@ -931,8 +931,8 @@ fn listening_ports_in_the_ephemeral_range_are_warned_unless_reserved() {
     let n = node("two-nics", &Proc::default());
     let sys = n.path().join("proc/sys/net/ipv4");
     std::fs::create_dir_all(&sys).unwrap();
-    // The default range: the seed's ports (8700-8702, 8800, the store's /health on 9300) are
-    // below it.
+    // The default range: the seed's ports (etcd, NATS, 8700-8702, 8800, the store's /health on
+    // 9300, the worker's) are below it.
     std::fs::write(sys.join("ip_local_port_range"), "32768\t60999\n").unwrap();
     let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
     let ranged = |o: &Outcome| -> Vec<String> {
@@ -948,7 +948,12 @@ fn listening_ports_in_the_ephemeral_range_are_warned_unless_reserved() {
     // A node whose ephemeral range starts at 1024: every listening port can be taken.
     std::fs::write(sys.join("ip_local_port_range"), "1024\t65000\n").unwrap();
     let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
-    assert_eq!(ranged(&o).len(), 5, "{:?}", ranged(&o));
+    // Every planned listening port: etcd's, NATS's, the master's, the store's and the
+    // worker's (its server, bootstrap and other planned ports).
+    assert_eq!(ranged(&o).len(), 12, "{:?}", ranged(&o));
+    for name in ["etcd port 2379", "nats port 4222", "sglang-prefill-0 port 7500"] {
+        assert_eq!(o.status(&format!("{name} range")), "warn", "{name}");
+    }
     assert_eq!(o.status("store port 8800 range"), "warn");
     assert_eq!(o.status("store port 9300 range"), "warn");
     let text = o.text("master port 8700 range");
@@ -959,7 +964,11 @@ fn listening_ports_in_the_ephemeral_range_are_warned_unless_reserved() {
     );
     assert_eq!(o.json["passed"], true, "a warning, not a failure");
     // Reserved ports are never handed out as source ports.
-    std::fs::write(sys.join("ip_local_reserved_ports"), "8700-8702,8800,9300\n").unwrap();
+    std::fs::write(
+        sys.join("ip_local_reserved_ports"),
+        "2379,4222,5200,6100,7200,7500,8700-8702,8800,9300,17500\n",
+    )
+    .unwrap();
     let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
     assert!(ranged(&o).is_empty(), "{:?}", ranged(&o));
 }

@@ -19,20 +19,35 @@ use super::report::{Check, Report};
 use crate::domain::STOP_SIGNALS;
 use crate::plan::{Plan, ProbeSpec, ProcessKind, ProcessSpec};
 
-/// Ports this node's processes will listen on.
+/// Ports this node's processes will listen on, each once with the first process that names it:
+/// the workers' planned ports, and every port a process's readiness or liveness probe checks on
+/// this node (nothing of the job runs yet, so each must be free). Probes of other nodes (gates,
+/// a remote master) are not this node's.
 pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
-    let mut out = Vec::new();
+    let here = |host: &str| {
+        matches!(host, "127.0.0.1" | "localhost" | "::1" | "0.0.0.0")
+            || host == plan.node.ip
+            || host == plan.node.name
+    };
+    let mut out: Vec<(String, u16)> = Vec::new();
+    let mut add = |name: &str, port: u16| {
+        if port != 0 && !out.iter().any(|(_, p)| *p == port) {
+            out.push((name.to_string(), port));
+        }
+    };
     for p in &plan.processes {
-        if !matches!(p.kind, ProcessKind::Master | ProcessKind::Store) {
-            continue;
+        for (_, port) in p.placement.iter().flat_map(|w| &w.ports) {
+            add(&p.name, *port);
         }
         let liveness = p.liveness.iter().map(|l| &l.probe);
         for probe in p.readiness.iter().flat_map(|r| &r.probes).chain(liveness) {
             match probe {
-                ProbeSpec::Tcp { host, port } | ProbeSpec::MooncakeHealth { host, port }
-                    if host == "127.0.0.1" || host == "localhost" =>
+                ProbeSpec::Tcp { host, port }
+                | ProbeSpec::MooncakeHealth { host, port }
+                | ProbeSpec::Http { host, port, .. }
+                    if here(host) =>
                 {
-                    out.push((p.name.clone(), *port))
+                    add(&p.name, *port)
                 }
                 _ => {}
             }
@@ -41,21 +56,77 @@ pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
     out
 }
 
-/// Bind test on each port (the master binds 0.0.0.0).
+/// Bind test on each port (the master binds 0.0.0.0); a port in use names who holds it.
 pub fn check_ports(plan: &Plan, report: &mut Report) {
     for (name, port) in listening_ports(plan) {
         let label = format!("{name} port {port}");
         match std::net::TcpListener::bind(("0.0.0.0", port)) {
             Ok(_) => report.push(Check::ok("ports", &label, "free")),
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => report.push(Check::fail(
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                let holder = port_holder(port)
+                    .map(|h| format!(" by {h}"))
+                    .unwrap_or_else(|| " (its holder is not visible to this user)".into());
+                report.push(Check::fail(
+                    "ports",
+                    &label,
+                    format!("port {port} is already in use on this node{holder}"),
+                    format!("stop it (a leftover of an earlier job, or another job on this node), or move {name} to another port; `ss -ltnp 'sport = :{port}'` shows the listener"),
+                ))
+            }
+            Err(e) => report.push(Check::warn(
                 "ports",
                 &label,
-                format!("port {port} is already in use on this node"),
-                format!("find the owner with `ss -ltnp 'sport = :{port}'`; stop it, or move {name} to another port (mcsup.master.*_port / standalone.health_check.port and its --port arg)"),
+                format!("cannot bind port {port}: {e}"),
+                "check for a firewall or a privileged port",
             )),
-            Err(e) => report.push(Check::warn("ports", &label, format!("cannot bind port {port}: {e}"), "check for a firewall or a privileged port")),
         }
     }
+}
+
+/// Who listens on TCP `port` here: `pid 123 (python3 -m http.server), user alice, Slurm job 42`.
+/// From /proc/net/tcp{,6} (the socket's inode and owner) and the process whose descriptors hold
+/// that socket; `None` when no listener is found. Another user's process may be hidden
+/// (`hidepid`): then only the socket's owner is named.
+pub fn port_holder(port: u16) -> Option<String> {
+    let mut sockets = procfs::net::tcp().unwrap_or_default();
+    sockets.extend(procfs::net::tcp6().unwrap_or_default());
+    let socket = sockets
+        .into_iter()
+        .find(|s| s.state == procfs::net::TcpState::Listen && s.local_address.port() == port)?;
+    let user = |uid: u32| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map_or(format!("uid {uid}"), |u| format!("user {}", u.name))
+    };
+    let owner = user(socket.uid);
+    let needle = procfs::process::FDTarget::Socket(socket.inode);
+    let process = procfs::process::all_processes().ok()?.flatten().find(|p| {
+        p.fd()
+            .map(|fds| fds.flatten().any(|fd| fd.target == needle))
+            .unwrap_or(false)
+    });
+    let Some(p) = process else {
+        return Some(format!("a socket of {owner} (inode {})", socket.inode));
+    };
+    let command = p
+        .cmdline()
+        .ok()
+        .filter(|c| !c.is_empty())
+        .map(|c| c.join(" "))
+        .or_else(|| p.stat().ok().map(|s| s.comm))
+        .unwrap_or_default();
+    let command = crate::domain::signature::for_terminal(&command);
+    let command: String = command.chars().take(120).collect();
+    let job = std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid))
+        .ok()
+        .and_then(|c| {
+            let at = c.find("/job_")? + 5;
+            let digits: String = c[at..].chars().take_while(char::is_ascii_digit).collect();
+            (!digits.is_empty()).then(|| format!(", Slurm job {digits}"))
+        })
+        .unwrap_or_default();
+    Some(format!("pid {} ({command}), {owner}{job}", p.pid))
 }
 
 /// A listening port inside the kernel's ephemeral range (`net.ipv4.ip_local_port_range`, minus
