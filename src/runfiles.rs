@@ -157,6 +157,8 @@ wire_names! {
         OrphanKilled => "orphan-killed",
         /// The final sweep for reparented descendants could not read /proc: some may be left.
         SweepBlind => "sweep-blind",
+        /// A port the plan listened on is still listened on after the teardown (by whom).
+        PortHeld => "port-held",
         /// A restarted master lists this node's stores again (written by the runtime, not the
         /// machine: see `supervisor::remount`).
         Remounted => "remounted",

@@ -524,3 +524,64 @@ fn a_sweep_that_cannot_see_says_so() {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(grandchild), Signal::SIGKILL);
     env.assert_no_leftovers();
 }
+
+/// Issue 30, item 3: after the teardown every port the plan listened on must be free. One that
+/// is still listened on (here by a listener outside mcsup's tree, as an escaped process or
+/// another job would be) is named in a `port-held` event; the released one is not.
+#[test]
+fn a_port_still_held_after_the_teardown_is_named() {
+    let env = TestEnv::new();
+    let (mine, held) = (free_port(), free_port());
+    let mut w = env.proc("w", ProcessKind::Worker, &["--listen", &mine.to_string()]);
+    w.readiness = readiness(
+        vec![ProbeSpec::Tcp {
+            host: "127.0.0.1".into(),
+            port: mine,
+        }],
+        10_000,
+    );
+    // Ready once the outside listener answers (it is there before mcsup starts).
+    let mut other = env.proc("other", ProcessKind::Worker, &[]);
+    other.readiness = readiness(
+        vec![ProbeSpec::Tcp {
+            host: "127.0.0.1".into(),
+            port: held,
+        }],
+        10_000,
+    );
+    let mut listener = Command::new("python3")
+        .args([
+            "-c",
+            "import socket,sys,time\ns=socket.socket()\ns.bind(('127.0.0.1',int(sys.argv[1])))\ns.listen()\nprint('up',flush=True)\ntime.sleep(60)",
+        ])
+        .arg(held.to_string())
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(listener.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let mut m = env.start_with(&env.plan(vec![w, other]), &["--skip-preflight"]);
+    m.wait_event("other", "ready", T);
+    m.wait_event("w", "ready", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let evs = m.events();
+    let held_events: Vec<&Ev> = evs.iter().filter(|e| e.event == "port-held").collect();
+    let _ = listener.kill();
+    let _ = listener.wait();
+    assert_eq!(held_events.len(), 1, "{:#?}", names(&evs));
+    let detail = held_events[0].raw["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains(&format!("port {held}"))
+            && detail.contains(&format!("pid {}", listener.id()))
+            && detail.contains("python3"),
+        "{detail}"
+    );
+    assert_eq!(held_events[0].process, "other");
+    env.assert_no_leftovers();
+}

@@ -951,7 +951,11 @@ fn listening_ports_in_the_ephemeral_range_are_warned_unless_reserved() {
     // Every planned listening port: etcd's, NATS's, the master's, the store's and the
     // worker's (its server, bootstrap and other planned ports).
     assert_eq!(ranged(&o).len(), 12, "{:?}", ranged(&o));
-    for name in ["etcd port 2379", "nats port 4222", "sglang-prefill-0 port 7500"] {
+    for name in [
+        "etcd port 2379",
+        "nats port 4222",
+        "sglang-prefill-0 port 7500",
+    ] {
         assert_eq!(o.status(&format!("{name} range")), "warn", "{name}");
     }
     assert_eq!(o.status("store port 8800 range"), "warn");

@@ -70,6 +70,7 @@ impl Runtime {
             let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
         }
         self.sweep_orphans(sigchld).await;
+        self.check_ports_released();
         let end = tokio::time::Instant::now() + READER_DRAIN;
         for h in std::mem::take(&mut self.readers) {
             let abort = h.abort_handle();
@@ -194,6 +195,30 @@ impl Runtime {
             let _ = tokio::time::timeout(Duration::from_millis(50), sigchld.recv()).await;
         }
     }
+    /// Every port the plan listened on must be free once everything is gone: a listener left is
+    /// a process that escaped the teardown (a worker's child that left its group and the job's
+    /// cgroup, as SGLang's DP schedulers did: sgl-project/sglang #23627), or another job's.
+    /// Named in a `port-held` event, once per port.
+    fn check_ports_released(&mut self) {
+        for (name, port) in crate::preflight::tools::listening_ports(&self.plan) {
+            let Some(holder) = crate::preflight::tools::port_holder(port) else {
+                continue;
+            };
+            let detail = format!(
+                "port {port} ({name}'s) is still listened on after the teardown, by {holder}: a process that escaped the teardown holds it, or another job does; the next job on this node cannot bind it"
+            );
+            tracing::warn!("{detail}");
+            let r = Record {
+                unit: name,
+                kind: RecordKind::PortHeld,
+                pid: None,
+                status: None,
+                detail: Some(detail),
+            };
+            self.events.write(&r, Instant::now(), &self.clock);
+        }
+    }
+
     /// The final record's detail plus the processes mcsup had to SIGKILL, and a warning for those
     /// that had RDMA memory registered: repeated SIGKILLs of RDMA clients leak the NIC's memory
     /// keys until the node reboots (Mooncake's troubleshooting guide, MKEY exhaustion).
