@@ -409,6 +409,7 @@ fn preflight_options(
                     || k == "NCCL_IB_GID_INDEX"
                     || k == "MOONCAKE_DEVICE"
                     || k == "MOONCAKE_PROTOCOL"
+                    || crate::preflight::FABRIC_VARIABLES.contains(&k.as_str())
             })
             .collect(),
         scope,

@@ -477,8 +477,9 @@ fn a_sweep_that_cannot_see_says_so() {
         .map(String::from)
         .into_iter()
         .chain([format!(
-            "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > {}; echo up; exec sleep 300",
-            pids.display()
+            // The sleeper writes its own pid: `$!` would be setsid's if setsid forked.
+            "setsid sh -c 'echo $$ > {}.tmp && mv {}.tmp {} && exec sleep 300' </dev/null >/dev/null 2>&1 & while [ ! -s {} ]; do sleep 0.01; done; echo up; exec sleep 300",
+            pids.display(), pids.display(), pids.display(), pids.display()
         )])
         .collect();
     worker.readiness = ready_on_line("^up$", 10_000);

@@ -1182,3 +1182,214 @@ fn a_python_module_is_looked_up_with_the_processs_pythonpath() {
         without.text("w program")
     );
 }
+
+/// A node's `/sys/class/net` beside its RDMA tree: loopback, a management NIC, the fabric
+/// NICs, and a bridge that is down.
+fn node_with_nics(rdma_tree: &str) -> tempfile::TempDir {
+    let n = node(rdma_tree, &Proc::default());
+    for (iface, state) in [
+        ("lo", "unknown"),
+        ("eno1", "up"),
+        ("ens1f0np0", "up"),
+        ("ens1f1np1", "up"),
+        ("docker0", "down"),
+    ] {
+        let d = n.path().join("sys/class/net").join(iface);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("operstate"), format!("{state}\n")).unwrap();
+    }
+    n
+}
+
+/// Issue 30, item 5: the fabric variables the transports read, against the devices the node
+/// has. Each broken variant fails (or warns) naming what is wrong; good values pass.
+#[test]
+fn fabric_variables_are_checked_against_the_nodes_devices() {
+    // The prefill worker transfers over NIXL (the decode keeps Mooncake: the master needs one).
+    let nixl = seed_recipe().replacen(
+        "disaggregation-transfer-backend: mooncake",
+        "disaggregation-transfer-backend: nixl",
+        1,
+    );
+    assert_ne!(nixl, seed_recipe());
+    let cases: [(&str, &str, &str, bool, &str, &str); 19] = [
+        // (variable, value, sysroot, NIXL recipe, status, words)
+        (
+            "NCCL_IB_HCA",
+            "mlx5_9",
+            "two-nics",
+            false,
+            "fail",
+            "`mlx5_9` is a prefix of no RDMA device here; did you mean `mlx5_0`?",
+        ),
+        (
+            "NCCL_IB_HCA",
+            "mlx5_0",
+            "port-down",
+            false,
+            "fail",
+            "mlx5_0 is not active (port 1 DOWN)",
+        ),
+        (
+            "NCCL_IB_HCA",
+            "=mlx5",
+            "two-nics",
+            false,
+            "fail",
+            "`mlx5` names no RDMA device",
+        ),
+        (
+            "NCCL_IB_HCA",
+            "^mlx5",
+            "two-nics",
+            false,
+            "fail",
+            "selects no RDMA device here",
+        ),
+        (
+            "NCCL_IB_HCA",
+            "mlx5_0:2",
+            "two-nics",
+            false,
+            "fail",
+            "mlx5_0 has no port 2 (it has 1)",
+        ),
+        (
+            "NCCL_IB_HCA",
+            "mlx5_0:x",
+            "two-nics",
+            false,
+            "fail",
+            "the port after `:` is not a number",
+        ),
+        (
+            "UCX_NET_DEVICES",
+            "mlx5_7:1",
+            "two-nics",
+            false,
+            "fail",
+            "`mlx5_7` is no RDMA device here",
+        ),
+        (
+            "UCX_NET_DEVICES",
+            "mlx5_0:1",
+            "port-down",
+            false,
+            "fail",
+            "NVIDIA/srt-slurm #429",
+        ),
+        (
+            "UCX_NET_DEVICES",
+            "all",
+            "two-nics",
+            false,
+            "warn",
+            "also binds docker0, eno1",
+        ),
+        (
+            "UCX_NET_DEVICES",
+            "mlx5_0:1,mlx5_1:1",
+            "two-nics",
+            true,
+            "warn",
+            "without `lo`",
+        ),
+        (
+            "UCX_NET_DEVICES",
+            "eth9",
+            "two-nics",
+            false,
+            "fail",
+            "`eth9` is no network interface here",
+        ),
+        (
+            "UCX_NET_DEVICES",
+            "docker0",
+            "two-nics",
+            false,
+            "fail",
+            "`docker0` is down",
+        ),
+        (
+            "NCCL_SOCKET_IFNAME",
+            "eth",
+            "two-nics",
+            false,
+            "fail",
+            "selects no network interface here (a prefix",
+        ),
+        (
+            "NCCL_SOCKET_IFNAME",
+            "=docker0",
+            "two-nics",
+            false,
+            "fail",
+            "only interfaces that are down: docker0",
+        ),
+        (
+            "NCCL_SOCKET_IFNAME",
+            "ens",
+            "two-nics",
+            false,
+            "warn",
+            "selects 2 interfaces",
+        ),
+        (
+            "GLOO_SOCKET_IFNAME",
+            "=ens1",
+            "two-nics",
+            false,
+            "fail",
+            "selects no network interface here",
+        ),
+        (
+            "NVSHMEM_HCA_LIST",
+            "mlx5_5:1",
+            "two-nics",
+            false,
+            "fail",
+            "`mlx5_5` names no RDMA device",
+        ),
+        (
+            "NCCL_IB_HCA",
+            "=mlx5_0:1,mlx5_1:1",
+            "two-nics",
+            false,
+            "ok",
+            "selects mlx5_0, mlx5_1",
+        ),
+        (
+            "UCX_NET_DEVICES",
+            "mlx5_0:1,lo",
+            "two-nics",
+            true,
+            "ok",
+            "present and active",
+        ),
+    ];
+    for (var, value, tree, with_nixl, status, words) in cases {
+        let n = node_with_nics(tree);
+        let recipe = if with_nixl { &nixl } else { &seed_recipe() };
+        let o = preflight_env(n.path(), recipe, "prefill", &[], &[(var, value)]);
+        let name = format!("{var}={value}");
+        let c = o.check(&name);
+        let text = o.text(&name);
+        assert_eq!(c["status"], status, "{name} on {tree}: {text}");
+        assert!(text.contains(words), "{name} on {tree}: {text}");
+        assert_eq!(c["group"], "fabric", "{c}");
+    }
+    // Set nowhere: no fabric check at all.
+    let o = preflight(
+        node_with_nics("two-nics").path(),
+        &seed_recipe(),
+        "prefill",
+        &[],
+    );
+    let fabric = o.json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["group"] == "fabric")
+        .count();
+    assert_eq!(fabric, 0);
+}

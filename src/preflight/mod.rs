@@ -6,6 +6,8 @@
 //! exit code 1, `run` refuses to start). Human and JSON output both come from the report.
 
 pub mod aggregate;
+mod fabric;
+pub use fabric::VARIABLES as FABRIC_VARIABLES;
 pub mod facts;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fixture;
@@ -191,6 +193,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 
+    fabric::check(plan, &root, &opts.inherited_env, &mut report);
     tools::check_ephemeral_ports(plan, &root, &mut report);
     slurm::check_stop_budgets(plan, &mut report);
     if opts.live {
