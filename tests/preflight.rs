@@ -2,6 +2,8 @@
 //! /proc files written here in the kernel's formats (meminfo, limits, status, cgroup v1/v2), run
 //! through the real `mcsup preflight --sysroot` binary. Each check has passing and failing cases.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -1392,4 +1394,127 @@ fn fabric_variables_are_checked_against_the_nodes_devices() {
         .filter(|c| c["group"] == "fabric")
         .count();
     assert_eq!(fabric, 0);
+}
+
+/// The NVML stand-in the workspace builds (`stubs/nvml`), as `libnvidia-ml.so.1` in a directory
+/// of its own, and a state file for it.
+fn nvml_stub(state: &serde_json::Value) -> (tempfile::TempDir, Vec<(String, String)>) {
+    let built = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("libmcsup_nvml_stub.so");
+    common::require(
+        built.exists(),
+        &built.display().to_string(),
+        "build the workspace (`cargo build --workspace`; scripts/test.sh does)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&built, dir.path().join("libnvidia-ml.so.1")).unwrap();
+    let state_path = dir.path().join("state.json");
+    std::fs::write(&state_path, state.to_string()).unwrap();
+    let env = vec![
+        (
+            "LD_LIBRARY_PATH".to_string(),
+            dir.path().display().to_string(),
+        ),
+        (
+            "MCSUP_NVML_STUB_STATE".to_string(),
+            state_path.display().to_string(),
+        ),
+    ];
+    (dir, env)
+}
+
+/// Issue 30, item 1: GPU residue through NVML (the stub), the /dev/nvidia* fallback, and the
+/// group's reason when neither is there. The seed's prefill worker is planned on GPUs 0-7 with
+/// `mem-fraction-static: 0.82`.
+#[test]
+fn gpu_residue_names_the_holder_and_checks_free_memory() {
+    const GIB: u64 = 1 << 30;
+    let gpus = |first: serde_json::Value| {
+        let mut all = vec![first];
+        all.extend((1..8).map(|_| serde_json::json!({"total": 80 * GIB, "used": GIB / 2})));
+        serde_json::json!({ "gpus": all })
+    };
+    // A foreign process (another user's) holds 40 GiB of GPU 0.
+    let mut holder = Command::new("setpriv")
+        .args([
+            "--reuid=60001",
+            "--regid=60001",
+            "--clear-groups",
+            "sleep",
+            "60",
+        ])
+        .spawn()
+        .unwrap();
+    let held = gpus(serde_json::json!({
+        "total": 80 * GIB, "used": 41 * GIB,
+        "processes": [{"pid": holder.id(), "used": 40 * GIB}]
+    }));
+    let n = node("two-nics", &Proc::default());
+    let run = |state: &serde_json::Value| {
+        let (_dir, env) = nvml_stub(state);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        preflight_env(n.path(), &seed_recipe(), "prefill", &[], &env)
+    };
+    let o = run(&held);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(o.status("GPU 0"), "fail");
+    let text = o.text("GPU 0");
+    assert!(
+        text.contains(&format!(
+            "pid {} (sleep 60), uid 60001 holding 40.0 GiB",
+            holder.id()
+        )) && text.contains("kill PID"),
+        "{text}"
+    );
+    assert_eq!(o.status("GPU 1"), "ok");
+    assert_eq!(o.code, 1);
+
+    // Clean: every GPU passes.
+    let o = run(&gpus(
+        serde_json::json!({"total": 80 * GIB, "used": GIB / 2}),
+    ));
+    for i in 0..8 {
+        assert_eq!(
+            o.status(&format!("GPU {i}")),
+            "ok",
+            "{}",
+            o.text(&format!("GPU {i}"))
+        );
+    }
+    // No process, but 20 GiB used: 0.82 of 80 GiB does not fit in the 60 free.
+    let o = run(&gpus(
+        serde_json::json!({"total": 80 * GIB, "used": 20 * GIB}),
+    ));
+    assert_eq!(o.status("GPU 0"), "fail");
+    assert!(
+        o.text("GPU 0").contains(
+            "--mem-fraction-static 0.82 claims 65.6 GiB of its 80.0 GiB, but only 60.0 GiB is free"
+        ),
+        "{}",
+        o.text("GPU 0")
+    );
+
+    // Without NVML and without /dev/nvidia*: skipped, saying why.
+    let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
+    assert_eq!(o.status("residue"), "skip");
+    assert!(
+        o.text("residue").contains("libnvidia-ml.so.1 not loaded"),
+        "{}",
+        o.text("residue")
+    );
+    // Without NVML, with /dev/nvidia0: its holders are looked for in /proc (none here).
+    std::fs::create_dir_all(n.path().join("dev")).unwrap();
+    std::fs::write(n.path().join("dev/nvidia0"), "").unwrap();
+    let o = preflight(n.path(), &seed_recipe(), "prefill", &[]);
+    assert_eq!(o.status("GPU 0"), "ok");
+    assert!(
+        o.text("GPU 0").contains("no process holds /dev/nvidia0"),
+        "{}",
+        o.text("GPU 0")
+    );
 }

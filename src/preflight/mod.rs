@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 mod fabric;
+mod residue;
 pub use fabric::VARIABLES as FABRIC_VARIABLES;
 pub mod facts;
 #[cfg(any(test, feature = "test-support"))]
@@ -194,6 +195,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 
     fabric::check(plan, &root, &opts.inherited_env, &mut report);
+    residue::check(plan, &root, &mut report);
     tools::check_ephemeral_ports(plan, &root, &mut report);
     slurm::check_stop_budgets(plan, &mut report);
     if opts.live {

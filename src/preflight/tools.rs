@@ -109,6 +109,18 @@ pub fn port_holder(port: u16) -> Option<String> {
     let Some(p) = process else {
         return Some(format!("a socket of {owner} (inode {})", socket.inode));
     };
+    Some(process_summary(&p))
+}
+
+/// `pid 123 (python3 -m x), user alice, Slurm job 42` (the job from its cgroup, when it says).
+pub fn process_summary(p: &procfs::process::Process) -> String {
+    let user = |uid: u32| {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map_or(format!("uid {uid}"), |u| format!("user {}", u.name))
+    };
+    let owner = p.uid().map_or("an unknown user".to_string(), user);
     let command = p
         .cmdline()
         .ok()
@@ -126,7 +138,7 @@ pub fn port_holder(port: u16) -> Option<String> {
             (!digits.is_empty()).then(|| format!(", Slurm job {digits}"))
         })
         .unwrap_or_default();
-    Some(format!("pid {} ({command}), {owner}{job}", p.pid))
+    format!("pid {} ({command}), {owner}{job}", p.pid)
 }
 
 /// A listening port inside the kernel's ephemeral range (`net.ipv4.ip_local_port_range`, minus
