@@ -159,6 +159,8 @@ wire_names! {
         SweepBlind => "sweep-blind",
         /// A port the plan listened on is still listened on after the teardown (by whom).
         PortHeld => "port-held",
+        /// A process is still on one of the job's GPUs after the teardown (which, how much).
+        GpuHeld => "gpu-held",
         /// A restarted master lists this node's stores again (written by the runtime, not the
         /// machine: see `supervisor::remount`).
         Remounted => "remounted",

@@ -586,3 +586,61 @@ fn a_port_still_held_after_the_teardown_is_named() {
     assert_eq!(held_events[0].process, "other");
     env.assert_no_leftovers();
 }
+
+/// Issue 30, item 3: after the teardown nothing may be left on the job's GPUs. NVML (the
+/// workspace's stand-in) still lists a process on GPU 0 after everything mcsup started is gone
+/// (here a process outside mcsup's tree, as an escaped one or another job's would be): a
+/// `gpu-held` event names it, with its memory.
+#[test]
+fn a_process_left_on_the_jobs_gpu_is_named() {
+    let env = TestEnv::new();
+    let mut stray = Command::new("sleep")
+        .arg("60")
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .spawn()
+        .unwrap();
+    let (_stub, stub_env) = nvml_stub(&serde_json::json!({"gpus": [{
+        "total": 80u64 << 30, "used": 21u64 << 30,
+        "processes": [{"pid": stray.id(), "used": 20u64 << 30}]
+    }]}));
+    let mut w = env.up("w", ProcessKind::Worker, &[]);
+    w.placement = Some(WorkerPlacement {
+        endpoint: "agg[0]".into(),
+        nodes: vec![env.node.clone()],
+        rank: 0,
+        gpus: vec![0],
+        ports: vec![],
+    });
+    let plan_path = env.path("plan.json");
+    std::fs::write(
+        &plan_path,
+        serde_json::to_string(&env.plan(vec![w])).unwrap(),
+    )
+    .unwrap();
+    let child = Command::new(MCSUP)
+        .args(["run", "--skip-preflight", "--plan-file"])
+        .arg(&plan_path)
+        .envs(stub_env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+    m.wait_event("w", "ready", T);
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let evs = m.events();
+    let _ = stray.kill();
+    let _ = stray.wait();
+    let held = Mcsup::find(&evs, "mcsup", "gpu-held");
+    let detail = held.raw["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.contains(&format!(
+            "GPU 0 still has a process on it after the teardown: pid {} (sleep 60)",
+            stray.id()
+        )) && detail.contains("holding 20.0 GiB"),
+        "{detail}"
+    );
+    env.assert_no_leftovers();
+}

@@ -1396,37 +1396,6 @@ fn fabric_variables_are_checked_against_the_nodes_devices() {
     assert_eq!(fabric, 0);
 }
 
-/// The NVML stand-in the workspace builds (`stubs/nvml`), as `libnvidia-ml.so.1` in a directory
-/// of its own, and a state file for it.
-fn nvml_stub(state: &serde_json::Value) -> (tempfile::TempDir, Vec<(String, String)>) {
-    let built = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(Path::parent)
-        .unwrap()
-        .join("libmcsup_nvml_stub.so");
-    common::require(
-        built.exists(),
-        &built.display().to_string(),
-        "build the workspace (`cargo build --workspace`; scripts/test.sh does)",
-    );
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(&built, dir.path().join("libnvidia-ml.so.1")).unwrap();
-    let state_path = dir.path().join("state.json");
-    std::fs::write(&state_path, state.to_string()).unwrap();
-    let env = vec![
-        (
-            "LD_LIBRARY_PATH".to_string(),
-            dir.path().display().to_string(),
-        ),
-        (
-            "MCSUP_NVML_STUB_STATE".to_string(),
-            state_path.display().to_string(),
-        ),
-    ];
-    (dir, env)
-}
-
 /// Issue 30, item 1: GPU residue through NVML (the stub), the /dev/nvidia* fallback, and the
 /// group's reason when neither is there. The seed's prefill worker is planned on GPUs 0-7 with
 /// `mem-fraction-static: 0.82`.
@@ -1455,7 +1424,7 @@ fn gpu_residue_names_the_holder_and_checks_free_memory() {
     }));
     let n = node("two-nics", &Proc::default());
     let run = |state: &serde_json::Value| {
-        let (_dir, env) = nvml_stub(state);
+        let (_dir, env) = common::nvml_stub(state);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         preflight_env(n.path(), &seed_recipe(), "prefill", &[], &env)
     };

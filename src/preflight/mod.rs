@@ -7,7 +7,7 @@
 
 pub mod aggregate;
 mod fabric;
-mod residue;
+pub mod residue;
 pub use fabric::VARIABLES as FABRIC_VARIABLES;
 pub mod facts;
 #[cfg(any(test, feature = "test-support"))]

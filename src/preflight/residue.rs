@@ -179,6 +179,38 @@ fn describe(pid: i32) -> String {
         .unwrap_or_else(|_| format!("pid {pid} (not visible to this user)"))
 }
 
+/// Who is on the GPUs this node's plan uses, as `(GPU, description)`: NVML's processes (with
+/// their memory), or the holders of `/dev/nvidiaN`; empty when neither can be read. The
+/// teardown's check that nothing of the job is left on them.
+pub fn holders(plan: &Plan) -> Vec<(u32, String)> {
+    let gpus = planned(plan);
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    match read_nvml() {
+        Ok(seen) => {
+            for index in gpus.keys() {
+                for (pid, used) in seen.get(*index as usize).map_or(&[][..], |g| &g.processes) {
+                    if *pid as i32 != me {
+                        out.push((
+                            *index,
+                            format!("{} holding {}", describe(*pid as i32), gib(*used)),
+                        ));
+                    }
+                }
+            }
+        }
+        Err(_) => {
+            let held = holders_from_proc();
+            for index in gpus.keys() {
+                for pid in held.get(index).into_iter().flatten().filter(|p| **p != me) {
+                    out.push((*index, describe(*pid)));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Check the GPUs this node's plan uses.
 pub fn check(plan: &Plan, root: &Sysroot, report: &mut Report) {
     let gpus = planned(plan);

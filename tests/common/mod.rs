@@ -739,3 +739,34 @@ pub fn start_recipe(
         .unwrap_or_else(|| nix::unistd::gethostname().unwrap().into_string().unwrap());
     Mcsup::new(env, &node, child, dir)
 }
+
+/// The NVML stand-in the workspace builds (`stubs/nvml`), as `libnvidia-ml.so.1` in a directory
+/// of its own, and a state file for it.
+pub fn nvml_stub(state: &serde_json::Value) -> (tempfile::TempDir, Vec<(String, String)>) {
+    let built = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(std::path::Path::parent)
+        .unwrap()
+        .join("libmcsup_nvml_stub.so");
+    require(
+        built.exists(),
+        &built.display().to_string(),
+        "build the workspace (`cargo build --workspace`; scripts/test.sh does)",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&built, dir.path().join("libnvidia-ml.so.1")).unwrap();
+    let state_path = dir.path().join("state.json");
+    std::fs::write(&state_path, state.to_string()).unwrap();
+    let env = vec![
+        (
+            "LD_LIBRARY_PATH".to_string(),
+            dir.path().display().to_string(),
+        ),
+        (
+            "MCSUP_NVML_STUB_STATE".to_string(),
+            state_path.display().to_string(),
+        ),
+    ];
+    (dir, env)
+}

@@ -71,6 +71,7 @@ impl Runtime {
         }
         self.sweep_orphans(sigchld).await;
         self.check_ports_released();
+        self.check_gpus_released();
         let end = tokio::time::Instant::now() + READER_DRAIN;
         for h in std::mem::take(&mut self.readers) {
             let abort = h.abort_handle();
@@ -211,6 +212,26 @@ impl Runtime {
             let r = Record {
                 unit: name,
                 kind: RecordKind::PortHeld,
+                pid: None,
+                status: None,
+                detail: Some(detail),
+            };
+            self.events.write(&r, Instant::now(), &self.clock);
+        }
+    }
+
+    /// Nothing may be left on the job's GPUs either: a process there now escaped the teardown
+    /// (or belongs to another job), and the next job on this node would run out of memory.
+    /// Named in a `gpu-held` event per process.
+    fn check_gpus_released(&mut self) {
+        for (gpu, holder) in crate::preflight::residue::holders(&self.plan) {
+            let detail = format!(
+                "GPU {gpu} still has a process on it after the teardown: {holder}; the next job on this node would find its memory taken"
+            );
+            tracing::warn!("{detail}");
+            let r = Record {
+                unit: "mcsup".into(),
+                kind: RecordKind::GpuHeld,
                 pid: None,
                 status: None,
                 detail: Some(detail),
