@@ -1487,3 +1487,61 @@ fn gpu_residue_names_the_holder_and_checks_free_memory() {
         o.text("GPU 0")
     );
 }
+
+/// Issue 30, item 4: files in /dev/shm and mcsup's scratch directories whose owner has no
+/// process left on the node are reported with owner, size and age (largest first); a live
+/// user's are not.
+#[test]
+fn leftovers_of_gone_users_are_named_with_owner_size_and_age() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let n = node("two-nics", &Proc::default());
+    // The node's one process belongs to root.
+    let p1 = n.path().join("proc/1");
+    std::fs::create_dir_all(&p1).unwrap();
+    std::fs::write(p1.join("status"), "Name:\tinit\nUid:\t0\t0\t0\t0\n").unwrap();
+    let shm = n.path().join("dev/shm");
+    let scratch = n.path().join("tmp/mcsup-41-gpu-01/etcd");
+    std::fs::create_dir_all(&shm).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
+    let chown = |p: &Path, uid: u32| {
+        std::os::unix::fs::lchown(p, Some(uid), Some(uid)).unwrap();
+    };
+    let file = |p: &Path, bytes: u64, uid: u32, days: u64| {
+        let f = std::fs::File::create(p).unwrap();
+        f.set_len(bytes).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(days * 86_400 + 60);
+        f.set_modified(old).unwrap();
+        chown(p, uid);
+    };
+    file(&shm.join("nccl-shm-old"), 3 << 20, 60001, 3);
+    file(&shm.join("mooncake-seg"), 2 << 30, 60002, 1);
+    file(&shm.join("rootfile"), 5 << 20, 0, 0);
+    file(&scratch.join("db"), 1 << 20, 60001, 0);
+    chown(&scratch, 60001);
+    chown(scratch.parent().unwrap(), 60001);
+    std::fs::set_permissions(
+        scratch.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    let o = preflight_env(
+        n.path(),
+        &seed_recipe(),
+        "prefill",
+        &[],
+        &[("TMPDIR", "/tmp")],
+    );
+    assert_eq!(o.status("shm and scratch"), "warn");
+    let text = o.text("shm and scratch");
+    let mooncake = text.find("/dev/shm/mooncake-seg (uid 60002, 2.0 GiB, 1 d old)");
+    let nccl = text.find("/dev/shm/nccl-shm-old (uid 60001, 3.0 MiB, 3 d old)");
+    let scratch_at = text.find("/tmp/mcsup-41-gpu-01 (uid 60001, 1.0 MiB");
+    assert!(
+        text.contains("3 leftover(s)")
+            && [mooncake, nccl, scratch_at].iter().all(Option::is_some)
+            && mooncake < nccl
+            && nccl < scratch_at,
+        "{text}"
+    );
+    assert!(!text.contains("rootfile"), "{text}");
+}

@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 mod fabric;
+mod leftovers;
 pub mod residue;
 pub use fabric::VARIABLES as FABRIC_VARIABLES;
 pub mod facts;
@@ -196,6 +197,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
 
     fabric::check(plan, &root, &opts.inherited_env, &mut report);
     residue::check(plan, &root, &mut report);
+    leftovers::check(&root, &std::env::temp_dir(), &mut report);
     tools::check_ephemeral_ports(plan, &root, &mut report);
     slurm::check_stop_budgets(plan, &mut report);
     if opts.live {
