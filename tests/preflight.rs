@@ -1379,6 +1379,13 @@ fn fabric_variables_are_checked_against_the_nodes_devices() {
         assert_eq!(c["status"], status, "{name} on {tree}: {text}");
         assert!(text.contains(words), "{name} on {tree}: {text}");
         assert_eq!(c["group"], "fabric", "{c}");
+        // Carried to the fleet view.
+        assert_eq!(
+            o.json["facts"][format!("fabric.{var}")],
+            value,
+            "{}",
+            o.json["facts"]
+        );
     }
     // Set nowhere: no fabric check at all.
     let o = preflight(

@@ -171,6 +171,25 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
         ));
     }
 
+    // The fabric variables: each node's preflight checks its own against its devices; a value
+    // that differs between nodes is worth a look (right only where the devices differ too).
+    for var in super::fabric::VARIABLES {
+        let values = group_by(reports, |f| {
+            Some(f.fabric(var).unwrap_or("(unset)").to_string())
+        });
+        let any_set = values.keys().any(|v| v != "(unset)");
+        if values.len() > 1 && any_set {
+            rep.push(Check::warn(
+                G,
+                var,
+                format!("{var} differs between nodes: {}", describe(&values)),
+                "give every node the same value unless their devices differ (each node's own preflight checks its value against its devices)",
+            ));
+        } else if let Some(v) = values.keys().next().filter(|_| any_set) {
+            rep.push(Check::ok(G, var, format!("{v} on every node")));
+        }
+    }
+
     let memlock = group_by(reports, |f| f.memlock.clone());
     if memlock.len() > 1 {
         let status = if memlock.keys().any(|k| k != "unlimited") {
@@ -197,6 +216,44 @@ pub fn aggregate(reports: &[NodeReport]) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fabric_values_that_differ_between_nodes_are_warned() {
+        let report = |node: &str, facts: &str| {
+            format!(r#"{{"node": "{node}", "passed": true, "checks": [], "facts": {{{facts}}}}}"#)
+        };
+        let text = [
+            report(
+                "n1",
+                r#""fabric.NCCL_IB_HCA": "=mlx5_0,mlx5_1", "fabric.UCX_NET_DEVICES": "mlx5_0:1""#,
+            ),
+            report(
+                "n2",
+                r#""fabric.NCCL_IB_HCA": "=mlx5_0,mlx5_1", "fabric.UCX_NET_DEVICES": "all""#,
+            ),
+            report("n3", r#""fabric.NCCL_IB_HCA": "=mlx5_0,mlx5_1""#),
+        ]
+        .join("\n");
+        let rep = aggregate(&parse_reports(&text).unwrap());
+        let check = |name: &str| rep.checks.iter().find(|c| c.name == name).cloned();
+        let hca = check("NCCL_IB_HCA").expect("NCCL_IB_HCA compared");
+        assert_eq!(hca.status, Status::Ok);
+        assert!(
+            hca.message.contains("=mlx5_0,mlx5_1 on every node"),
+            "{}",
+            hca.message
+        );
+        let ucx = check("UCX_NET_DEVICES").expect("UCX_NET_DEVICES compared");
+        assert_eq!(ucx.status, Status::Warn);
+        assert_eq!(
+            ucx.message,
+            "UCX_NET_DEVICES differs between nodes: (unset) on n3; all on n2; mlx5_0:1 on n1"
+        );
+        assert!(
+            check("NCCL_SOCKET_IFNAME").is_none(),
+            "set nowhere: not compared"
+        );
+    }
 
     fn doc(node: &str, mtu: &str, gid: &str, devs: &str, memlock: &str, fail: bool) -> String {
         let status = if fail { "fail" } else { "ok" };

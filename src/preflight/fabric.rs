@@ -240,6 +240,11 @@ pub fn check(plan: &Plan, root: &Sysroot, inherited: &[(String, String)], report
     if set.is_empty() {
         return;
     }
+    for (var, values) in &set {
+        if let Some(fact) = report.facts.fabric_mut(var) {
+            *fact = Some(values.keys().cloned().collect::<Vec<_>>().join(" | "));
+        }
+    }
     let node = Node::read(root);
     let uses_nixl = plan.processes.iter().any(|p| {
         p.argv

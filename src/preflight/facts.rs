@@ -43,6 +43,64 @@ pub struct Facts {
     #[serde(rename = "slurm.kill_wait", default)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kill_wait: Option<String>,
+    /// The fabric variables this node's workers get (`preflight::fabric`), each as its value or
+    /// the distinct values ` | `-joined.
+    #[serde(
+        rename = "fabric.NCCL_IB_HCA",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nccl_ib_hca: Option<String>,
+    #[serde(
+        rename = "fabric.UCX_NET_DEVICES",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ucx_net_devices: Option<String>,
+    #[serde(
+        rename = "fabric.NCCL_SOCKET_IFNAME",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nccl_socket_ifname: Option<String>,
+    #[serde(
+        rename = "fabric.GLOO_SOCKET_IFNAME",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub gloo_socket_ifname: Option<String>,
+    #[serde(
+        rename = "fabric.NVSHMEM_HCA_LIST",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nvshmem_hca_list: Option<String>,
+}
+
+impl Facts {
+    /// The fact of fabric variable `var` (one of `fabric::VARIABLES`).
+    pub fn fabric_mut(&mut self, var: &str) -> Option<&mut Option<String>> {
+        Some(match var {
+            "NCCL_IB_HCA" => &mut self.nccl_ib_hca,
+            "UCX_NET_DEVICES" => &mut self.ucx_net_devices,
+            "NCCL_SOCKET_IFNAME" => &mut self.nccl_socket_ifname,
+            "GLOO_SOCKET_IFNAME" => &mut self.gloo_socket_ifname,
+            "NVSHMEM_HCA_LIST" => &mut self.nvshmem_hca_list,
+            _ => return None,
+        })
+    }
+
+    /// The fact of fabric variable `var`, read.
+    pub fn fabric(&self, var: &str) -> Option<&str> {
+        match var {
+            "NCCL_IB_HCA" => self.nccl_ib_hca.as_deref(),
+            "UCX_NET_DEVICES" => self.ucx_net_devices.as_deref(),
+            "NCCL_SOCKET_IFNAME" => self.nccl_socket_ifname.as_deref(),
+            "GLOO_SOCKET_IFNAME" => self.gloo_socket_ifname.as_deref(),
+            "NVSHMEM_HCA_LIST" => self.nvshmem_hca_list.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// A list as one comma-joined string (`""` is the empty list).
@@ -138,8 +196,12 @@ mod tests {
             mooncake_version: Some("0.3.13.post1".into()),
             mooncake_gid_rule: Some("0.3.12+ rule".into()),
             kill_wait: Some("30 s".into()),
+            nccl_ib_hca: Some("=mlx5_0:1".into()),
+            ..Facts::default()
         };
         let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["fabric.NCCL_IB_HCA"], "=mlx5_0:1");
+        assert!(json.get("fabric.UCX_NET_DEVICES").is_none());
         assert_eq!(json["rdma.gid_index"], "mlx5_0=3");
         assert_eq!(json["rdma.devices_present"], "mlx5_0,mlx5_1");
         assert_eq!(json["rdma.path_mtu"], "1024");
