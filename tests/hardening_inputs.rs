@@ -1141,32 +1141,7 @@ fn a_squatter_on_a_planned_port_is_named() {
         ),
     );
     let root = nix::unistd::geteuid().is_root();
-    let mut squatter = Command::new(if root { "setpriv" } else { "python3" });
-    if root {
-        squatter.args([
-            "--reuid=60001",
-            "--regid=60001",
-            "--clear-groups",
-            "/usr/bin/python3",
-        ]);
-    }
-    let mut squatter = squatter
-        .args([
-            "-c",
-            "import socket,sys,time\ns=socket.socket()\ns.bind(('127.0.0.1',int(sys.argv[1])))\ns.listen()\nprint('up',flush=True)\ntime.sleep(60)",
-        ])
-        .arg(port.to_string())
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(squatter.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "up");
+    let mut squatter = common::python_listener(&env, port, root.then_some(60001));
     let mut args = plan_args(r.to_str().unwrap());
     args[0] = "preflight";
     args.push("--json");

@@ -550,22 +550,7 @@ fn a_port_still_held_after_the_teardown_is_named() {
         }],
         10_000,
     );
-    let mut listener = Command::new("python3")
-        .args([
-            "-c",
-            "import socket,sys,time\ns=socket.socket()\ns.bind(('127.0.0.1',int(sys.argv[1])))\ns.listen()\nprint('up',flush=True)\ntime.sleep(60)",
-        ])
-        .arg(held.to_string())
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(listener.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let mut listener = python_listener(&env, held, None);
     let mut m = env.start_with(&env.plan(vec![w, other]), &["--skip-preflight"]);
     m.wait_event("other", "ready", T);
     m.wait_event("w", "ready", T);

@@ -770,3 +770,36 @@ pub fn nvml_stub(state: &serde_json::Value) -> (tempfile::TempDir, Vec<(String, 
     ];
     (dir, env)
 }
+
+/// A Python process listening on 127.0.0.1:`port` (outside mcsup's tree), tagged with `env`'s
+/// tag, returned once it listens; as uid `user` (through setpriv) when given.
+pub fn python_listener(env: &TestEnv, port: u16, user: Option<u32>) -> Child {
+    let mut cmd = match user {
+        Some(uid) => {
+            let mut c = Command::new("setpriv");
+            c.arg(format!("--reuid={uid}"))
+                .arg(format!("--regid={uid}"))
+                .args(["--clear-groups", "/usr/bin/python3"]);
+            c
+        }
+        None => Command::new("python3"),
+    };
+    let mut child = cmd
+        .args([
+            "-c",
+            "import socket,sys,time\ns=socket.socket()\ns.bind(('127.0.0.1',int(sys.argv[1])))\ns.listen()\nprint('up',flush=True)\ntime.sleep(60)",
+        ])
+        .arg(port.to_string())
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("its stdout")),
+        &mut line,
+    )
+    .expect("the listener's first line");
+    assert_eq!(line.trim(), "up", "the listener did not start");
+    child
+}
