@@ -1168,3 +1168,42 @@ fn a_squatter_on_a_planned_port_is_named() {
     );
     env.assert_no_leftovers();
 }
+
+/// Issue 30, item 5, on the live node: `NCCL_SOCKET_IFNAME` must select an interface that
+/// carries the address mcsup advertises for the node (`--node-ip`), or NCCL listens where the
+/// peers do not connect. `lo` carries 127.0.0.1, not 10.9.9.9.
+#[test]
+fn a_socket_ifname_without_the_nodes_address_is_warned() {
+    let env = TestEnv::new();
+    let r = write(&env, "job.yaml", &worker_recipe(&env, "", ""));
+    for (ip, status, words) in [
+        ("127.0.0.1", "ok", "selects lo"),
+        (
+            "10.9.9.9",
+            "warn",
+            "does not carry this node's address 10.9.9.9",
+        ),
+    ] {
+        let mut args = plan_args(r.to_str().unwrap());
+        args[0] = "preflight";
+        args.extend(["--json", "--node-ip", ip]);
+        let mut cmd = mcsup(&env, &args);
+        cmd.env("NCCL_SOCKET_IFNAME", "=lo");
+        let ran = run_within(&env, ms(20_000), cmd);
+        let report: serde_json::Value = serde_json::from_str(&ran.stdout)
+            .unwrap_or_else(|e| panic!("not a JSON report: {e}\n{}", ran.describe()));
+        let check = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "NCCL_SOCKET_IFNAME==lo")
+            .unwrap_or_else(|| panic!("no check: {report:#}"))
+            .clone();
+        assert_eq!(check["status"], status, "{ip}: {check}");
+        assert!(
+            check["message"].as_str().unwrap_or("").contains(words),
+            "{ip}: {check}"
+        );
+    }
+    env.assert_no_leftovers();
+}

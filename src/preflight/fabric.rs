@@ -231,7 +231,13 @@ fn values_of(
 }
 
 /// Check every fabric variable the plan's workers (or mcsup's environment) set.
-pub fn check(plan: &Plan, root: &Sysroot, inherited: &[(String, String)], report: &mut Report) {
+pub fn check(
+    plan: &Plan,
+    root: &Sysroot,
+    inherited: &[(String, String)],
+    live: bool,
+    report: &mut Report,
+) {
     let set: Vec<(&str, BTreeMap<String, Vec<String>>)> = VARIABLES
         .iter()
         .map(|v| (*v, values_of(plan, inherited, v)))
@@ -259,7 +265,7 @@ pub fn check(plan: &Plan, root: &Sysroot, inherited: &[(String, String)], report
                 "NCCL_IB_HCA" => check_hca_list(&node, &value),
                 "NVSHMEM_HCA_LIST" => check_hca_list(&node, &format!("={value}")),
                 "UCX_NET_DEVICES" => check_ucx(&node, &value, uses_nixl),
-                _ => check_ifname(&node, &value),
+                _ => check_ifname(&node, &value, live.then_some(plan.node.ip.as_str())),
             };
             report.push(match verdict {
                 Verdict::Ok(m) => Check::ok(G, &label, format!("{m} (for {whose})")),
@@ -439,8 +445,27 @@ fn check_ucx(node: &Node, value: &str, uses_nixl: bool) -> Verdict {
     Verdict::Ok(format!("{} present and active", entries.join(", ")))
 }
 
-/// `NCCL_SOCKET_IFNAME` / `GLOO_SOCKET_IFNAME`: the interfaces it selects exist and are up.
-fn check_ifname(node: &Node, value: &str) -> Verdict {
+/// The addresses of the live node's interfaces, by interface.
+fn live_addresses() -> BTreeMap<String, Vec<std::net::IpAddr>> {
+    let mut out: BTreeMap<String, Vec<std::net::IpAddr>> = BTreeMap::new();
+    for a in nix::ifaddrs::getifaddrs().into_iter().flatten() {
+        let Some(addr) = a.address else { continue };
+        let ip = if let Some(v4) = addr.as_sockaddr_in() {
+            std::net::IpAddr::V4(v4.ip())
+        } else if let Some(v6) = addr.as_sockaddr_in6() {
+            std::net::IpAddr::V6(v6.ip())
+        } else {
+            continue;
+        };
+        out.entry(a.interface_name).or_default().push(ip);
+    }
+    out
+}
+
+/// `NCCL_SOCKET_IFNAME` / `GLOO_SOCKET_IFNAME`: the interfaces it selects exist and are up, and
+/// (on the live node) one of them carries `node_ip`, the address mcsup advertises for this node:
+/// the peers connect there.
+fn check_ifname(node: &Node, value: &str, node_ip: Option<&str>) -> Verdict {
     let list = match parse_nccl_list(value) {
         Ok(l) => l,
         Err(e) => {
@@ -484,6 +509,28 @@ fn check_ifname(node: &Node, value: &str) -> Verdict {
             ),
             "name an interface that is up (`ip link`)".into(),
         );
+    }
+    if let Some(ip) = node_ip.and_then(|ip| ip.parse::<std::net::IpAddr>().ok()) {
+        let addrs = live_addresses();
+        if !up
+            .iter()
+            .any(|n| addrs.get(*n).is_some_and(|a| a.contains(&ip)))
+        {
+            let carrier = addrs
+                .iter()
+                .find(|(_, a)| a.contains(&ip))
+                .map(|(n, _)| n.clone());
+            return Verdict::Warn(
+                format!(
+                    "selects {}, which does not carry this node's address {ip} (the one mcsup advertises to the other nodes): NCCL or Gloo would listen where the peers do not connect",
+                    up.join(", ")
+                ),
+                match carrier {
+                    Some(n) => format!("name the interface that carries {ip}: ={n}"),
+                    None => format!("no interface here carries {ip}: check --node-ip / the node's address"),
+                },
+            );
+        }
     }
     if !list.exact && !list.exclude && selected.len() > 1 {
         return Verdict::Warn(

@@ -195,7 +195,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
 
-    fabric::check(plan, &root, &opts.inherited_env, &mut report);
+    fabric::check(plan, &root, &opts.inherited_env, opts.live, &mut report);
     residue::check(plan, &root, &mut report);
     leftovers::check(&root, &std::env::temp_dir(), &mut report);
     tools::check_ephemeral_ports(plan, &root, &mut report);
