@@ -50,6 +50,15 @@ pub fn is_stop_signal(signo: i32) -> bool {
     STOP_SIGNALS.iter().any(|&s| s as i32 == signo)
 }
 
+/// [`STOP_SIGNALS`] as a signal set (to block or unblock them).
+pub fn stop_set() -> nix::sys::signal::SigSet {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for s in STOP_SIGNALS {
+        set.add(s);
+    }
+    set
+}
+
 /// The stop signal waiting to be delivered to this thread or the process (held while a
 /// preflight helper runs, or through `mcsup run`'s preflight), if any.
 pub fn stop_pending() -> Option<nix::sys::signal::Signal> {

@@ -268,17 +268,9 @@ fn a_realtime_signal_before_the_loop_listens_is_held_then_reported() {
         nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
     )
     .unwrap();
-    let child = Command::new(MCSUP)
-        .arg("run")
-        .arg("--plan-file")
-        .arg(&fifo)
-        .env("MCSUP_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+    let mut cmd = Command::new(MCSUP);
+    cmd.arg("run").arg("--plan-file").arg(&fifo);
+    let mut m = env.launch(cmd, env.stdout_file());
     let rt = libc::SIGRTMIN() + 5;
     // mcsup is in `main`, past the block, once its mask shows the signal (it then waits for a
     // writer on the FIFO).
@@ -493,16 +485,10 @@ fn a_sweep_that_cannot_see_says_so() {
         "mount -t tmpfs none /proc && exec {MCSUP} run --plan-file {}",
         plan_path.display()
     );
-    let child = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg(&script)
-        .env("MCSUP_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(&script);
+    let mut m = env.launch(cmd, env.stdout_file());
     m.wait_event("worker", "ready", T);
     let grandchild = wait_for("the grandchild", T, || read_pids(&pids).first().copied());
     m.signal(Signal::SIGTERM);
@@ -602,16 +588,11 @@ fn a_process_left_on_the_jobs_gpu_is_named() {
         serde_json::to_string(&env.plan(vec![w])).unwrap(),
     )
     .unwrap();
-    let child = Command::new(MCSUP)
-        .args(["run", "--skip-preflight", "--plan-file"])
+    let mut cmd = Command::new(MCSUP);
+    cmd.args(["run", "--skip-preflight", "--plan-file"])
         .arg(&plan_path)
-        .envs(stub_env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+        .envs(stub_env.iter().map(|(k, v)| (k, v)));
+    let mut m = env.launch(cmd, env.stdout_file());
     m.wait_event("w", "ready", T);
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());

@@ -91,10 +91,7 @@ fn age(s: u64) -> String {
 }
 
 fn user(uid: u32) -> String {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or(format!("uid {uid}"), |u| u.name)
+    super::tools::account_name(uid).unwrap_or_else(|| format!("uid {uid}"))
 }
 
 /// Report leftovers in `/dev/shm` and `$TMPDIR/mcsup-*` (`tmp` is the scratch root).

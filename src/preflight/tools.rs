@@ -16,7 +16,6 @@ use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use super::report::{Check, Report};
-use crate::domain::STOP_SIGNALS;
 use crate::plan::{Plan, ProbeSpec, ProcessKind, ProcessSpec};
 
 /// Ports this node's processes will listen on, each once with the first process that names it:
@@ -93,13 +92,7 @@ pub fn port_holder(port: u16) -> Option<String> {
     let socket = sockets
         .into_iter()
         .find(|s| s.state == procfs::net::TcpState::Listen && s.local_address.port() == port)?;
-    let user = |uid: u32| {
-        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map_or(format!("uid {uid}"), |u| format!("user {}", u.name))
-    };
-    let owner = user(socket.uid);
+    let owner = owner_of(socket.uid);
     let needle = procfs::process::FDTarget::Socket(socket.inode);
     let process = procfs::process::all_processes().ok()?.flatten().find(|p| {
         p.fd()
@@ -112,15 +105,22 @@ pub fn port_holder(port: u16) -> Option<String> {
     Some(process_summary(&p))
 }
 
+/// The account name of `uid`, when it has one here.
+pub fn account_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+/// `user alice`, or `uid 60001` for a uid without an account here.
+fn owner_of(uid: u32) -> String {
+    account_name(uid).map_or(format!("uid {uid}"), |n| format!("user {n}"))
+}
+
 /// `pid 123 (python3 -m x), user alice, Slurm job 42` (the job from its cgroup, when it says).
 pub fn process_summary(p: &procfs::process::Process) -> String {
-    let user = |uid: u32| {
-        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map_or(format!("uid {uid}"), |u| format!("user {}", u.name))
-    };
-    let owner = p.uid().map_or("an unknown user".to_string(), user);
+    let owner = p.uid().map_or("an unknown user".to_string(), owner_of);
     let command = p
         .cmdline()
         .ok()
@@ -280,17 +280,17 @@ impl Drop for HelperGroup {
     }
 }
 
-/// [`STOP_SIGNALS`] blocked on this thread until dropped; the previous mask comes back then, and
+/// The stop signals ([`crate::domain::STOP_SIGNALS`]) blocked on this thread until dropped; the previous mask comes back then, and
 /// a signal that arrived meanwhile is delivered (after the helper's group is gone).
 struct HeldSignals(Option<SigSet>);
 
 impl HeldSignals {
     fn hold() -> Self {
-        let mut set = SigSet::empty();
-        for s in STOP_SIGNALS {
-            set.add(s);
-        }
-        HeldSignals(set.thread_swap_mask(SigmaskHow::SIG_BLOCK).ok())
+        HeldSignals(
+            crate::domain::stop_set()
+                .thread_swap_mask(SigmaskHow::SIG_BLOCK)
+                .ok(),
+        )
     }
 
     /// A stop signal is waiting to be delivered.

@@ -68,7 +68,7 @@ static FIRST_STOP_NS: AtomicU64 = AtomicU64::new(0);
 static BACKSTOP_FIRED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
-pub use crate::domain::{is_stop_signal, stop_pending, STOP_SIGNALS};
+pub use crate::domain::{is_stop_signal, stop_pending, stop_set, STOP_SIGNALS};
 
 /// Writes that went over the file size limit (each one raises SIGXFSZ and fails with EFBIG).
 static FILE_SIZE_EXCEEDED: AtomicU64 = AtomicU64::new(0);
@@ -138,9 +138,7 @@ pub fn hold_early_signals() {
 /// unaffected either way: the child side of spawn resets the signal mask.
 pub fn release_early_signals() {
     let mut set = early_set();
-    for s in STOP_SIGNALS {
-        set.add(s);
-    }
+    set.extend(&stop_set());
     let _ = set.thread_unblock();
 }
 
@@ -150,9 +148,8 @@ pub fn release_early_signals() {
 /// with the default action would end mcsup while the loop's thread holds them).
 fn supervised_set() -> nix::sys::signal::SigSet {
     let mut set = realtime_set();
-    for s in STOP_SIGNALS.iter().chain(EARLY_SIGNALS.iter()) {
-        set.add(*s);
-    }
+    set.extend(&stop_set());
+    set.extend(&early_set());
     set
 }
 
@@ -187,11 +184,7 @@ where
 /// preflight then waits instead of killing mcsup with a helper still running; the preflight's
 /// helpers see it pending and stop ([`stop_pending`]), and `run` ends without starting anything.
 pub fn hold_stop_signals() {
-    let mut set = nix::sys::signal::SigSet::empty();
-    for s in STOP_SIGNALS {
-        set.add(s);
-    }
-    let _ = set.thread_block();
+    let _ = stop_set().thread_block();
 }
 
 /// Synchronous fault signals: mcsup does not go on after one (its state may be broken), but

@@ -286,8 +286,7 @@ impl TestEnv {
     }
 
     pub fn start_with(&self, plan: &Plan, extra: &[&str]) -> Mcsup {
-        let out = std::fs::File::create(self.path("mcsup.stdout")).expect("stdout file");
-        self.start_full(plan, extra, Stdio::from(out))
+        self.start_full(plan, extra, self.stdout_file())
     }
 
     /// Start with mcsup's stdout connected to `stdout` (e.g. a pipe nobody reads).
@@ -298,20 +297,31 @@ impl TestEnv {
             serde_json::to_string_pretty(plan).expect("plan to json"),
         )
         .expect("write plan");
-        let out = stdout;
-        let err = std::fs::File::create(self.path("mcsup.stderr")).expect("stderr file");
-        let child = Command::new(MCSUP)
-            .arg("run")
+        let mut cmd = Command::new(MCSUP);
+        cmd.arg("run")
             .arg("--plan-file")
             .arg(&plan_path)
-            .args(extra)
+            .args(extra);
+        self.launch(cmd, stdout)
+    }
+
+    /// Spawn `cmd` (an `mcsup run`, possibly behind a wrapper) as the test's mcsup: debug log,
+    /// stdin `/dev/null`, stderr to `mcsup.stderr` in the test's directory.
+    pub fn launch(&self, mut cmd: Command, stdout: Stdio) -> Mcsup {
+        let err = std::fs::File::create(self.path("mcsup.stderr")).expect("stderr file");
+        let child = cmd
             .env("MCSUP_LOG", "debug")
             .stdin(Stdio::null())
-            .stdout(out)
+            .stdout(stdout)
             .stderr(err)
             .spawn()
             .expect("spawn mcsup");
         Mcsup::new(self, &self.node, child, self.dir.path().to_path_buf())
+    }
+
+    /// Stdout to `mcsup.stdout` in the test's directory.
+    pub fn stdout_file(&self) -> Stdio {
+        Stdio::from(std::fs::File::create(self.path("mcsup.stdout")).expect("stdout file"))
     }
 
     /// Processes (alive, not zombies) carrying this test's tag.

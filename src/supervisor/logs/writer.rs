@@ -216,22 +216,21 @@ impl RunWriter {
     /// directory did not take it in time (the thread is then left to finish, or to die with the
     /// process).
     pub fn sync(&self, within: Duration) -> bool {
-        let (tx, rx) = sync_channel(1);
-        if self.tx.send(Job::Sync(tx)).is_err() {
-            return false;
-        }
-        rx.recv_timeout(within).is_ok()
+        self.ask(Job::Sync, within)
     }
 
     /// Write what is queued, close every file and release the log directory's lock (the next
     /// run in this process may claim it), waiting at most `within`; false when the directory did
     /// not take it in time (the thread is then left to finish, or to die with the process).
     pub fn stop(&self, within: Duration) -> bool {
+        self.ask(Job::Stop, within)
+    }
+
+    /// Send the job `make` builds around an answer channel; whether the answer came within
+    /// `within`.
+    fn ask(&self, make: fn(SyncSender<()>) -> Job, within: Duration) -> bool {
         let (tx, rx) = sync_channel(1);
-        if self.tx.send(Job::Stop(tx)).is_err() {
-            return false;
-        }
-        rx.recv_timeout(within).is_ok()
+        self.tx.send(make(tx)).is_ok() && rx.recv_timeout(within).is_ok()
     }
 
     /// Hand `job` (`len` bytes) over if the queue has room for it.

@@ -149,18 +149,9 @@ impl Runtime {
                 Ok(kids) => kids,
                 Err(why) => {
                     // Blind: reparented descendants (setsid'd, double-forked) may be left.
-                    let detail = format!(
+                    self.note("mcsup", RecordKind::SweepBlind, format!(
                         "the orphan sweep could not look for reparented descendants ({why}): setsid'd or double-forked ones may still run; fix: run mcsup where /proc is mounted and readable (no hidepid for its user)"
-                    );
-                    tracing::warn!("{detail}");
-                    let r = Record {
-                        unit: "mcsup".into(),
-                        kind: RecordKind::SweepBlind,
-                        pid: None,
-                        status: None,
-                        detail: Some(detail),
-                    };
-                    self.events.write(&r, Instant::now(), &self.clock);
+                    ));
                     return;
                 }
             };
@@ -205,18 +196,9 @@ impl Runtime {
             let Some(holder) = crate::preflight::tools::port_holder(port) else {
                 continue;
             };
-            let detail = format!(
+            self.note(&name, RecordKind::PortHeld, format!(
                 "port {port} ({name}'s) is still listened on after the teardown, by {holder}: a process that escaped the teardown holds it, or another job does; the next job on this node cannot bind it"
-            );
-            tracing::warn!("{detail}");
-            let r = Record {
-                unit: name,
-                kind: RecordKind::PortHeld,
-                pid: None,
-                status: None,
-                detail: Some(detail),
-            };
-            self.events.write(&r, Instant::now(), &self.clock);
+            ));
         }
     }
 
@@ -225,18 +207,9 @@ impl Runtime {
     /// Named in a `gpu-held` event per process.
     fn check_gpus_released(&mut self) {
         for (gpu, holder) in crate::preflight::residue::holders(&self.plan) {
-            let detail = format!(
+            self.note("mcsup", RecordKind::GpuHeld, format!(
                 "GPU {gpu} still has a process on it after the teardown: {holder}; the next job on this node would find its memory taken"
-            );
-            tracing::warn!("{detail}");
-            let r = Record {
-                unit: "mcsup".into(),
-                kind: RecordKind::GpuHeld,
-                pid: None,
-                status: None,
-                detail: Some(detail),
-            };
-            self.events.write(&r, Instant::now(), &self.clock);
+            ));
         }
     }
 

@@ -910,6 +910,9 @@ impl Runtime {
             .write_with(&r, diagnosis, Instant::now(), &self.clock);
         match kind {
             RecordKind::WorkersLost
+            | RecordKind::SweepBlind
+            | RecordKind::PortHeld
+            | RecordKind::GpuHeld
             | RecordKind::OutputLost
             | RecordKind::LogDirRecreated
             | RecordKind::Diagnosis
