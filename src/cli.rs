@@ -756,6 +756,12 @@ fn check_plan_durations(
             YEAR,
         )?;
         within(key("restart.window_ms"), r.window, Duration::ZERO, YEAR)?;
+        within(
+            key("restart.release_wait_ms"),
+            r.release_wait,
+            Duration::ZERO,
+            DAY,
+        )?;
         within(key("stop.grace_ms"), p.stop.grace, Duration::ZERO, DAY)?;
         if !(1.0..=100.0).contains(&r.backoff_factor) {
             return Err(refuse(

@@ -161,6 +161,12 @@ wire_names! {
         PortHeld => "port-held",
         /// A process is still on one of the job's GPUs after the teardown (which, how much).
         GpuHeld => "gpu-held",
+        /// Before a restart: the previous run's group is gone and its GPUs' memory is back
+        /// (how long it took after the exit).
+        GpuReleased => "gpu-released",
+        /// Before a restart: the wait for the GPUs ran out (what still held them); it starts
+        /// anyway.
+        GpuReleaseLate => "gpu-release-late",
         /// A restarted master lists this node's stores again (written by the runtime, not the
         /// machine: see `supervisor::remount`).
         Remounted => "remounted",

@@ -575,24 +575,8 @@ fn a_process_left_on_the_jobs_gpu_is_named() {
         "processes": [{"pid": stray.id(), "used": 20u64 << 30}]
     }]}));
     let mut w = env.up("w", ProcessKind::Worker, &[]);
-    w.placement = Some(WorkerPlacement {
-        endpoint: "agg[0]".into(),
-        nodes: vec![env.node.clone()],
-        rank: 0,
-        gpus: vec![0],
-        ports: vec![],
-    });
-    let plan_path = env.path("plan.json");
-    std::fs::write(
-        &plan_path,
-        serde_json::to_string(&env.plan(vec![w])).unwrap(),
-    )
-    .unwrap();
-    let mut cmd = Command::new(MCSUP);
-    cmd.args(["run", "--skip-preflight", "--plan-file"])
-        .arg(&plan_path)
-        .envs(stub_env.iter().map(|(k, v)| (k, v)));
-    let mut m = env.launch(cmd, env.stdout_file());
+    env.on_gpus(&mut w, &[0]);
+    let mut m = env.start_with_env(&env.plan(vec![w]), &["--skip-preflight"], &stub_env);
     m.wait_event("w", "ready", T);
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());

@@ -63,6 +63,7 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
         reset_after: Duration::from_secs(60),
         max_restarts: 3,
         window: Duration::from_secs(600),
+        release_wait: DEFAULT_RELEASE_WAIT,
     };
     (stop, restart)
 }
@@ -133,6 +134,9 @@ pub fn apply_restart(
     }
     if let Some(w) = c.window_seconds {
         base.window = w.duration();
+    }
+    if let Some(w) = c.release_wait_seconds {
+        base.release_wait = w.duration();
     }
     Ok(base)
 }

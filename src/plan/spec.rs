@@ -233,6 +233,11 @@ impl ProcessSpec {
             || self.env_value("MOONCAKE_PROTOCOL") == Some("rdma")
     }
 
+    /// The GPUs it is placed on (none for anything but a worker).
+    pub fn gpus(&self) -> &[u32] {
+        self.placement.as_ref().map_or(&[], |p| &p.gpus)
+    }
+
     /// Look up the final value of a variable this spec sets.
     pub fn env_value(&self, name: &str) -> Option<&str> {
         self.env
@@ -575,6 +580,23 @@ pub struct RestartSpec {
     pub max_restarts: u32,
     #[serde(with = "duration_ms", rename = "window_ms")]
     pub window: Duration,
+    /// Before a process on GPUs starts again, wait at most this long for its previous run's
+    /// group to be empty and the GPUs' memory to be back near its level before mcsup started
+    /// anything (a CUDA context outlives its process for a while: smg-project/smg #2464). Zero
+    /// does not wait.
+    #[serde(
+        with = "duration_ms",
+        rename = "release_wait_ms",
+        default = "default_release_wait"
+    )]
+    pub release_wait: Duration,
+}
+
+/// [`RestartSpec::release_wait`] when a plan file does not say.
+pub const DEFAULT_RELEASE_WAIT: Duration = Duration::from_secs(60);
+
+fn default_release_wait() -> Duration {
+    DEFAULT_RELEASE_WAIT
 }
 
 /// How to stop a process.

@@ -20,11 +20,18 @@ use crate::plan::{Plan, ProcessKind};
 const G: &str = "gpu residue";
 
 /// One GPU as NVML sees it.
-struct Gpu {
-    total: u64,
-    free: u64,
+pub struct Gpu {
+    pub total: u64,
+    pub free: u64,
     /// (pid, bytes).
-    processes: Vec<(u32, u64)>,
+    pub processes: Vec<(u32, u64)>,
+}
+
+impl Gpu {
+    /// Memory in use, by anyone (a CUDA context that outlived its process included).
+    pub fn used(&self) -> u64 {
+        self.total.saturating_sub(self.free)
+    }
 }
 
 #[repr(C)]
@@ -43,8 +50,8 @@ struct NvmlProcessInfo {
     compute_instance_id: c_uint,
 }
 
-/// NVML's answer for the GPUs, or why there is none.
-fn read_nvml() -> Result<Vec<Gpu>, String> {
+/// NVML's answer for the GPUs (in NVML's order), or why there is none.
+pub fn read_nvml() -> Result<Vec<Gpu>, String> {
     // SAFETY: loading the driver's NVML runs its initialisers, which have no preconditions.
     let lib = unsafe { libloading::Library::new("libnvidia-ml.so.1") }
         .map_err(|e| format!("libnvidia-ml.so.1 not loaded: {e}"))?;
@@ -168,7 +175,8 @@ fn planned(plan: &Plan) -> BTreeMap<u32, Option<(f64, String)>> {
     out
 }
 
-fn gib(b: u64) -> String {
+/// `40.0 GiB`.
+pub fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
 }
 
@@ -204,7 +212,7 @@ pub fn holders(plan: &Plan) -> Vec<(u32, String)> {
 }
 
 /// The processes NVML lists on `g`, mcsup itself left out: `pid 1 (...) holding 40.0 GiB`.
-fn nvml_holders(g: &Gpu) -> Vec<String> {
+pub fn nvml_holders(g: &Gpu) -> Vec<String> {
     let me = std::process::id();
     g.processes
         .iter()

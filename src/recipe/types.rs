@@ -463,6 +463,9 @@ pub struct RestartConfig {
     pub max_restarts: Option<u32>,
     #[serde(default)]
     pub window_seconds: Option<PositiveSeconds>,
+    /// Before a restart on GPUs: how long to wait for the previous run's GPU memory (0 = not).
+    #[serde(default)]
+    pub release_wait_seconds: Option<Seconds>,
 }
 
 /// A worker's readiness: every probe given must pass.

@@ -435,6 +435,20 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
             secs(r.window)
         ),
     };
+    let gpus = s.gpus();
+    let restart =
+        if r.policy != RestartPolicy::Never && !gpus.is_empty() && !r.release_wait.is_zero() {
+            format!(
+                "{restart}; each restart waits up to {} for GPU {} to be released",
+                secs(r.release_wait),
+                gpus.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        } else {
+            restart
+        };
     let _ = writeln!(o, "   restart: {restart}");
 }
 

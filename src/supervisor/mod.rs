@@ -27,6 +27,7 @@ pub mod machine;
 mod diagnose;
 mod logs;
 mod probes;
+mod release;
 mod remount;
 mod runtime;
 mod servable;

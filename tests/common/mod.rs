@@ -221,6 +221,7 @@ impl TestEnv {
                 reset_after: ms(60_000),
                 max_restarts: 3,
                 window: ms(60_000),
+                release_wait: ms(5_000),
             },
             stop: StopSpec {
                 signal: SignalName::SIGTERM,
@@ -231,6 +232,17 @@ impl TestEnv {
             critical: true,
             fatal_log_patterns: Vec::new(),
         }
+    }
+
+    /// Place worker `p` on these GPUs of this node (one endpoint of its own).
+    pub fn on_gpus(&self, p: &mut ProcessSpec, gpus: &[u32]) {
+        p.placement = Some(WorkerPlacement {
+            endpoint: format!("{}[0]", p.name),
+            nodes: vec![self.node.clone()],
+            rank: 0,
+            gpus: gpus.to_vec(),
+            ports: vec![],
+        });
     }
 
     /// The test child with `extra` flags, ready once it prints `up`.
@@ -291,6 +303,18 @@ impl TestEnv {
 
     /// Start with mcsup's stdout connected to `stdout` (e.g. a pipe nobody reads).
     pub fn start_full(&self, plan: &Plan, extra: &[&str], stdout: Stdio) -> Mcsup {
+        self.launch(self.run_command(plan, extra), stdout)
+    }
+
+    /// [`TestEnv::start_with`] with these variables set for mcsup (e.g. [`nvml_stub`]'s).
+    pub fn start_with_env(&self, plan: &Plan, extra: &[&str], env: &[(String, String)]) -> Mcsup {
+        let mut cmd = self.run_command(plan, extra);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        self.launch(cmd, self.stdout_file())
+    }
+
+    /// `mcsup run --plan-file` with `plan` written to the test's directory.
+    fn run_command(&self, plan: &Plan, extra: &[&str]) -> Command {
         let plan_path = self.path("plan.json");
         std::fs::write(
             &plan_path,
@@ -302,7 +326,7 @@ impl TestEnv {
             .arg("--plan-file")
             .arg(&plan_path)
             .args(extra);
-        self.launch(cmd, stdout)
+        cmd
     }
 
     /// Spawn `cmd` (an `mcsup run`, possibly behind a wrapper) as the test's mcsup: debug log,

@@ -71,8 +71,12 @@ enum ProcState {
         pid: Pid,
         liveness: Option<Liveness>,
     },
-    /// Waiting to be restarted.
-    BackingOff { until: Instant },
+    /// Waiting to be restarted: until the backoff is over and, for a process on GPUs, the
+    /// previous run has released them.
+    BackingOff {
+        until: Instant,
+        release: Option<ReleaseWait>,
+    },
     /// A drain reads its in-flight requests before its stop signal.
     Draining { pid: Pid, drain: Drain },
     /// Stop signal sent (or group being killed); done when the leader is reaped AND the group is
@@ -120,6 +124,15 @@ impl ProcState {
     }
 }
 
+/// A restart's wait for the previous run's GPUs (`restart.rs`): the runtime answers
+/// [`Action::AwaitRelease`] by `deadline` at the latest, or the machine stops waiting then.
+#[derive(Debug, Clone)]
+struct ReleaseWait {
+    attempt: u64,
+    deadline: Instant,
+    answered: bool,
+}
+
 /// A process the drain reads before its stop signal (`teardown.rs`).
 #[derive(Debug, Clone)]
 struct Drain {
@@ -155,6 +168,8 @@ struct Proc {
     /// Whether the last exit counted as success (for `completed_successfully`).
     last_success: bool,
     spawned_at: Option<Instant>,
+    /// The last run's group leader (a restart waits for its group to release the GPUs).
+    last_pid: Option<Pid>,
     detail: Option<String>,
     /// Readiness and liveness probe attempts that failed, over the whole run.
     probe_failures: u32,
@@ -282,6 +297,7 @@ impl Machine {
                 last_exit: None,
                 last_success: false,
                 spawned_at: None,
+                last_pid: None,
                 detail: None,
                 probe_failures: 0,
                 ready_after: None,
@@ -381,7 +397,12 @@ impl Machine {
                 ProcState::Ready {
                     liveness: Some(l), ..
                 } if !stopping && l.in_flight.is_none() => consider(Some(l.next_at)),
-                ProcState::BackingOff { until } if !stopping => consider(Some(*until)),
+                ProcState::BackingOff { until, release } if !stopping => {
+                    consider(Some(match release {
+                        Some(r) if !r.answered => (*until).max(r.deadline),
+                        _ => *until,
+                    }))
+                }
                 ProcState::Stopping {
                     killed: false,
                     kill_at,
@@ -525,6 +546,7 @@ impl Machine {
                 detail,
             } => self.on_fatal_line(proc, generation, detail, now, &mut out),
             Event::Signal(sig) => self.on_signal(sig, now, &mut out),
+            Event::Released { attempt, result } => self.on_released(attempt, result, &mut out),
             Event::Tick => {}
         }
         self.release_held(now, &mut out);

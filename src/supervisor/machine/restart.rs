@@ -7,6 +7,18 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::domain::show_secs;
 
+/// How long past its own bound the machine waits for the runtime's answer to
+/// [`Action::AwaitRelease`] before it restarts without one.
+pub(super) const RELEASE_ANSWER_GRACE: Duration = Duration::from_secs(5);
+
+/// `0,1,2`.
+fn join(gpus: &[u32]) -> String {
+    gpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A leader's exit (and its group's emptiness, if that came too) waiting for
 /// [`SIGNAL_DEATH_SETTLE`] to pass before the machine judges it.
 #[derive(Debug, Clone)]
@@ -251,13 +263,71 @@ impl Machine {
         p.backoff = Duration::try_from_secs_f64(next)
             .unwrap_or(spec.backoff_max)
             .min(spec.backoff_max);
-        let detail = format!("restart {} in {} ms", p.restarts, ms(delay));
+        let mut detail = format!("restart {} in {} ms", p.restarts, ms(delay));
+        let release = match p.last_pid {
+            Some(pgid) if !p.spec.gpus().is_empty() && !spec.release_wait.is_zero() => {
+                let within = spec.release_wait;
+                let gpus = p.spec.gpus().to_vec();
+                detail.push_str(&format!(
+                    ", once GPU {} {} released by this run (at most {})",
+                    join(&gpus),
+                    if gpus.len() == 1 { "is" } else { "are" },
+                    show_secs(within)
+                ));
+                self.next_attempt += 1;
+                out.push(Action::AwaitRelease {
+                    attempt: self.next_attempt,
+                    pgid,
+                    gpus,
+                    within,
+                });
+                Some(ReleaseWait {
+                    attempt: self.next_attempt,
+                    deadline: now + within + RELEASE_ANSWER_GRACE,
+                    answered: false,
+                })
+            }
+            _ => None,
+        };
+        let p = &self.procs[i];
         out.push(Action::Record(
             rec(&p.spec.name, RecordKind::Restarting)
                 .status(status)
                 .detail(detail),
         ));
-        self.set_state(i, ProcState::BackingOff { until: now + delay }, now);
+        let state = ProcState::BackingOff {
+            until: now + delay,
+            release,
+        };
+        self.set_state(i, state, now);
+    }
+
+    /// The runtime's answer to [`Action::AwaitRelease`]: the restart may go ahead once its
+    /// backoff is over too.
+    pub(super) fn on_released(
+        &mut self,
+        attempt: u64,
+        result: Result<String, String>,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(p) = self.procs.iter_mut().find(|p| {
+            matches!(&p.state, ProcState::BackingOff { release: Some(r), .. }
+                if r.attempt == attempt && !r.answered)
+        }) else {
+            return;
+        };
+        if let ProcState::BackingOff {
+            release: Some(r), ..
+        } = &mut p.state
+        {
+            r.answered = true;
+        }
+        let (kind, detail) = match result {
+            Ok(d) => (RecordKind::GpuReleased, d),
+            Err(d) => (RecordKind::GpuReleaseLate, d),
+        };
+        out.push(Action::Record(rec(&p.spec.name, kind).detail(detail)));
+        self.version += 1;
     }
 
     pub(super) fn fail(

@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use super::graph::DepStatus;
+use super::restart::RELEASE_ANSWER_GRACE;
 use super::*;
+use crate::domain::show_secs;
 
 impl Machine {
     pub(super) fn on_spawned(&mut self, i: usize, pid: Pid, now: Instant, out: &mut Vec<Action>) {
@@ -15,6 +17,7 @@ impl Machine {
             return;
         }
         p.spawned_at = Some(now);
+        p.last_pid = Some(pid);
         p.detail = None;
         out.push(Action::Record(
             rec(&p.spec.name, RecordKind::Spawned).pid(pid),
@@ -119,7 +122,20 @@ impl Machine {
                         timeout: l.spec.attempt_timeout,
                     });
                 }
-                ProcState::BackingOff { until } if *until <= now => {
+                ProcState::BackingOff { until, release } if *until <= now => {
+                    match release {
+                        Some(r) if !r.answered && r.deadline > now => continue,
+                        Some(r) if !r.answered => {
+                            let late = format!(
+                                "no answer from the GPU release check within {}: starting anyway",
+                                show_secs(p.spec.restart.release_wait + RELEASE_ANSWER_GRACE)
+                            );
+                            out.push(Action::Record(
+                                rec(&p.spec.name, RecordKind::GpuReleaseLate).detail(late),
+                            ));
+                        }
+                        _ => {}
+                    }
                     // Re-check dependencies: a dependency may be restarting too.
                     let r = rec(&p.spec.name, RecordKind::Waiting).detail("backoff over");
                     out.push(Action::Record(r));

@@ -136,6 +136,12 @@ pub enum Event {
     /// The signal handler's backstop SIGKILLed every group itself (a second stop signal came
     /// while the loop was busy): the teardown needed SIGKILL, whatever the machine saw.
     BackstopKilled,
+    /// The answer to [`Action::AwaitRelease`]: released (what was seen), or the wait ran out
+    /// (what still held the GPUs).
+    Released {
+        attempt: u64,
+        result: Result<String, String>,
+    },
     /// Time passed: act on whatever is due.
     Tick,
 }
@@ -161,6 +167,14 @@ pub enum Action {
         attempt: u64,
         gauge: InflightGauge,
         timeout: Duration,
+    },
+    /// Wait (at most `within`) until group `pgid` is empty and the memory of `gpus` is back
+    /// near its level before the run; answer with `Released`.
+    AwaitRelease {
+        attempt: u64,
+        pgid: Pid,
+        gpus: Vec<u32>,
+        within: Duration,
     },
     /// Log this and append it to the events file.
     Record(Record),

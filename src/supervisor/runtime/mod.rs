@@ -37,7 +37,8 @@ use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter};
 use super::timer::DeadlineTimer;
 use super::{
-    diagnose, probes, remount, signals, spawn, stores, RunOptions, RunOutcome, SupervisorError,
+    diagnose, probes, release, remount, signals, spawn, stores, RunOptions, RunOutcome,
+    SupervisorError,
 };
 use crate::domain::signature::SHOWN_CHARS;
 use crate::runfiles::{OutputLost, ServableState, ServableStatus, StatusFile};
@@ -95,6 +96,11 @@ enum Msg {
     },
     /// A later read of the frontend's health answer.
     Seen(Result<Seen, String>),
+    /// The answer to a restart's wait for its GPUs.
+    Released {
+        attempt: u64,
+        result: Result<String, String>,
+    },
     /// Output a log file could not take.
     LogLoss(logs::LogLoss),
     /// What the run directory's writer has to say (a recreated log directory).
@@ -195,6 +201,8 @@ struct Runtime {
     last_seen: Option<Seen>,
     /// Output each process's log file could not take, by process.
     losses: BTreeMap<String, OutputLost>,
+    /// The GPUs' memory before anything started, when a restart may have to wait for it.
+    gpu_baseline: Option<release::Baseline>,
 }
 
 /// Run a plan to completion (see [`super::run_blocking`]).
@@ -292,7 +300,9 @@ pub async fn run_with_signals(
         servable_watch: None,
         last_seen: None,
         losses: BTreeMap::new(),
+        gpu_baseline: None,
     };
+    rt.read_gpu_baseline().await;
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     rt.reap(); // anything inherited that already exited
     rt.feed(Event::Start);
@@ -471,6 +481,22 @@ impl Runtime {
                     let _ = tx.send(Msg::Inflight { attempt, result });
                 });
             }
+            Action::AwaitRelease {
+                attempt,
+                pgid,
+                gpus,
+                within,
+            } => {
+                let baseline = self
+                    .gpu_baseline
+                    .clone()
+                    .unwrap_or_else(|| Err("not read before the run".into()));
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let result = release::wait(pgid, gpus, baseline, within).await;
+                    let _ = tx.send(Msg::Released { attempt, result });
+                });
+            }
             Action::Record(mut r) => {
                 if r.kind == RecordKind::Ready {
                     self.after_ready(&r.unit);
@@ -507,7 +533,7 @@ impl Runtime {
                 }
                 let code = r.status.map(|s| s.code());
                 match r.kind {
-                    RecordKind::Failed | RecordKind::Killing => {
+                    RecordKind::Failed | RecordKind::Killing | RecordKind::GpuReleaseLate => {
                         tracing::warn!(process = %r.unit, pid = r.pid, exit_code = code, detail = r.detail.as_deref(), "{}", r.kind.as_str())
                     }
                     _ => {
@@ -886,6 +912,32 @@ impl Runtime {
         }
     }
 
+    /// Before anything starts: the memory in use on the GPUs of the processes that may restart
+    /// (a restart waits for it to come back, `release`).
+    async fn read_gpu_baseline(&mut self) {
+        let gpus: std::collections::BTreeSet<u32> = self
+            .plan
+            .processes
+            .iter()
+            .filter(|p| {
+                p.restart.policy != crate::plan::RestartPolicy::Never
+                    && !p.restart.release_wait.is_zero()
+            })
+            .flat_map(|p| p.gpus().iter().copied())
+            .collect();
+        if gpus.is_empty() {
+            return;
+        }
+        let read = release::baseline(&gpus).await;
+        match &read {
+            Ok(b) => tracing::debug!(?b, "GPU memory in use before the run"),
+            Err(why) => tracing::info!(
+                "GPU memory before the run not read ({why}): a restart on GPUs waits for its process group only"
+            ),
+        }
+        self.gpu_baseline = Some(read);
+    }
+
     /// Write a record the runtime (not the machine) decides, and log it.
     fn note(&mut self, unit: &str, kind: RecordKind, detail: String) {
         self.note_with(unit, kind, detail, None);
@@ -1033,6 +1085,7 @@ impl Runtime {
     fn on_msg(&mut self, msg: Msg) {
         match msg {
             Msg::Inflight { attempt, result } => self.feed(Event::Inflight { attempt, result }),
+            Msg::Released { attempt, result } => self.feed(Event::Released { attempt, result }),
             Msg::Probe { attempt, result } => {
                 let ok = result.is_ok();
                 self.feed(Event::ProbeDone {

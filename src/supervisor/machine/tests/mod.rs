@@ -36,6 +36,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
             reset_after: d(10_000),
             max_restarts: 3,
             window: d(60_000),
+            release_wait: d(5_000),
         },
         stop: StopSpec {
             signal: SignalName::SIGTERM,

@@ -271,3 +271,170 @@ fn success_codes_are_per_process() {
     });
     assert!(has(&a, "s", RecordKind::Completed));
 }
+
+/// A worker on GPUs 0 and 1 that restarts on failure (backoff 100 ms, release wait 5 s).
+fn on_gpus() -> H {
+    let mut w = restarting(proc("w", ProcessKind::Worker), RestartPolicy::OnFailure);
+    w.placement = Some(crate::plan::WorkerPlacement {
+        endpoint: "agg[0]".into(),
+        nodes: vec!["n1".into()],
+        rank: 0,
+        gpus: vec![0, 1],
+        ports: vec![],
+    });
+    let mut h = H::new(plan(vec![w]));
+    h.ev(Event::Start);
+    h.ev(Event::Spawned { proc: 0, pid: 100 });
+    h
+}
+
+/// The attempt of the release wait among `a`, checking what it asks for.
+fn release_asked(a: &[Action]) -> u64 {
+    let asked: Vec<_> = a
+        .iter()
+        .filter_map(|a| match a {
+            Action::AwaitRelease {
+                attempt,
+                pgid,
+                gpus,
+                within,
+            } => Some((*attempt, *pgid, gpus.clone(), *within)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1, "{a:?}");
+    let (attempt, pgid, gpus, within) = asked[0].clone();
+    assert_eq!((pgid, gpus, within), (100, vec![0, 1], d(5_000)));
+    attempt
+}
+
+#[test]
+fn a_restart_on_gpus_waits_for_them_as_well_as_its_backoff() {
+    let mut h = on_gpus();
+    let a = h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    });
+    let attempt = release_asked(&a);
+    assert!(
+        detail(&a, "w", RecordKind::Restarting)
+            .ends_with("restart 1 in 100 ms, once GPU 0,1 are released by this run (at most 5 s)"),
+        "{a:?}"
+    );
+    // The backoff is over, the GPUs are not: nothing starts; the next wake is the backstop.
+    assert!(spawns(&h.at(100)).is_empty());
+    assert_eq!(h.state(0), UnitState::BackingOff);
+    assert_eq!(h.m.next_deadline(), Some(h.t0 + d(10_000)));
+    h.now = h.t0 + d(3_000);
+    let a = h.ev(Event::Released {
+        attempt,
+        result: Ok("GPU 0,1 released 3 s after ...".into()),
+    });
+    assert_eq!(
+        detail(&a, "w", RecordKind::GpuReleased),
+        "GPU 0,1 released 3 s after ..."
+    );
+    assert_eq!(spawns(&a), [0]);
+    // A second answer to the same attempt is not news.
+    h.ev(Event::Spawned { proc: 0, pid: 101 });
+    assert!(records(&h.ev(Event::Released {
+        attempt,
+        result: Ok("again".into())
+    }))
+    .is_empty());
+}
+
+#[test]
+fn gpus_released_before_the_backoff_is_over_wait_for_the_backoff() {
+    let mut h = on_gpus();
+    let attempt = release_asked(&h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    }));
+    h.now = h.t0 + d(20);
+    let a = h.ev(Event::Released {
+        attempt,
+        result: Ok("released".into()),
+    });
+    assert!(spawns(&a).is_empty());
+    assert_eq!(h.m.next_deadline(), Some(h.t0 + d(100)));
+    assert!(spawns(&h.at(99)).is_empty());
+    assert_eq!(spawns(&h.at(100)), [0]);
+}
+
+#[test]
+fn a_release_wait_that_runs_out_or_never_answers_starts_anyway_and_says_so() {
+    // The runtime's answer: the wait ran out.
+    let mut h = on_gpus();
+    let attempt = release_asked(&h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    }));
+    h.now = h.t0 + d(5_000);
+    let a = h.ev(Event::Released {
+        attempt,
+        result: Err("GPU 0 uses 40.0 GiB".into()),
+    });
+    assert_eq!(
+        detail(&a, "w", RecordKind::GpuReleaseLate),
+        "GPU 0 uses 40.0 GiB"
+    );
+    assert_eq!(spawns(&a), [0]);
+    // No answer at all: the machine's own bound, 5 s past the wait's.
+    let mut h = on_gpus();
+    release_asked(&h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    }));
+    assert!(spawns(&h.at(9_999)).is_empty());
+    let a = h.at(10_000);
+    assert!(
+        detail(&a, "w", RecordKind::GpuReleaseLate)
+            .starts_with("no answer from the GPU release check within 10 s: starting anyway"),
+        "{a:?}"
+    );
+    assert_eq!(spawns(&a), [0]);
+}
+
+#[test]
+fn a_teardown_during_a_release_wait_ends_it() {
+    let mut h = on_gpus();
+    let attempt = release_asked(&h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    }));
+    h.ev(Event::Signal(Signal::SIGTERM));
+    assert_eq!(h.state(0), UnitState::Exited);
+    assert_eq!(h.m.phase(), Phase::Done);
+    let a = h.ev(Event::Released {
+        attempt,
+        result: Ok("released".into()),
+    });
+    assert!(records(&a).is_empty() && spawns(&a).is_empty(), "{a:?}");
+}
+
+#[test]
+fn only_a_process_on_gpus_with_a_wait_asks_for_one() {
+    // No GPUs.
+    let mut h = H::new(plan(vec![restarting(
+        proc("s", ProcessKind::Store),
+        RestartPolicy::OnFailure,
+    )]));
+    h.ev(Event::Start);
+    h.ev(Event::Spawned { proc: 0, pid: 100 });
+    let a = h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    });
+    assert!(!a.iter().any(|a| matches!(a, Action::AwaitRelease { .. })));
+    assert_eq!(spawns(&h.at(100)), [0]);
+    // GPUs, but a wait of zero.
+    let mut h = on_gpus();
+    h.m.procs[0].spec.restart.release_wait = Duration::ZERO;
+    let a = h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    });
+    assert!(!a.iter().any(|a| matches!(a, Action::AwaitRelease { .. })));
+    assert_eq!(spawns(&h.at(100)), [0]);
+}
