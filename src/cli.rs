@@ -199,6 +199,11 @@ pub struct PlanArgs {
     /// Show values of variables whose names look secret (TOKEN, SECRET, PASSWORD, KEY, CREDENTIAL).
     #[arg(long)]
     pub show_secrets: bool,
+    /// Read the node's /sys under DIR (a fixture or a captured node) for what the plan derives
+    /// from the node itself (`mcsup.network.per_gpu_hca`); default: this machine's, when the
+    /// plan is for this node.
+    #[arg(long, value_name = "DIR")]
+    pub sysroot: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -326,6 +331,49 @@ pub fn node_inputs(t: &TargetArgs) -> NodeInputs {
 /// Resolve recipe + roles + node into a plan.
 pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
     load(t).map(|(_, plan)| plan)
+}
+
+/// Whether the plan is for the machine mcsup runs on: `--node` not given, or naming it.
+fn node_is_here(t: &TargetArgs) -> bool {
+    let Some(n) = &t.node else { return true };
+    std::env::var("SLURMD_NODENAME").is_ok_and(|s| &s == n)
+        || nix::unistd::gethostname().is_ok_and(|h| h.to_string_lossy() == n.as_str())
+}
+
+/// What the plan derives from the node itself (`mcsup.network`), read from `sysroot`, or from
+/// this machine when the plan is for it; otherwise the plan says where it will be derived.
+fn derive_from_node(plan: &mut Plan, sysroot: Option<&Path>, here: bool) -> Result<(), CliError> {
+    use crate::plan::PER_GPU_HCA;
+    use crate::preflight::{hca_map, system::Sysroot};
+    let on_gpus = plan
+        .processes
+        .iter()
+        .any(|p| p.kind == crate::plan::ProcessKind::Worker && !p.gpus().is_empty());
+    if !plan.network.per_gpu_hca || !on_gpus {
+        return Ok(());
+    }
+    let root = match sysroot {
+        Some(dir) => Sysroot::new(dir),
+        None if here => Sysroot::new(Path::new("/")),
+        None => {
+            plan.notes.push(format!(
+                "{PER_GPU_HCA}: each worker's HCAs are paired with its GPUs on {} when `mcsup run` starts there (from its /sys); `mcsup plan` on that node, or with --sysroot, shows them",
+                plan.node.name
+            ));
+            return Ok(());
+        }
+    };
+    let node = plan.node.name.clone();
+    let failed = |why: String| {
+        CliError {
+        code: ExitCode::PreflightFailed.code(),
+        message: format!(
+            "{PER_GPU_HCA}: cannot pair the GPUs of {node} with HCAs: {why}\n  fix: run where the node's GPUs and HCAs are visible (/sys/bus/pci, /sys/class/infiniband), or set mcsup.network.per_gpu_hca: false"
+        ),
+    }
+    };
+    let table = hca_map::table(&root).map_err(failed)?;
+    hca_map::apply(plan, &table).map_err(failed)
 }
 
 /// Read the recipe (once: it may be a pipe) and resolve it into this node's plan.
@@ -469,7 +517,12 @@ fn preflight(args: PreflightArgs) -> Result<i32, CliError> {
     if !args.aggregate.is_empty() {
         return aggregate(&args);
     }
-    let plan = load_plan(&args.target)?;
+    let mut plan = load_plan(&args.target)?;
+    derive_from_node(
+        &mut plan,
+        args.sysroot.as_deref(),
+        node_is_here(&args.target),
+    )?;
     let report = crate::preflight::run(
         &plan,
         &preflight_options(
@@ -874,10 +927,12 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
     supervisor::hold_stop_signals();
     // A plan file carries everything the preflight needs (HiCache, headroom), so both paths
     // run it.
-    let plan = match &args.plan_file {
+    let mut plan = match &args.plan_file {
         Some(p) => read_plan_file(p)?,
         None => load(&args.target)?.1,
     };
+    // Whatever node the plan names, it runs here.
+    derive_from_node(&mut plan, None, true)?;
     for w in &plan.warnings {
         tracing::warn!("{w}");
     }
@@ -1160,7 +1215,8 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
         None => run(cli.run),
         Some(Cmd::Run(a)) => run(a),
         Some(Cmd::Plan(a)) => {
-            let plan = load_plan(&a.target)?;
+            let mut plan = load_plan(&a.target)?;
+            derive_from_node(&mut plan, a.sysroot.as_deref(), node_is_here(&a.target))?;
             let text = if a.json {
                 render::plan_json(&plan, a.show_secrets) + "\n"
             } else {

@@ -1552,3 +1552,256 @@ fn leftovers_of_gone_users_are_named_with_owner_size_and_age() {
     );
     assert!(!text.contains("rootfile"), "{text}");
 }
+
+/// The HCA each GPU of [`eight_gpu_node`] shares a PCIe switch with, by GPU index: not in name
+/// order, so a table that pairs by index cannot pass.
+const PAIRED: [&str; 8] = [
+    "mlx5_3", "mlx5_2", "mlx5_0", "mlx5_1", "mlx5_7", "mlx5_5", "mlx5_6", "mlx5_4",
+];
+
+/// An 8-GPU / 8-NIC node as a DGX-class board lays it out: GPUs 0-3 and their NICs on NUMA 0
+/// (root complex 17), GPUs 4-7 and theirs on NUMA 1 (root complex 97), each GPU behind the
+/// same PCIe switch as one NIC (`PAIRED`). A ninth NIC, `mgmt0`, sits behind GPU 0's switch
+/// too but its port is DOWN: it must never be chosen.
+fn eight_gpu_node() -> tempfile::TempDir {
+    use mcsup_rdma::fixture::{FixtureBuilder, FixtureDevice, FixturePort};
+    use mcsup_rdma::{PhysState, PortState};
+    let n = node("no-hca", &Proc::default());
+    let root = n.path();
+    let mut b = FixtureBuilder::new();
+    let nic = |name: &str, k: u8, numa: i32| {
+        let netdev = format!("ens{k}np0");
+        FixtureDevice::new(name)
+            .numa_node(numa)
+            .netdev(&netdev, 4200)
+            .uverbs(u32::from(k))
+            .port(FixturePort::roce_ipv4(
+                1,
+                &netdev,
+                [0x02, 0, 0, 0, 0, k],
+                std::net::Ipv4Addr::new(192, 168, k, 10),
+            ))
+    };
+    for (k, name) in PAIRED.iter().enumerate() {
+        b = b.device(nic(name, k as u8, if k < 4 { 0 } else { 1 }));
+    }
+    b = b.device(
+        nic("mgmt0", 8, 0)
+            .port(FixturePort::ethernet(2).state(PortState::Down, PhysState::Disabled)),
+    );
+    b.write(root).unwrap();
+    // mgmt0's port 1 goes down too: a NIC with no ACTIVE port at all.
+    std::fs::write(
+        root.join("sys/class/infiniband/mgmt0/ports/1/state"),
+        "1: DOWN\n",
+    )
+    .unwrap();
+    let bus = root.join("sys/bus/pci/devices");
+    std::fs::create_dir_all(&bus).unwrap();
+    for (k, name) in PAIRED.iter().chain(&["mgmt0"]).enumerate() {
+        let i = k % 8;
+        let complex = if i < 4 { "17" } else { "97" };
+        let switch = format!(
+            "sys/devices/pci0000:{complex}/0000:{complex}:0{}.0/0000:{:02x}:00.0",
+            i % 4 + 1,
+            0x18 + 0x10 * i
+        );
+        let real = root
+            .join(&switch)
+            .join(format!("0000:{:02x}:00.{}", 0x1a + 0x10 * i, k / 8));
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        let link = root.join(format!("sys/class/infiniband/{name}/device"));
+        std::fs::rename(&link, &real).unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        if k == 8 {
+            continue;
+        }
+        let bdf = format!("0000:{:02x}:00.0", 0x19 + 0x10 * i);
+        let gpu = root.join(&switch).join(&bdf);
+        std::fs::create_dir_all(&gpu).unwrap();
+        std::fs::write(gpu.join("vendor"), "0x10de\n").unwrap();
+        std::fs::write(gpu.join("class"), "0x030200\n").unwrap();
+        std::fs::write(gpu.join("numa_node"), format!("{}\n", i / 4)).unwrap();
+        std::os::unix::fs::symlink(&gpu, bus.join(&bdf)).unwrap();
+    }
+    std::fs::create_dir_all(root.join("sys/module/nvidia_peermem")).unwrap();
+    n
+}
+
+/// The seed with 4 decode workers of 2 GPUs each on the decode node and `per_gpu_hca` on;
+/// `env` goes into the decode environment.
+fn per_gpu_recipe(env: &str) -> String {
+    seed_recipe()
+        .replace(
+            "  decode_workers: 1\n",
+            "  decode_workers: 4\n  gpus_per_decode: 2\n",
+        )
+        .replace(
+            "      tp-size: 8\n      disaggregation-mode: decode",
+            "      tp-size: 2\n      disaggregation-mode: decode",
+        )
+        .replace(
+            "  decode_environment:\n",
+            &format!("  decode_environment:\n{env}"),
+        )
+        .replace("mcsup:\n", "mcsup:\n  network:\n    per_gpu_hca: true\n")
+}
+
+/// `mcsup plan --json` for the decode node, reading `sysroot` when given.
+fn decode_plan(recipe: &str, sysroot: Option<&Path>, json: bool) -> std::process::Output {
+    let (mut cmd, _dir) = on_node("plan", recipe, "decode");
+    if json {
+        cmd.arg("--json");
+    }
+    if let Some(r) = sysroot {
+        cmd.arg("--sysroot").arg(r);
+    }
+    cmd.output().unwrap()
+}
+
+/// Issue 30, item 6: `mcsup.network.per_gpu_hca` gives each worker the HCAs nearest its GPUs,
+/// equal to the pairing the node's PCIe tree dictates, shown with where each value came from;
+/// the preflight's fabric and RDMA checks pass what it generates.
+#[test]
+fn per_gpu_hca_pins_each_worker_to_the_nics_next_to_its_gpus() {
+    let n = eight_gpu_node();
+    let out = decode_plan(&per_gpu_recipe(""), Some(n.path()), true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workers: Vec<&serde_json::Value> = plan["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "worker")
+        .collect();
+    assert_eq!(workers.len(), 4);
+    for w in &workers {
+        let gpus: Vec<usize> = w["placement"]["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g.as_u64().unwrap() as usize)
+            .collect();
+        let env = |name: &str| {
+            w["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == name)
+                .unwrap_or_else(|| panic!("no {name} in {w}"))
+                .clone()
+        };
+        let nics: Vec<&str> = gpus.iter().map(|g| PAIRED[*g]).collect();
+        let ports: Vec<String> = nics.iter().map(|n| format!("{n}:1")).collect();
+        assert_eq!(env("MOONCAKE_DEVICE")["value"], nics.join(","), "{w}");
+        assert_eq!(env("UCX_NET_DEVICES")["value"], ports.join(","));
+        assert_eq!(env("NCCL_IB_HCA")["value"], format!("={}", ports.join(",")));
+        let source = env("MOONCAKE_DEVICE")["source"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let g = gpus[0];
+        let want = format!(
+            "mcsup.network.per_gpu_hca: GPU {g} (0000:{:02x}:00.0) → {} port 1 (NUMA {}, 2 PCIe hops)",
+            0x19 + 0x10 * g,
+            PAIRED[g],
+            g / 4
+        );
+        assert!(source.starts_with(&want), "{source}\nwanted {want}");
+    }
+    // The text plan shows each value with its source, and a note per worker.
+    let text =
+        String::from_utf8(decode_plan(&per_gpu_recipe(""), Some(n.path()), false).stdout).unwrap();
+    assert!(
+        text.contains("MOONCAKE_DEVICE=mlx5_3,mlx5_2") && text.contains("per-GPU HCAs for "),
+        "{text}"
+    );
+    // The preflight checks what was generated: every fabric and worker-device check passes.
+    let o = preflight(n.path(), &per_gpu_recipe(""), "decode", &[]);
+    let checks = o.json["checks"].as_array().unwrap();
+    let fabric: Vec<&serde_json::Value> =
+        checks.iter().filter(|c| c["group"] == "fabric").collect();
+    assert_eq!(
+        fabric.len(),
+        8,
+        "UCX and NCCL for each of 4 workers: {fabric:#?}"
+    );
+    for c in fabric {
+        assert_eq!(c["status"], "ok", "{c}");
+    }
+    assert!(
+        !checks.iter().any(|c| c["group"] == "rdma"
+            && c["status"] == "fail"
+            && c["name"].as_str().unwrap_or("").contains(" device ")),
+        "{checks:#?}"
+    );
+}
+
+/// What the recipe sets (the seed's job-wide `MOONCAKE_DEVICE`, a role's `UCX_NET_DEVICES`)
+/// is replaced and shown as overridden; a plan for another node without its /sys says where the
+/// values will come from; a node without GPUs refuses to plan them.
+#[test]
+fn per_gpu_hca_replaces_the_recipes_setting_and_says_where_it_cannot_see() {
+    let n = eight_gpu_node();
+    let out = decode_plan(
+        &per_gpu_recipe("    UCX_NET_DEVICES: mlx5_0:1\n"),
+        Some(n.path()),
+        true,
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = &plan["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "sglang-decode-1")
+        .unwrap()["env"];
+    let ucx = w
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "UCX_NET_DEVICES")
+        .unwrap();
+    assert_eq!(ucx["value"], "mlx5_0:1,mlx5_1:1", "{ucx}");
+    assert_eq!(
+        ucx["overrode"],
+        serde_json::json!([{"source": "backend.decode_environment", "value": "mlx5_0:1"}])
+    );
+    let notes = plan["notes"].to_string();
+    assert!(
+        notes.contains("in place of the recipe's UCX_NET_DEVICES=mlx5_0:1 (backend.decode_environment), MOONCAKE_DEVICE=mlx5_0,mlx5_1 (backend.mooncake_kv_store.env)"),
+        "{notes}"
+    );
+    // Not this machine, no --sysroot: nothing generated, and the plan says when it will be.
+    let out = decode_plan(&per_gpu_recipe(""), None, true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !plan.to_string().contains("mcsup.network.per_gpu_hca: GPU"),
+        "{plan}"
+    );
+    assert!(
+        plan["notes"]
+            .to_string()
+            .contains("paired with its GPUs on gpu-02 when `mcsup run` starts there"),
+        "{}",
+        plan["notes"]
+    );
+    // A node without GPUs: the plan cannot be made, and says why and what to do.
+    let bare = node("two-nics", &Proc::default());
+    let out = decode_plan(&per_gpu_recipe(""), Some(bare.path()), true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("mcsup.network.per_gpu_hca: cannot pair the GPUs of gpu-02 with HCAs: no NVIDIA GPU on the PCI bus")
+            && err.contains("fix: "),
+        "{err}"
+    );
+}

@@ -1348,3 +1348,36 @@ fn a_gpu_that_stays_held_is_named_and_the_restart_goes_ahead() {
     );
     env.assert_no_leftovers();
 }
+
+/// `mcsup run` pairs GPUs with HCAs on the node it runs on, whatever machine made the plan:
+/// here, a machine without NVIDIA GPUs, it refuses to start and says why. Nothing starts.
+#[test]
+fn run_pairs_gpus_with_hcas_where_it_runs_or_starts_nothing() {
+    let env = TestEnv::new();
+    if std::path::Path::new("/sys/bus/pci/devices").exists()
+        && std::fs::read_dir("/sys/bus/pci/devices")
+            .unwrap()
+            .flatten()
+            .any(|d| {
+                std::fs::read_to_string(d.path().join("vendor")).is_ok_and(|v| v.trim() == "0x10de")
+            })
+    {
+        panic!("this test needs a machine without NVIDIA GPUs (it checks the refusal)");
+    }
+    let mut w = env.up("w", ProcessKind::Worker, &[]);
+    env.on_gpus(&mut w, &[0]);
+    let mut plan = env.plan(vec![w]);
+    plan.network.per_gpu_hca = true;
+    let mut m = env.start_with(&plan, &["--skip-preflight"]);
+    assert_eq!(m.wait_exit(T), 1, "{}", m.stderr());
+    let err = m.stderr();
+    assert!(
+        err.contains(&format!(
+            "mcsup.network.per_gpu_hca: cannot pair the GPUs of {} with HCAs: no NVIDIA GPU on the PCI bus",
+            env.node
+        )),
+        "{err}"
+    );
+    assert!(m.events().is_empty(), "something started");
+    env.assert_no_leftovers();
+}

@@ -273,6 +273,9 @@ pub fn plan_with(
         warnings,
         notes,
         redacted: false,
+        network: NetworkSpec {
+            per_gpu_hca: mc.network.per_gpu_hca,
+        },
     })
 }
 

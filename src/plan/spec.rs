@@ -142,7 +142,30 @@ pub struct Plan {
     /// such a plan cannot be run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
+    /// What is derived from the node's network where the plan runs (`mcsup.network`).
+    #[serde(default, skip_serializing_if = "NetworkSpec::is_off")]
+    pub network: NetworkSpec,
 }
+
+/// `mcsup.network`: environment derived from the node itself, so computed on the node (by
+/// `mcsup run`, or `mcsup plan` there), never from another machine's view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkSpec {
+    /// Each worker gets the HCAs nearest its GPUs in `UCX_NET_DEVICES`, `MOONCAKE_DEVICE` and
+    /// `NCCL_IB_HCA` (source [`PER_GPU_HCA`]), in place of what the recipe sets.
+    #[serde(default)]
+    pub per_gpu_hca: bool,
+}
+
+impl NetworkSpec {
+    fn is_off(&self) -> bool {
+        !self.per_gpu_hca
+    }
+}
+
+/// The source of the variables `mcsup.network.per_gpu_hca` writes (`EnvVar::source` starts
+/// with it).
+pub const PER_GPU_HCA: &str = "mcsup.network.per_gpu_hca";
 
 /// Identity of the node the plan was made for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

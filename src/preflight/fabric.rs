@@ -230,6 +230,15 @@ fn values_of(
     out
 }
 
+/// Whether NIXL moves KV here (an argv names it): UCX then needs its loopback device.
+pub fn uses_nixl(plan: &Plan) -> bool {
+    plan.processes.iter().any(|p| {
+        p.argv
+            .iter()
+            .any(|a| a.to_ascii_lowercase().contains("nixl"))
+    })
+}
+
 /// Check every fabric variable the plan's workers (or mcsup's environment) set.
 pub fn check(
     plan: &Plan,
@@ -252,11 +261,7 @@ pub fn check(
         }
     }
     let node = Node::read(root);
-    let uses_nixl = plan.processes.iter().any(|p| {
-        p.argv
-            .iter()
-            .any(|a| a.to_ascii_lowercase().contains("nixl"))
-    });
+    let uses_nixl = uses_nixl(plan);
     for (var, values) in set {
         for (value, users) in values {
             let label = format!("{var}={value}");

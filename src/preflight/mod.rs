@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 mod fabric;
+pub mod hca_map;
 mod leftovers;
 pub mod residue;
 pub use fabric::VARIABLES as FABRIC_VARIABLES;

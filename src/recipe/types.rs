@@ -285,6 +285,19 @@ pub struct McsupSection {
     /// plan is an error, so a recipe mcsup misreads cannot pass as an empty success.
     #[serde(default)]
     pub allow_empty_node: bool,
+    /// What mcsup derives from the node's network when it starts there.
+    #[serde(default)]
+    pub network: NetworkConfig,
+}
+
+/// `mcsup.network`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Give each worker the HCAs nearest its GPUs (`UCX_NET_DEVICES`, `MOONCAKE_DEVICE`,
+    /// `NCCL_IB_HCA`), from the node's sysfs, in place of what the recipe sets.
+    #[serde(default)]
+    pub per_gpu_hca: bool,
 }
 
 /// `mcsup.services.<name>`.

@@ -275,6 +275,7 @@ impl TestEnv {
             recipe_schema: String::new(),
             memory: Default::default(),
             redacted: false,
+            network: Default::default(),
             notes: Vec::new(),
             files: vec![],
             dirs: vec![],

@@ -110,6 +110,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         recipe_schema: String::new(),
         memory: Default::default(),
         redacted: false,
+        network: Default::default(),
         notes: Vec::new(),
         files: vec![],
         dirs: vec![],
