@@ -145,6 +145,9 @@ fn cases() -> Vec<Case> {
           &["dynamo.wheel", "is a file name", "package version"]) },
         c("success code out of range", sub("        command: [python, worker.py]", "        command: [python, worker.py]\n        restart: {success_codes: [300]}"),
           &["restart.success_codes", "out of range"]),
+        // Issue 31, item 4: what is missing for a TRT-LLM recipe, not "nothing would run".
+        c("TRT-LLM workers", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  trtllm_config:\n    decode: {{tensor_parallel_size: 1}}\n"),
+          &["backend.type: trtllm: mcsup does not launch TRT-LLM workers yet", "one MPI job over all of its nodes", "fix: run this recipe with srtctl for now"]),
     ]
 }
 

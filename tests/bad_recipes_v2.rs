@@ -240,7 +240,12 @@ fn cases() -> Vec<Case> {
           &["roles", "the recipe declares no `agg` role (roles: prefill, decode)", "fix: run this node with --role prefill or --role decode"])
           .on("agg", "n1"),
         // ---- the node ----
-        c("a node where nothing runs", PREFILL_STORE_ONLY.into(), "services:",
+        // Nothing runs on n2 because mcsup derives no TRT-LLM worker: the error says that, not
+        // the generic "no service is placed here" (issue 31, item 4).
+        c("a node where nothing runs", PREFILL_STORE_ONLY.into(), "engine: trtllm",
+          &["engine.type: trtllm: mcsup does not launch TRT-LLM workers yet", "one rank per GPU", "nothing would run on this node", "fix: run this recipe with srtctl for now", "mcsup.workers.<role>"])
+          .on("decode", "n2"),
+        c("a node where nothing runs (not TRT-LLM)", PREFILL_STORE_ONLY.replace("engine: trtllm\n", "engine: sglang\n").replace("  decode: {}\n", "  decode: {}\nmcsup:\n  workers:\n    decode: []\n"), "services:",
           &["services", "nothing would run on node n2 (roles decode)", "fix:", "allow_empty_node"])
           .on("decode", "n2"),
         c("mcsup.services names no service", with("mcsup:\n  services:\n    store-decod:\n      stop: {signal: SIGINT}\n"), "store-decod:",
@@ -529,10 +534,9 @@ fn empty_node_without_services_points_at_the_role() {
     assert_cases(&[c(
         "a node where nothing runs, no services key",
         "schema: 2\nengine: trtllm\nroles:\n  prefill: {}\n".into(),
-        "prefill: {}",
+        "engine: trtllm",
         &[
-            "roles.prefill",
-            "nothing would run on node n2 (roles prefill)",
+            "engine.type: trtllm: mcsup does not launch TRT-LLM workers yet",
             "fix:",
         ],
     )

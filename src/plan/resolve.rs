@@ -143,12 +143,10 @@ pub fn plan_with(
     let mut warnings: Vec<String> = ctx.warnings.clone();
     warnings.extend(model.warnings.iter().cloned());
     let mut ignored: Vec<String> = model.ignored.clone();
-    if model.engine == BackendType::Trtllm && mc.workers == WorkersConfig::default() {
-        warnings.push(format!(
-            "engine {}: mcsup derives no worker command for it; list workers under mcsup.workers",
-            model.engine_name
-        ));
-    }
+    warnings.extend(no_trtllm_workers(&model, &mc).then(|| format!(
+        "engine {}: mcsup does not launch TRT-LLM workers yet (srtctl runs each endpoint as one MPI job over its nodes); this node runs only its services, and the job cannot serve",
+        model.engine_name
+    )));
     let log_dir = log_dir(&model, &mc, ctx);
     let ph = Placeholders::new(ctx, model.master_ports[0], model.master_ports[1], &log_dir);
     let master = order::MasterAt::of(&model, ctx);
@@ -244,7 +242,7 @@ pub fn plan_with(
     );
     let shutdown = shutdown_spec(&mc, &processes, &mut warnings)?;
     lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
-    check_not_empty(recipe, &mc, roles, ctx, &processes)?;
+    check_not_empty(recipe, &model, &mc, roles, ctx, &processes)?;
     if processes.iter().any(|p| p.name == "mcsup") {
         return Err(err(
             "mcsup",
@@ -455,9 +453,32 @@ fn shutdown_spec(
     Ok(shutdown)
 }
 
+/// A TRT-LLM recipe whose workers mcsup would have to derive: it does not (yet).
+fn no_trtllm_workers(model: &JobModel, mc: &McsupSection) -> bool {
+    model.engine == BackendType::Trtllm && mc.workers == WorkersConfig::default()
+}
+
+/// Why a TRT-LLM recipe's worker node cannot be planned (yet): what srtctl does that mcsup
+/// does not.
+fn trtllm_unsupported(model: &JobModel) -> PlanError {
+    let key = match model.spelling {
+        Spelling::V2 => "engine.type",
+        _ => "backend.type",
+    };
+    err(
+        key,
+        format!(
+            "{}: mcsup does not launch TRT-LLM workers yet. srtctl starts each TRT-LLM endpoint as one MPI job over all of its nodes (one `srun --mpi=pmix --oversubscribe --cpu-bind=verbose,none` per endpoint, one rank per GPU, each rank `trtllm-llmapi-launch python3 -m dynamo.trtllm ...` or `trtllm-llmapi-launch trtllm-serve ...`, with a `trtllm_config_<mode>.yaml` engine file per mode); mcsup starts and supervises processes per node and has no such MPI launch, so nothing would run on this node and no node of this job could serve",
+            model.engine_name
+        ),
+        "run this recipe with srtctl for now; or list the processes each node should run under mcsup.workers.<role> (command, args, env), which mcsup then starts and supervises as given",
+    )
+}
+
 /// A node with nothing to run is a mistake unless the recipe says it is intended.
 fn check_not_empty(
     recipe: &Recipe,
+    model: &JobModel,
     mc: &McsupSection,
     roles: &[Role],
     ctx: &NodeContext,
@@ -465,6 +486,9 @@ fn check_not_empty(
 ) -> Result<(), PlanError> {
     if !processes.is_empty() || mc.allow_empty_node {
         return Ok(());
+    }
+    if no_trtllm_workers(model, mc) {
+        return Err(trtllm_unsupported(model));
     }
     let roles_txt = Role::list(roles);
     Err(err(
