@@ -14,8 +14,9 @@ cd "$REPO_ROOT"
 # rather than letting concurrent tests race for the dpkg lock.
 # shellcheck source=scripts/lib/common.sh
 . "$REPO_ROOT/scripts/lib/common.sh"
-apt_install slurmctld slurmd slurm-client munge \
-  || warn "test.sh: the Slurm packages are missing: the Slurm tests will fail"
+# libpmix2 for srun --mpi=pmix; Open MPI and mpi4py for the MPI endpoint tests' ranks.
+apt_install slurmctld slurmd slurm-client munge libpmix2 openmpi-bin python3-mpi4py \
+  || warn "test.sh: the Slurm or MPI packages are missing: the Slurm tests will fail"
 
 # The full suite: a test whose outside prerequisite (venv, Slurm, etcd) is missing fails here
 # instead of skipping (tests/common/mod.rs `require`).
