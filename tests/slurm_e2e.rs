@@ -1611,3 +1611,228 @@ fn sglang_router_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order
     assert_job_leaves_nothing(&env);
     eprintln!("whole job: {:?}", started.elapsed());
 }
+
+/// An MPI endpoint over both fake nodes, as mcsup runs a TRT-LLM endpoint (docs/trtllm.md): the
+/// plan of n1 holds the endpoint, a Slurm step of 2 nodes × 2 ranks (tests/py/mpi_endpoint.py
+/// stands in for `trtllm-llmapi-launch`), and a frontend that waits for it. Returns the job,
+/// its cluster-side id, the events path and the ranks' directory, once the endpoint is ready.
+struct MpiJob {
+    cluster: Cluster,
+    id: String,
+    events: PathBuf,
+    ranks: PathBuf,
+}
+
+impl MpiJob {
+    fn start(env: &TestEnv, port_base: u16) -> MpiJob {
+        use mcsup::plan::{ProbeSpec, ProcessKind, SlurmStep};
+        require_mpi();
+        let cluster = Cluster::start(env, "cgroup", port_base);
+        let ranks = env.path("ranks");
+        std::fs::create_dir_all(&ranks).unwrap();
+        let port = common::free_port();
+        let mut ep = env.proc("ep", ProcessKind::Worker, &[]);
+        ep.argv = [
+            "srun",
+            "--overlap",
+            "--kill-on-bad-exit=1",
+            "--job-name=mcsup.ep",
+            "--mpi=pmix",
+            "--oversubscribe",
+            "--nodes=2",
+            "--ntasks=4",
+            "--ntasks-per-node=2",
+            "--nodelist=n[1-2]",
+            "/usr/bin/python3",
+        ]
+        .map(String::from)
+        .to_vec();
+        ep.argv.push(
+            repo()
+                .join("tests/py/mpi_endpoint.py")
+                .display()
+                .to_string(),
+        );
+        ep.argv.push(port.to_string());
+        ep.argv.push(ranks.display().to_string());
+        // Fake nodes share one host: Open MPI's shared memory between them crashes
+        // (tests/slurm/FINDINGS.md).
+        ep.env.push(mcsup::plan::EnvVar {
+            name: "OMPI_MCA_btl".into(),
+            value: "self,tcp".into(),
+            source: "test".into(),
+            overrode: vec![],
+        });
+        ep.readiness = common::readiness(
+            vec![ProbeSpec::Http {
+                host: "127.0.0.1".into(),
+                port,
+                path: "/health".into(),
+                status: 200,
+                body_contains: None,
+            }],
+            60_000,
+        );
+        ep.stop.grace = Duration::from_secs(8);
+        ep.slurm_step = Some(SlurmStep {
+            name: "mcsup.ep".into(),
+        });
+        let mut fe = env.up("fe", ProcessKind::Frontend, &[]);
+        common::dep(&mut fe, "ep");
+        let plan = env.path("plan.json");
+        std::fs::write(
+            &plan,
+            serde_json::to_string(&env.plan(vec![ep, fe])).unwrap(),
+        )
+        .unwrap();
+        let script = env.path("job.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 -o {out}\nsrun -N1 -n1 -w n1 --mpi=none {mcsup} run --plan-file {plan} --skip-preflight --no-console\n",
+                out = env.path("job.out").display(),
+                mcsup = MCSUP,
+                plan = plan.display()
+            ),
+        )
+        .unwrap();
+        let out = cluster
+            .cmd("sbatch")
+            .arg("--parsable")
+            .arg(&script)
+            .env("MCSUP_TEST_TAG", &env.tag)
+            .output()
+            .unwrap();
+        let id = job_id(&out);
+        let events = env.path("logs").join(format!("{}.events.jsonl", env.node));
+        let job = MpiJob {
+            cluster,
+            id,
+            events,
+            ranks,
+        };
+        wait_for("the endpoint to be ready", Duration::from_secs(60), || {
+            job.has("ep", "ready").then_some(())
+        });
+        job
+    }
+
+    fn has(&self, process: &str, event: &str) -> bool {
+        read_events(&self.events)
+            .iter()
+            .any(|e| e.process == process && e.event == event)
+    }
+
+    fn rank_pid(&self, rank: u32) -> i32 {
+        let path = self.ranks.join(format!("rank-{rank}.pid"));
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn termed(&self) -> Vec<u32> {
+        (0..4)
+            .filter(|r| self.ranks.join(format!("rank-{r}.term")).exists())
+            .collect()
+    }
+
+    /// Every rank gone, the job ended, no step of it left.
+    fn assert_all_gone(&self, env: &TestEnv) {
+        self.cluster
+            .wait_gone(&self.id, Duration::from_secs(KILL_WAIT + 20));
+        for r in 0..4 {
+            let pid = self.rank_pid(r);
+            assert!(
+                common::is_zombie_or_gone(pid),
+                "rank {r} (pid {pid}) is left"
+            );
+        }
+        env.assert_no_leftovers();
+    }
+}
+
+/// Open MPI and mpi4py for the ranks; libpmix2 for srun --mpi=pmix.
+fn require_mpi() {
+    common::require(
+        [
+            "/usr/bin/orted",
+            "/usr/lib/python3/dist-packages/mpi4py/__init__.py",
+        ]
+        .iter()
+        .all(|p| std::path::Path::new(p).exists())
+            && std::fs::read_dir("/usr/lib/x86_64-linux-gnu")
+                .map(|d| {
+                    d.flatten()
+                        .any(|e| e.file_name().to_string_lossy().starts_with("libpmix.so"))
+                })
+                .unwrap_or(false),
+        "Open MPI, mpi4py and PMIx (openmpi-bin, python3-mpi4py, libpmix2)",
+        "run scripts/test.sh (it installs them)",
+    );
+}
+
+/// Issue 31: one rank of the endpoint dies (SIGKILL, on n2). Slurm ends the step on both nodes
+/// (`--kill-on-bad-exit`: the other ranks get SIGTERM), srun exits, and mcsup sees the endpoint
+/// fail as one unit: critical, so the job drains (the frontend is stopped) and ends with no rank
+/// and no step left.
+#[test]
+fn an_mpi_endpoint_over_two_nodes_fails_as_one_unit() {
+    let env = TestEnv::new();
+    let job = MpiJob::start(&env, 17950);
+    let victim = job.rank_pid(3);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for("the endpoint to fail", Duration::from_secs(30), || {
+        job.has("ep", "failed").then_some(())
+    });
+    job.assert_all_gone(&env);
+    let evs = read_events(&job.events);
+    assert!(
+        evs.iter()
+            .any(|e| e.process == "fe" && e.event == "stopped"),
+        "{:#?}",
+        common::names(&evs)
+    );
+    assert_eq!(job.termed(), [0, 1, 2], "the others were asked to stop");
+    assert!(
+        job.cluster.job_state(&job.id).starts_with("FAILED"),
+        "{}",
+        job.cluster.job_state(&job.id)
+    );
+}
+
+/// mcsup stops the endpoint through Slurm: every rank on both nodes runs its SIGTERM handler
+/// (a SIGTERM to srun would have SIGKILLed them), the step ends, mcsup exits 0.
+#[test]
+fn an_mpi_endpoint_is_stopped_rank_by_rank_through_scancel() {
+    let env = TestEnv::new();
+    let job = MpiJob::start(&env, 17970);
+    let status: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).unwrap(),
+    )
+    .unwrap();
+    let mcsup = status["mcsup_pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(mcsup),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    job.assert_all_gone(&env);
+    assert_eq!(job.termed(), [0, 1, 2, 3], "every rank ran its handler");
+    let evs = read_events(&job.events);
+    let stopped = evs
+        .iter()
+        .find(|e| e.process == "ep" && e.event == "stopped")
+        .unwrap_or_else(|| panic!("{:#?}", common::names(&evs)));
+    assert_eq!(stopped.exit_code, Some(0), "{:?}", stopped.raw);
+    assert!(
+        job.cluster.job_state(&job.id).starts_with("COMPLETED"),
+        "{}",
+        job.cluster.job_state(&job.id)
+    );
+}

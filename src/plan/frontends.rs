@@ -299,5 +299,6 @@ fn frontend_process(
         stop,
         critical: true,
         fatal_log_patterns: Vec::new(),
+        slurm_step: None,
     }
 }

@@ -387,6 +387,7 @@ fn instance(
             stop,
             critical: svc.critical,
             fatal_log_patterns: Vec::new(),
+            slurm_step: None,
         },
         ports,
     })

@@ -219,6 +219,32 @@ pub struct ProcessSpec {
     /// liveness (srt-slurm's `health_check.fatal_log_markers`), its process alive or not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fatal_log_patterns: Vec<String>,
+    /// Its argv is the `srun` client of a step of the job (an MPI endpoint over several nodes,
+    /// docs/trtllm.md): it is started without the `SLURM_*` variables of mcsup's own step (but
+    /// `SLURM_JOB_ID` and `SLURM_CONF`) nor any `PMIX_*`, `PMI_*`, `OMPI_*`, and stopped through
+    /// `scancel` of the step (its tasks on every node), never by a signal to srun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_step: Option<SlurmStep>,
+}
+
+/// A process that is a Slurm step ([`ProcessSpec::slurm_step`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlurmStep {
+    /// The step's name (srun `--job-name`): how mcsup finds the step to signal it.
+    pub name: String,
+}
+
+impl SlurmStep {
+    /// Whether a variable of mcsup's own environment stays out of the step's srun: mcsup's
+    /// step's layout would become the new step's options (measured: `--ntasks-per-node=1`
+    /// inherited, "More processors requested than permitted"), and PMIx/MPI variables would tie
+    /// it to mcsup's step.
+    pub fn drops(name: &str) -> bool {
+        (name.starts_with("SLURM_") && name != "SLURM_JOB_ID" && name != "SLURM_CONF")
+            || ["PMIX_", "PMI_", "OMPI_"]
+                .iter()
+                .any(|p| name.starts_with(p))
+    }
 }
 
 impl ProcessSpec {

@@ -228,6 +228,7 @@ pub fn plan_workers(
                         Some(t) if *derived => t.job.fatal_log_patterns.clone(),
                         _ => Vec::new(),
                     },
+                    slurm_step: None,
                 });
             }
         }

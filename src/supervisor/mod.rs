@@ -35,6 +35,7 @@ mod signals;
 mod spawn;
 mod status;
 mod stderr;
+mod steps;
 mod stores;
 mod timer;
 

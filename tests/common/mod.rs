@@ -231,6 +231,7 @@ impl TestEnv {
             },
             critical: true,
             fatal_log_patterns: Vec::new(),
+            slurm_step: None,
         }
     }
 

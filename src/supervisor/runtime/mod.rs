@@ -37,7 +37,7 @@ use super::signals::SignalEvent;
 use super::status::{self, Clock, EventsWriter};
 use super::timer::DeadlineTimer;
 use super::{
-    diagnose, probes, release, remount, signals, spawn, stores, RunOptions, RunOutcome,
+    diagnose, probes, release, remount, signals, spawn, steps, stores, RunOptions, RunOutcome,
     SupervisorError,
 };
 use crate::domain::signature::SHOWN_CHARS;
@@ -50,6 +50,8 @@ use finish::with_losses;
 /// Backstop re-check of watched groups when a member's death may not reach us as SIGCHLD (its
 /// parent is alive outside the group). Only runs while a group is being stopped.
 const GROUP_RECHECK: Duration = Duration::from_millis(100);
+/// The most a helper command (a Slurm step's `scancel`) may take before it is killed.
+const HELPER_BOUND: Duration = Duration::from_secs(10);
 /// How long a change waits before the status and metrics files are rewritten: the changes of a
 /// start-up or a teardown (one every millisecond or so) share one rewrite, which stays off the
 /// path from one process getting ready to the next one's spawn. (A rewrite is two files written
@@ -82,6 +84,10 @@ enum Msg {
     },
     ExecTimeout {
         attempt: u64,
+        pid: Pid,
+    },
+    /// A helper command (`helpers`) overran its bound.
+    HelperTimeout {
         pid: Pid,
     },
     Remount {
@@ -163,6 +169,10 @@ struct Runtime {
     leaders: HashSet<Pid>,
     /// Exec probes in flight: pid -> attempt.
     exec_probes: HashMap<Pid, u64>,
+    /// Leaders that are the srun client of a Slurm step, with the step's name (`steps`).
+    steps: HashMap<Pid, String>,
+    /// Commands run for mcsup itself (a step's `scancel`), by pid: what each does.
+    helpers: HashMap<Pid, String>,
     /// Groups to report empty.
     watched: HashSet<Pid>,
     readers: Vec<JoinHandle<()>>,
@@ -280,6 +290,8 @@ pub async fn run_with_signals(
         matchers,
         leaders: HashSet::new(),
         exec_probes: HashMap::new(),
+        steps: HashMap::new(),
+        helpers: HashMap::new(),
         watched: HashSet::new(),
         readers: Vec::new(),
         readers_prune_at: MIN_READERS_PRUNE,
@@ -440,11 +452,7 @@ impl Runtime {
     fn execute(&mut self, action: Action, now: Instant, queue: &mut VecDeque<Event>) {
         match action {
             Action::Spawn { proc, generation } => queue.push_back(self.spawn(proc, generation)),
-            Action::Signal { pgid, signal } => {
-                if let Err(e) = spawn::signal_group(pgid, Some(signal)) {
-                    tracing::warn!(pgid, signal = signal.as_str(), error = %e, "kill failed");
-                }
-            }
+            Action::Signal { pgid, signal } => self.signal(pgid, signal),
             Action::WatchGroup { pgid } => {
                 self.watched.insert(pgid);
                 if !spawn::signal_group(pgid, None).unwrap_or(false) {
@@ -572,6 +580,10 @@ impl Runtime {
         let pid = spawned.pid;
         signals::register_group(pid);
         self.leaders.insert(pid);
+        match &spec.slurm_step {
+            Some(step) => self.steps.insert(pid, step.name.clone()),
+            None => self.steps.remove(&pid),
+        };
         let name = spec.name.clone();
         let tap = (spec.kind == ProcessKind::Master).then(|| self.masters.tap(proc));
         self.exceptions.spawned(proc, generation);
@@ -938,6 +950,48 @@ impl Runtime {
         self.gpu_baseline = Some(read);
     }
 
+    /// `killpg(pgid, signal)`; for a Slurm step's srun, the signal goes to the step's tasks on
+    /// every node instead (`steps`): SIGCONT is left to Slurm, SIGKILL cancels the step and
+    /// kills srun too.
+    fn signal(&mut self, pgid: Pid, signal: Signal) {
+        let step = self.steps.get(&pgid).cloned();
+        // The live job's (a plan file can come from anywhere), else the plan's.
+        let job = std::env::var("SLURM_JOB_ID")
+            .ok()
+            .filter(|j| !j.is_empty())
+            .or_else(|| self.plan.node.job_id.clone());
+        let (Some(name), Some(job)) = (step, job) else {
+            if let Err(e) = spawn::signal_group(pgid, Some(signal)) {
+                tracing::warn!(pgid, signal = signal.as_str(), error = %e, "kill failed");
+            }
+            return;
+        };
+        if signal == Signal::SIGCONT {
+            return;
+        }
+        let what = format!("{} of Slurm step {name} (job {job})", signal.as_str());
+        match spawn::spawn_probe(&steps::scancel_argv(&job, &name, signal), self.drain) {
+            Ok(pid) => {
+                tracing::info!(pid, "{what}: scancel");
+                signals::register_group(pid);
+                self.helpers.insert(pid, format!("scancel: {what}"));
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(HELPER_BOUND).await;
+                    let _ = tx.send(Msg::HelperTimeout { pid });
+                });
+            }
+            Err(e) => {
+                // No scancel: the signal reaches srun, which SIGKILLs the tasks (no grace).
+                tracing::warn!(error = %e, "cannot run scancel for {what}: signalling srun");
+                let _ = spawn::signal_group(pgid, Some(signal));
+            }
+        }
+        if signal == Signal::SIGKILL {
+            let _ = spawn::signal_group(pgid, Some(Signal::SIGKILL));
+        }
+    }
+
     /// Write a record the runtime (not the machine) decides, and log it.
     fn note(&mut self, unit: &str, kind: RecordKind, detail: String) {
         self.note_with(unit, kind, detail, None);
@@ -1201,6 +1255,17 @@ impl Runtime {
                 self.reading_job = false;
                 self.on_job_stores(&stores, capacity);
             }
+            Msg::HelperTimeout { pid } => {
+                if let Some(what) = self.helpers.remove(&pid) {
+                    tracing::warn!(
+                        pid,
+                        "{what} did not finish within {}: killed",
+                        crate::domain::show_secs(HELPER_BOUND)
+                    );
+                    let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
+                    signals::unregister_group(pid);
+                }
+            }
             Msg::ExecTimeout { attempt, pid } => {
                 if self.exec_probes.get(&pid) == Some(&attempt) {
                     self.exec_probes.remove(&pid);
@@ -1232,7 +1297,16 @@ impl Runtime {
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(_) => break, // ECHILD: no children at all
                 };
-            if let Some(attempt) = self.exec_probes.remove(&pid) {
+            if let Some(what) = self.helpers.remove(&pid) {
+                signals::unregister_group(pid);
+                match status {
+                    ExitStatus::Code(0) => tracing::debug!(pid, "{what}: done"),
+                    ExitStatus::Code(steps::NO_SUCH_STEP) => {
+                        tracing::debug!(pid, "{what}: the step is gone already")
+                    }
+                    _ => tracing::warn!(pid, %status, "{what} failed"),
+                }
+            } else if let Some(attempt) = self.exec_probes.remove(&pid) {
                 signals::unregister_group(pid);
                 let ok = status == ExitStatus::Code(0);
                 let detail = if ok {

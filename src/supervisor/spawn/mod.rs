@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use nix::fcntl::OFlag;
 use nix::sys::signal::Signal;
 
-use crate::plan::ProcessSpec;
+use crate::plan::{ProcessSpec, SlurmStep};
 
 use super::machine::Pid;
 
@@ -90,7 +90,17 @@ pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
     for v in &spec.env {
         overrides.insert((&v.name).into(), (&v.value).into());
     }
-    let exec = ExecImage::new(prog, &argv, &overrides, spec.cwd.as_deref())?;
+    let exec = if spec.slurm_step.is_some() {
+        ExecImage::without(
+            prog,
+            &argv,
+            &overrides,
+            spec.cwd.as_deref(),
+            SlurmStep::drops,
+        )?
+    } else {
+        ExecImage::new(prog, &argv, &overrides, spec.cwd.as_deref())?
+    };
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
     let pid = exec.spawn(
         dev_null()?,
@@ -143,10 +153,14 @@ fn env_line(name: &OsStr, value: &OsStr) -> Vec<u8> {
 fn merge_env(
     inherited: &'static [(OsString, CString)],
     overrides: &Overrides,
+    drop: fn(&str) -> bool,
 ) -> Result<Vec<EnvEntry>, std::ffi::NulError> {
     let mut out = Vec::with_capacity(inherited.len() + overrides.len());
     let mut own = overrides.iter().peekable();
-    for (name, line) in inherited {
+    for (name, line) in inherited
+        .iter()
+        .filter(|(name, _)| !name.to_str().is_some_and(drop))
+    {
         while let Some((k, v)) = own.next_if(|(k, _)| *k < name) {
             out.push(EnvEntry::Owned(CString::new(env_line(k, v))?));
         }
@@ -178,6 +192,17 @@ impl ExecImage {
         argv: &[String],
         overrides: &Overrides,
         cwd: Option<&std::path::Path>,
+    ) -> io::Result<Self> {
+        Self::without(prog, argv, overrides, cwd, |_| false)
+    }
+
+    /// [`ExecImage::new`] without the variables of mcsup's environment that `drop` names.
+    fn without(
+        prog: &str,
+        argv: &[String],
+        overrides: &Overrides,
+        cwd: Option<&std::path::Path>,
+        drop: fn(&str) -> bool,
     ) -> io::Result<Self> {
         use std::ffi::CString;
         use std::os::unix::ffi::OsStrExt;
@@ -225,7 +250,8 @@ impl ExecImage {
             .iter()
             .map(|a| c(a.as_bytes(), "an argument"))
             .collect::<io::Result<_>>()?;
-        let envp = merge_env(inherited, overrides).map_err(|_| nul("an environment variable"))?;
+        let envp =
+            merge_env(inherited, overrides, drop).map_err(|_| nul("an environment variable"))?;
         let cwd = cwd
             .map(|d| c(d.as_os_str().as_bytes(), "the working directory"))
             .transpose()?;
@@ -825,7 +851,7 @@ mod tests {
         ] {
             own.insert(k.into(), v.into());
         }
-        let env = merge_env(snapshot, &own).unwrap();
+        let env = merge_env(snapshot, &own, |_| false).unwrap();
         let lines: Vec<&str> = env.iter().map(|e| e.to_str().unwrap()).collect();
         assert_eq!(
             lines,
@@ -841,15 +867,55 @@ mod tests {
         // mcsup's own variables are borrowed from the snapshot, the plan's are the child's own.
         assert!(matches!(env[1], EnvEntry::Borrowed(_)));
         assert!(matches!(env[3], EnvEntry::Owned(_)));
-        assert_eq!(merge_env(snapshot, &Overrides::new()).unwrap().len(), 3);
+        assert_eq!(
+            merge_env(snapshot, &Overrides::new(), |_| false)
+                .unwrap()
+                .len(),
+            3
+        );
         own.insert("BAD".into(), "a\0b".into());
-        assert!(merge_env(snapshot, &own).is_err());
+        assert!(merge_env(snapshot, &own, |_| false).is_err());
         // The process's own snapshot: sorted, one entry per name, `NAME=value`.
         let live = inherited();
         assert!(live.windows(2).all(|w| w[0].0 < w[1].0));
         assert!(live
             .iter()
             .all(|(k, line)| line.to_bytes().starts_with(&env_line(k, OsStr::new("")))));
+    }
+
+    /// A Slurm step's srun gets none of mcsup's own step's layout, PMIx or Open MPI variables,
+    /// but keeps the job's identity and the cluster's configuration.
+    #[test]
+    fn a_slurm_steps_srun_leaves_mcsups_step_behind() {
+        let snapshot: &'static [(OsString, CString)] = Box::leak(
+            [
+                ("HOME", "/root"),
+                ("OMPI_MCA_x", "1"),
+                ("PMIX_RANK", "0"),
+                ("PMI_FD", "3"),
+                ("SLURM_CONF", "/etc/slurm.conf"),
+                ("SLURM_JOB_ID", "7"),
+                ("SLURM_NTASKS_PER_NODE", "1"),
+                ("SLURM_STEP_ID", "0"),
+            ]
+            .iter()
+            .map(|(k, v)| (OsString::from(k), CString::new(format!("{k}={v}")).unwrap()))
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+        );
+        let mut own = Overrides::new();
+        own.insert("OMPI_MCA_btl".into(), "self,tcp".into());
+        let env = merge_env(snapshot, &own, SlurmStep::drops).unwrap();
+        let lines: Vec<&str> = env.iter().map(|e| e.to_str().unwrap()).collect();
+        assert_eq!(
+            lines,
+            [
+                "HOME=/root",
+                "OMPI_MCA_btl=self,tcp",
+                "SLURM_CONF=/etc/slurm.conf",
+                "SLURM_JOB_ID=7"
+            ]
+        );
     }
 
     fn bit(sig: libc::c_int) -> u64 {

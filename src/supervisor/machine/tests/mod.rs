@@ -46,6 +46,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
         },
         critical: true,
         fatal_log_patterns: Vec::new(),
+        slurm_step: None,
     }
 }
 
