@@ -1624,7 +1624,7 @@ struct MpiJob {
 }
 
 impl MpiJob {
-    fn start(env: &TestEnv, port_base: u16) -> MpiJob {
+    fn start(env: &TestEnv, port_base: u16, policy: mcsup::plan::RestartPolicy) -> MpiJob {
         use mcsup::plan::{ProbeSpec, ProcessKind, SlurmStep};
         require_mpi();
         let cluster = Cluster::start(env, "cgroup", port_base);
@@ -1674,6 +1674,7 @@ impl MpiJob {
             60_000,
         );
         ep.stop.grace = Duration::from_secs(8);
+        ep.restart.policy = policy;
         ep.slurm_step = Some(SlurmStep {
             name: "mcsup.ep".into(),
         });
@@ -1714,13 +1715,43 @@ impl MpiJob {
         wait_for("the endpoint to be ready", Duration::from_secs(60), || {
             job.has("ep", "ready").then_some(())
         });
+        job.wait_ranks();
         job
     }
 
     fn has(&self, process: &str, event: &str) -> bool {
+        self.count(process, event) > 0
+    }
+
+    fn count(&self, process: &str, event: &str) -> usize {
         read_events(&self.events)
             .iter()
-            .any(|e| e.process == process && e.event == event)
+            .filter(|e| e.process == process && e.event == event)
+            .count()
+    }
+
+    /// Every rank's pid file (each writes it once its world has formed; rank 0's readiness
+    /// does not wait for the others').
+    fn wait_ranks(&self) {
+        wait_for("every rank's pid file", Duration::from_secs(30), || {
+            (0..4)
+                .all(|r| self.ranks.join(format!("rank-{r}.pid")).exists())
+                .then_some(())
+        });
+    }
+
+    /// SIGTERM to the job's mcsup (its pid from the status file).
+    fn stop_mcsup(&self, env: &TestEnv) {
+        let status: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).unwrap(),
+        )
+        .unwrap();
+        let mcsup = status["mcsup_pid"].as_i64().unwrap() as i32;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(mcsup),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
     }
 
     fn rank_pid(&self, rank: u32) -> i32 {
@@ -1780,7 +1811,7 @@ fn require_mpi() {
 #[test]
 fn an_mpi_endpoint_over_two_nodes_fails_as_one_unit() {
     let env = TestEnv::new();
-    let job = MpiJob::start(&env, 17950);
+    let job = MpiJob::start(&env, 17950, mcsup::plan::RestartPolicy::Never);
     let victim = job.rank_pid(3);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(victim),
@@ -1811,17 +1842,8 @@ fn an_mpi_endpoint_over_two_nodes_fails_as_one_unit() {
 #[test]
 fn an_mpi_endpoint_is_stopped_rank_by_rank_through_scancel() {
     let env = TestEnv::new();
-    let job = MpiJob::start(&env, 17970);
-    let status: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).unwrap(),
-    )
-    .unwrap();
-    let mcsup = status["mcsup_pid"].as_i64().unwrap() as i32;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(mcsup),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    let job = MpiJob::start(&env, 17970, mcsup::plan::RestartPolicy::Never);
+    job.stop_mcsup(&env);
     job.assert_all_gone(&env);
     assert_eq!(job.termed(), [0, 1, 2, 3], "every rank ran its handler");
     let evs = read_events(&job.events);
@@ -1835,4 +1857,39 @@ fn an_mpi_endpoint_is_stopped_rank_by_rank_through_scancel() {
         "{}",
         job.cluster.job_state(&job.id)
     );
+}
+
+/// Under `on-failure` the endpoint restarts as one unit: one rank SIGKILLed ends the whole step,
+/// and mcsup starts a new step of all four ranks, which forms its world and becomes ready again.
+#[test]
+fn an_mpi_endpoint_restarts_as_one_unit() {
+    let env = TestEnv::new();
+    let job = MpiJob::start(&env, 17990, mcsup::plan::RestartPolicy::OnFailure);
+    let first: Vec<i32> = (0..4).map(|r| job.rank_pid(r)).collect();
+    for r in 0..4 {
+        std::fs::remove_file(job.ranks.join(format!("rank-{r}.pid"))).unwrap();
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first[1]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_for(
+        "the endpoint to be ready again",
+        Duration::from_secs(60),
+        || (job.count("ep", "ready") == 2).then_some(()),
+    );
+    job.wait_ranks();
+    let second: Vec<i32> = (0..4).map(|r| job.rank_pid(r)).collect();
+    for (r, (a, b)) in first.iter().zip(&second).enumerate() {
+        assert_ne!(a, b, "rank {r} is the same process");
+        assert!(
+            common::is_zombie_or_gone(*a),
+            "rank {r} of the first world (pid {a}) is left"
+        );
+    }
+    assert_eq!(job.count("ep", "spawned"), 2);
+    assert!(!job.has("ep", "failed"));
+    job.stop_mcsup(&env);
+    job.assert_all_gone(&env);
 }
