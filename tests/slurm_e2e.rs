@@ -1625,6 +1625,17 @@ struct MpiJob {
 
 impl MpiJob {
     fn start(env: &TestEnv, port_base: u16, policy: mcsup::plan::RestartPolicy) -> MpiJob {
+        Self::start_lives(env, port_base, policy, 1)
+    }
+
+    /// [`MpiJob::start`], with the batch script starting mcsup `lives` times in a row (one
+    /// step after the other: what a user does after an mcsup died in an allocation).
+    fn start_lives(
+        env: &TestEnv,
+        port_base: u16,
+        policy: mcsup::plan::RestartPolicy,
+        lives: usize,
+    ) -> MpiJob {
         use mcsup::plan::{ProbeSpec, ProcessKind, SlurmStep};
         require_mpi();
         let cluster = Cluster::start(env, "cgroup", port_base);
@@ -1690,10 +1701,13 @@ impl MpiJob {
         std::fs::write(
             &script,
             format!(
-                "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 -o {out}\nsrun -N1 -n1 -w n1 --mpi=none {mcsup} run --plan-file {plan} --skip-preflight --no-console\n",
+                "#!/bin/bash\n#SBATCH -N2 --ntasks-per-node=2 -o {out}\n{steps}",
                 out = env.path("job.out").display(),
-                mcsup = MCSUP,
-                plan = plan.display()
+                steps = format!(
+                    "srun -N1 -n1 -w n1 --mpi=none {MCSUP} run --plan-file {} --skip-preflight --no-console\n",
+                    plan.display()
+                )
+                .repeat(lives)
             ),
         )
         .unwrap();
@@ -1890,6 +1904,58 @@ fn an_mpi_endpoint_restarts_as_one_unit() {
     }
     assert_eq!(job.count("ep", "spawned"), 2);
     assert!(!job.has("ep", "failed"));
+    job.stop_mcsup(&env);
+    job.assert_all_gone(&env);
+}
+
+/// The gap of a nested step (docs/trtllm.md): mcsup SIGKILLed takes its own step and srun with
+/// it, but the endpoint's ranks live on. The next mcsup started in the allocation cancels that
+/// step before it starts anything (and says so), and its own endpoint gets the ports and
+/// becomes ready.
+#[test]
+fn a_new_mcsup_cancels_the_endpoint_an_earlier_one_left() {
+    let env = TestEnv::new();
+    let job = MpiJob::start_lives(&env, 18010, mcsup::plan::RestartPolicy::Never, 2);
+    let first: Vec<i32> = (0..4).map(|r| job.rank_pid(r)).collect();
+    for r in 0..4 {
+        std::fs::remove_file(job.ranks.join(format!("rank-{r}.pid"))).unwrap();
+    }
+    let status: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).unwrap(),
+    )
+    .unwrap();
+    let old = status["mcsup_pid"].as_i64().unwrap() as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The second life rotates the events file: its endpoint ready means it got the ports.
+    wait_for(
+        "the second mcsup's endpoint",
+        Duration::from_secs(60),
+        || {
+            let status: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).ok()?,
+            )
+            .ok()?;
+            (status["mcsup_pid"].as_i64() != Some(i64::from(old)) && job.has("ep", "ready"))
+                .then_some(())
+        },
+    );
+    job.wait_ranks();
+    for (r, pid) in first.iter().enumerate() {
+        assert!(
+            common::is_zombie_or_gone(*pid),
+            "rank {r} of the first life (pid {pid}) is left"
+        );
+    }
+    let out = std::fs::read_to_string(env.path("job.out")).unwrap();
+    assert!(
+        out.contains("a Slurm step mcsup.ep of job")
+            && out.contains("was still running (an earlier mcsup's): cancelled"),
+        "{out}"
+    );
     job.stop_mcsup(&env);
     job.assert_all_gone(&env);
 }

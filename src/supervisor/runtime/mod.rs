@@ -237,6 +237,10 @@ pub async fn run_with_signals(
 ) -> Result<RunOutcome, SupervisorError> {
     let clock = Clock::new();
     let machine = Machine::new(&plan, Instant::now())?;
+    // Before the reaper runs (this waits for its own children) and before anything starts.
+    for said in stale_steps(&plan) {
+        tracing::warn!("{said}");
+    }
     let matchers = compile_matchers(&plan)?;
     // The failure catalogue's searcher, built now rather than at the first spawn (whose time it
     // would delay).
@@ -359,6 +363,28 @@ pub async fn run_with_signals(
         rt.watch_writer();
     }
     rt.finish(&mut sigchld, &mut rx).await
+}
+
+/// The Slurm job the steps belong to: the live job's (a plan file can come from anywhere), else
+/// the plan's.
+fn job_of(plan: &Plan) -> Option<String> {
+    std::env::var("SLURM_JOB_ID")
+        .ok()
+        .filter(|j| !j.is_empty())
+        .or_else(|| plan.node.job_id.clone())
+}
+
+/// Cancel what an earlier mcsup of this node left of the plan's Slurm steps (`steps`).
+fn stale_steps(plan: &Plan) -> Vec<String> {
+    let names: Vec<String> = plan
+        .processes
+        .iter()
+        .filter_map(|p| Some(p.slurm_step.as_ref()?.name.clone()))
+        .collect();
+    match job_of(plan) {
+        Some(job) if !names.is_empty() => steps::cancel_stale(&job, &names),
+        _ => Vec::new(),
+    }
 }
 
 /// Make the run's directories and files, before anything starts: the log directory claimed
@@ -955,11 +981,7 @@ impl Runtime {
     /// kills srun too.
     fn signal(&mut self, pgid: Pid, signal: Signal) {
         let step = self.steps.get(&pgid).cloned();
-        // The live job's (a plan file can come from anywhere), else the plan's.
-        let job = std::env::var("SLURM_JOB_ID")
-            .ok()
-            .filter(|j| !j.is_empty())
-            .or_else(|| self.plan.node.job_id.clone());
+        let job = job_of(&self.plan);
         let (Some(name), Some(job)) = (step, job) else {
             if let Err(e) = spawn::signal_group(pgid, Some(signal)) {
                 tracing::warn!(pgid, signal = signal.as_str(), error = %e, "kill failed");
