@@ -1674,16 +1674,7 @@ impl MpiJob {
             source: "test".into(),
             overrode: vec![],
         });
-        ep.readiness = common::readiness(
-            vec![ProbeSpec::Http {
-                host: "127.0.0.1".into(),
-                port,
-                path: "/health".into(),
-                status: 200,
-                body_contains: None,
-            }],
-            60_000,
-        );
+        ep.readiness = common::readiness(vec![ProbeSpec::health("127.0.0.1", port)], 60_000);
         ep.stop.grace = Duration::from_secs(8);
         ep.restart.policy = policy;
         ep.slurm_step = Some(SlurmStep {
@@ -1754,13 +1745,18 @@ impl MpiJob {
         });
     }
 
-    /// SIGTERM to the job's mcsup (its pid from the status file).
-    fn stop_mcsup(&self, env: &TestEnv) {
+    /// The pid of the job's mcsup, from its status file (when it has written one).
+    fn mcsup_pid(env: &TestEnv) -> Option<i32> {
         let status: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).unwrap(),
+            &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).ok()?,
         )
-        .unwrap();
-        let mcsup = status["mcsup_pid"].as_i64().unwrap() as i32;
+        .ok()?;
+        Some(status["mcsup_pid"].as_i64()? as i32)
+    }
+
+    /// SIGTERM to the job's mcsup.
+    fn stop_mcsup(&self, env: &TestEnv) {
+        let mcsup = Self::mcsup_pid(env).expect("mcsup's status file");
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(mcsup),
             nix::sys::signal::Signal::SIGTERM,
@@ -1920,11 +1916,7 @@ fn a_new_mcsup_cancels_the_endpoint_an_earlier_one_left() {
     for r in 0..4 {
         std::fs::remove_file(job.ranks.join(format!("rank-{r}.pid"))).unwrap();
     }
-    let status: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).unwrap(),
-    )
-    .unwrap();
-    let old = status["mcsup_pid"].as_i64().unwrap() as i32;
+    let old = MpiJob::mcsup_pid(&env).expect("mcsup's status file");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(old),
         nix::sys::signal::Signal::SIGKILL,
@@ -1935,11 +1927,7 @@ fn a_new_mcsup_cancels_the_endpoint_an_earlier_one_left() {
         "the second mcsup's endpoint",
         Duration::from_secs(60),
         || {
-            let status: serde_json::Value = serde_json::from_slice(
-                &std::fs::read(env.path("logs").join(format!("{}.status.json", env.node))).ok()?,
-            )
-            .ok()?;
-            (status["mcsup_pid"].as_i64() != Some(i64::from(old)) && job.has("ep", "ready"))
+            (MpiJob::mcsup_pid(&env).is_some_and(|p| p != old) && job.has("ep", "ready"))
                 .then_some(())
         },
     );

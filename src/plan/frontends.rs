@@ -190,13 +190,7 @@ fn remote_worker_gates(t: &TopoPlan, ctx: &NodeContext) -> Vec<GateSpec> {
             let node = &t.launch.node_names[p.node];
             Some(remote_gate(
                 &format!("{}@{node}", w.name),
-                vec![ProbeSpec::Http {
-                    host: t.launch.node_ips[p.node].clone(),
-                    port,
-                    path: "/health".into(),
-                    status: 200,
-                    body_contains: None,
-                }],
+                vec![ProbeSpec::health(&t.launch.node_ips[p.node], port)],
                 t.ready_timeout,
             ))
         })

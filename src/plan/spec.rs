@@ -481,6 +481,19 @@ pub enum ProbeSpec {
     MooncakeHealth { host: String, port: u16 },
 }
 
+impl ProbeSpec {
+    /// `GET http://<host>:<port>/health` answering 200: an engine's or a server's health.
+    pub fn health(host: &str, port: u16) -> Self {
+        ProbeSpec::Http {
+            host: host.to_string(),
+            port,
+            path: "/health".into(),
+            status: 200,
+            body_contains: None,
+        }
+    }
+}
+
 /// What a store must have registered with the master (see `mooncake::segments`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SegmentProbe {

@@ -85,18 +85,9 @@ fn topo_entry(
     let w = t
         .engine
         .launch(&t.launch, p, rm.flags.as_ref(), t.kv_events.as_ref());
-    let readiness = w.health_port.map(|port| {
-        readiness(
-            vec![ProbeSpec::Http {
-                host: "127.0.0.1".into(),
-                port,
-                path: "/health".into(),
-                status: 200,
-                body_contains: None,
-            }],
-            t.ready_timeout,
-        )
-    });
+    let readiness = w
+        .health_port
+        .map(|port| readiness(vec![ProbeSpec::health("127.0.0.1", port)], t.ready_timeout));
     let mode = p.mode.short();
     (
         format!(
@@ -533,13 +524,10 @@ fn worker_readiness(
         }
         None if extra.is_some() => extra.as_ref().and_then(|x| x.readiness.clone()),
         None if derived => Some(readiness(
-            vec![ProbeSpec::Http {
-                host: "127.0.0.1".into(),
-                port: server_port(model.engine, rm.flags.as_ref()),
-                path: "/health".into(),
-                status: 200,
-                body_contains: None,
-            }],
+            vec![ProbeSpec::health(
+                "127.0.0.1",
+                server_port(model.engine, rm.flags.as_ref()),
+            )],
             DERIVED_READY_TIMEOUT,
         )),
         None => None,
