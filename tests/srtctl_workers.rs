@@ -930,3 +930,75 @@ fn the_mooncake_lints_are_silent_on_upstream_recipes() {
     // recipes/local.yaml: its store and two workers, aggregated.
     assert!(tcp_clients >= 3, "{tcp_clients}");
 }
+
+/// Issue 31: tests/fixtures/srt-slurm-v1/trtllm holds srtctl's own launch of 25 upstream TRT-LLM
+/// recipes (scripts/capture/srtctl_trtllm.py), what mcsup's TRT-LLM derivation is to equal.
+/// Until mcsup has one, every node of each of these jobs says why it cannot serve: the plan
+/// error (engine, what srtctl does, the fix) where nothing else would run, the warning where
+/// services run; never a TRT-LLM worker, never the generic "nothing would run".
+#[test]
+fn every_trtllm_capture_is_refused_with_the_reason_on_every_node() {
+    let source = regex::Regex::new(r"(?m)^# source: NVIDIA/srt-slurm \S+ @ [0-9a-f]{40}$").unwrap();
+    let trt = dir().join("trtllm");
+    let (mut recipes, mut refused, mut warned) = (0, 0, 0);
+    for e in std::fs::read_dir(&trt).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        recipes += 1;
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(source.is_match(&text), "{} has no source line", p.display());
+        let capture = std::fs::read_to_string(p.with_extension("srtctl.txt")).unwrap();
+        let names: Vec<String> = capture
+            .lines()
+            .find_map(|l| l.strip_prefix("# nodes "))
+            .expect("a `# nodes` line")
+            .split_whitespace()
+            .take_while(|w| w.starts_with("node"))
+            .map(String::from)
+            .collect();
+        let r = recipe::load_file(&p).unwrap();
+        let addrs: BTreeMap<String, String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), format!("10.0.0.{}", i + 1)))
+            .collect();
+        for n in &names {
+            let inputs = NodeInputs {
+                node: Some(n.clone()),
+                nodelist: Some(format!("node[0-{}]", names.len() - 1)),
+                hostname: "x".into(),
+                cwd: "/job".into(),
+                ..Default::default()
+            };
+            let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
+            let why = "trtllm: mcsup does not launch TRT-LLM workers yet";
+            match plan::plan_for_role(&r, "auto", &ctx, plan::PlanOptions { strict: false }) {
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(why) && e.contains("fix:"),
+                        "{} {n}: {e}",
+                        p.display()
+                    );
+                    refused += 1;
+                }
+                Ok(plan) => {
+                    assert!(
+                        plan.warnings
+                            .iter()
+                            .any(|w| w.contains("the job cannot serve"))
+                            && !plan.processes.iter().any(|x| x.kind == ProcessKind::Worker),
+                        "{} {n}: {:#?}",
+                        p.display(),
+                        plan.warnings
+                    );
+                    warned += 1;
+                }
+            }
+        }
+    }
+    assert!(recipes >= 20, "{recipes} TRT-LLM captures");
+    eprintln!("{recipes} recipes: {refused} nodes refused, {warned} warned");
+}

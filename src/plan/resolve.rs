@@ -94,6 +94,10 @@ pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanE
     }
     let dir = log_dir(&model, &mc, ctx);
     let Some(t) = topo::job_layout(recipe, &model, &mc, ctx, &dir, &mut Vec::new())? else {
+        if no_trtllm_workers(&model, &mc) {
+            // What a Slurm job of a TRT-LLM recipe meets first: say what is missing.
+            return Err(trtllm_unsupported(&model));
+        }
         return Err(err(
             "--role",
             "auto: the recipe has no srtctl worker layout to derive roles from (resources: with worker counts, and an engine mcsup launches)",
