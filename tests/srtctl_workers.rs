@@ -1002,3 +1002,53 @@ fn every_trtllm_capture_is_refused_with_the_reason_on_every_node() {
     assert!(recipes >= 20, "{recipes} TRT-LLM captures");
     eprintln!("{recipes} recipes: {refused} nodes refused, {warned} warned");
 }
+
+/// Issue 31, item 2 (its first piece): each TRT-LLM endpoint's engine file,
+/// `trtllm_config_<mode>.yaml`, as mcsup writes it equals what srtctl wrote for the 25 captured
+/// recipes, byte for byte.
+#[test]
+fn trtllm_engine_files_are_srtctls() {
+    let trt = dir().join("trtllm");
+    let mut files = 0;
+    for e in std::fs::read_dir(&trt).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "yaml") {
+            continue;
+        }
+        let recipe: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let capture = std::fs::read_to_string(p.with_extension("srtctl.txt")).unwrap();
+        // FILE: /LOGS/<name> followed by its lines, each `| `-prefixed.
+        let mut blocks: Vec<(String, String)> = Vec::new();
+        for line in capture.lines() {
+            if let Some(name) = line.strip_prefix("FILE: /LOGS/") {
+                blocks.push((name.to_string(), String::new()));
+            } else if let (Some(text), Some((_, body))) = (
+                line.strip_prefix("| ").or((line == "|").then_some("")),
+                blocks.last_mut(),
+            ) {
+                body.push_str(text);
+                body.push('\n');
+            }
+        }
+        for (name, want) in blocks {
+            let Some(mode) = name
+                .strip_prefix("trtllm_config_")
+                .and_then(|m| m.strip_suffix(".yaml"))
+            else {
+                continue;
+            };
+            let key = if mode == "agg" { "aggregated" } else { mode };
+            let config = recipe["backend"]["trtllm_config"][key]
+                .as_mapping()
+                .cloned()
+                .unwrap_or_default();
+            let got = mcsup::engine::trtllm::engine_config_yaml(&config)
+                .unwrap_or_else(|e| panic!("{} {name}: {e}", p.display()));
+            assert_eq!(got, want, "{} {name}", p.display());
+            files += 1;
+        }
+    }
+    assert!(files >= 40, "{files} engine files compared");
+    eprintln!("{files} engine files equal srtctl's");
+}

@@ -27,6 +27,7 @@ pub mod reader;
 pub mod sglang;
 pub mod signatures;
 pub mod stop;
+pub mod trtllm;
 pub mod vllm;
 
 use std::collections::BTreeMap;
