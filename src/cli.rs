@@ -336,8 +336,8 @@ pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
 /// Whether the plan is for the machine mcsup runs on: `--node` not given, or naming it.
 fn node_is_here(t: &TargetArgs) -> bool {
     let Some(n) = &t.node else { return true };
-    std::env::var("SLURMD_NODENAME").is_ok_and(|s| &s == n)
-        || nix::unistd::gethostname().is_ok_and(|h| h.to_string_lossy() == n.as_str())
+    let here = NodeInputs::from_env();
+    here.node.as_ref() == Some(n) || here.hostname == *n
 }
 
 /// What the plan derives from the node itself (`mcsup.network`), read from `sysroot`, or from

@@ -104,6 +104,14 @@ pub mod duration_ms {
     }
 }
 
+/// GPU indices as srtctl and CUDA write them: `0,1,2`.
+pub fn gpu_list(gpus: &[u32]) -> String {
+    gpus.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A duration for a message: `5 s`, `2.5 s`.
 pub fn show_secs(d: std::time::Duration) -> String {
     if d.subsec_millis() == 0 {

@@ -1776,6 +1776,12 @@ impl MpiJob {
         .unwrap();
     }
 
+    /// Slurm's state of the job (`JobState ExitCode`) starts with `state`.
+    fn assert_state(&self, state: &str) {
+        let s = self.cluster.job_state(&self.id);
+        assert!(s.starts_with(state), "{s}");
+    }
+
     fn rank_pid(&self, rank: u32) -> i32 {
         let path = self.ranks.join(format!("rank-{rank}.pid"));
         std::fs::read_to_string(&path)
@@ -1852,11 +1858,7 @@ fn an_mpi_endpoint_over_two_nodes_fails_as_one_unit() {
         common::names(&evs)
     );
     assert_eq!(job.termed(), [0, 1, 2], "the others were asked to stop");
-    assert!(
-        job.cluster.job_state(&job.id).starts_with("FAILED"),
-        "{}",
-        job.cluster.job_state(&job.id)
-    );
+    job.assert_state("FAILED");
 }
 
 /// mcsup stops the endpoint through Slurm: every rank on both nodes runs its SIGTERM handler
@@ -1874,11 +1876,7 @@ fn an_mpi_endpoint_is_stopped_rank_by_rank_through_scancel() {
         .find(|e| e.process == "ep" && e.event == "stopped")
         .unwrap_or_else(|| panic!("{:#?}", common::names(&evs)));
     assert_eq!(stopped.exit_code, Some(0), "{:?}", stopped.raw);
-    assert!(
-        job.cluster.job_state(&job.id).starts_with("COMPLETED"),
-        "{}",
-        job.cluster.job_state(&job.id)
-    );
+    job.assert_state("COMPLETED");
 }
 
 /// Under `on-failure` the endpoint restarts as one unit: one rank SIGKILLed ends the whole step,

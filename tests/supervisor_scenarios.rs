@@ -1260,6 +1260,27 @@ fn one_gpu(used: u64, holder: Option<(u32, u64)>) -> serde_json::Value {
     serde_json::json!({"gpus": [{"total": 80u64 << 30, "used": used << 30, "processes": processes}]})
 }
 
+/// A worker on GPU 0 (NVML: the workspace's stub, 1 GiB in use) that restarts on failure and
+/// waits up to `wait_ms` for the GPU; once it is ready, NVML is made to say `held(its pid)`
+/// and it is SIGKILLed. Returns mcsup, the stub's state file and the stub (kept alive).
+fn gpu_worker_killed(
+    env: &TestEnv,
+    wait_ms: u64,
+    held: impl FnOnce(i32) -> serde_json::Value,
+) -> (Mcsup, std::path::PathBuf, tempfile::TempDir) {
+    let (stub, stub_env) = nvml_stub(&one_gpu(1, None));
+    let state = stub.path().join("state.json");
+    let mut w = env.up("w", ProcessKind::Worker, &[]);
+    env.on_gpus(&mut w, &[0]);
+    w.restart.policy = RestartPolicy::OnFailure;
+    w.restart.release_wait = ms(wait_ms);
+    let mut m = env.start_with_env(&env.plan(vec![w]), &["--skip-preflight"], &stub_env);
+    let first = m.wait_event("w", "ready", T).pid.expect("a pid");
+    std::fs::write(&state, held(first).to_string()).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), Signal::SIGKILL).unwrap();
+    (m, state, stub)
+}
+
 /// Issue 30, item 2: a worker's CUDA context outlives it for a while (smg-project/smg #2464).
 /// The worker on GPU 0 holds 40 GiB (NVML says so) when it is SIGKILLed, and NVML goes on
 /// saying so for 3 s after: its restart waits until the GPU is back to its level before the run
@@ -1267,16 +1288,8 @@ fn one_gpu(used: u64, holder: Option<(u32, u64)>) -> serde_json::Value {
 #[test]
 fn a_restart_on_a_gpu_waits_for_its_memory_to_come_back() {
     let env = TestEnv::new();
-    let (stub, stub_env) = nvml_stub(&one_gpu(1, None));
-    let state = stub.path().join("state.json");
-    let mut w = env.up("w", ProcessKind::Worker, &[]);
-    env.on_gpus(&mut w, &[0]);
-    w.restart.policy = RestartPolicy::OnFailure;
-    w.restart.release_wait = ms(30_000);
-    let mut m = env.start_with_env(&env.plan(vec![w]), &["--skip-preflight"], &stub_env);
-    let first = m.wait_event("w", "ready", T).pid.expect("a pid");
-    std::fs::write(&state, one_gpu(41, Some((first as u32, 40))).to_string()).unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), Signal::SIGKILL).unwrap();
+    let (mut m, state, _stub) =
+        gpu_worker_killed(&env, 30_000, |first| one_gpu(41, Some((first as u32, 40))));
     m.wait_event("w", "restarting", T);
     std::thread::sleep(Duration::from_secs(3));
     std::fs::write(&state, one_gpu(1, None).to_string()).unwrap();
@@ -1322,16 +1335,8 @@ fn a_gpu_that_stays_held_is_named_and_the_restart_goes_ahead() {
         .env("MCSUP_TEST_TAG", &env.tag)
         .spawn()
         .unwrap();
-    let (stub, stub_env) = nvml_stub(&one_gpu(1, None));
-    let mut w = env.up("w", ProcessKind::Worker, &[]);
-    env.on_gpus(&mut w, &[0]);
-    w.restart.policy = RestartPolicy::OnFailure;
-    w.restart.release_wait = ms(1_000);
-    let mut m = env.start_with_env(&env.plan(vec![w]), &["--skip-preflight"], &stub_env);
-    let first = m.wait_event("w", "ready", T).pid.expect("a pid");
     let held = one_gpu(31, Some((stray.id(), 30)));
-    std::fs::write(stub.path().join("state.json"), held.to_string()).unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first), Signal::SIGKILL).unwrap();
+    let (mut m, _state, _stub) = gpu_worker_killed(&env, 1_000, |_| held);
     let late = m.wait_event("w", "gpu-release-late", T);
     m.wait_event("w", "ready", T);
     m.signal(Signal::SIGTERM);

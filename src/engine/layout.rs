@@ -117,11 +117,7 @@ impl TopoProcess {
 
     /// `0,1` — srtctl's `cuda_visible_devices`.
     pub fn cuda_visible_devices(&self) -> String {
-        self.gpus
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
+        crate::domain::gpu_list(&self.gpus)
     }
 }
 

@@ -319,12 +319,7 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
     }
     let _ = writeln!(o, "\n{}. {}  [{}]", i + 1, s.name, tags.join(", "));
     if let Some(w) = &s.placement {
-        let gpus = w
-            .gpus
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
+        let gpus = crate::domain::gpu_list(&w.gpus);
         let ports = w
             .ports
             .iter()
@@ -441,10 +436,7 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
             format!(
                 "{restart}; each restart waits up to {} for GPU {} to be released",
                 secs(r.release_wait),
-                gpus.iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
+                crate::domain::gpu_list(gpus)
             )
         } else {
             restart

@@ -75,14 +75,6 @@ fn members(pgid: Pid) -> Vec<String> {
         .collect()
 }
 
-/// `0,1`.
-fn list(gpus: &[u32]) -> String {
-    gpus.iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// Wait until group `pgid` is empty and the memory of `gpus` is back near `baseline`, at most
 /// `within`: `Ok` says what was seen and how long it took, `Err` what still held them.
 pub async fn wait(
@@ -93,7 +85,7 @@ pub async fn wait(
 ) -> Result<String, String> {
     let start = Instant::now();
     let mut unread = baseline.as_ref().err().cloned();
-    let which = list(&gpus);
+    let which = crate::domain::gpu_list(&gpus);
     loop {
         let group_left = spawn::signal_group(pgid, None).unwrap_or(false);
         // (GPU, in use, before, its holders) of each GPU still above its level; and each GPU's

@@ -5,19 +5,11 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::domain::show_secs;
+use crate::domain::{gpu_list, show_secs};
 
 /// How long past its own bound the machine waits for the runtime's answer to
 /// [`Action::AwaitRelease`] before it restarts without one.
 pub(super) const RELEASE_ANSWER_GRACE: Duration = Duration::from_secs(5);
-
-/// `0,1,2`.
-fn join(gpus: &[u32]) -> String {
-    gpus.iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 /// A leader's exit (and its group's emptiness, if that came too) waiting for
 /// [`SIGNAL_DEATH_SETTLE`] to pass before the machine judges it.
@@ -270,7 +262,7 @@ impl Machine {
                 let gpus = p.spec.gpus().to_vec();
                 detail.push_str(&format!(
                     ", once GPU {} {} released by this run (at most {})",
-                    join(&gpus),
+                    gpu_list(&gpus),
                     if gpus.len() == 1 { "is" } else { "are" },
                     show_secs(within)
                 ));

@@ -288,6 +288,14 @@ fn on_gpus() -> H {
     h
 }
 
+/// [`on_gpus`]'s worker exits 1: the attempt of the release wait it asks for.
+fn crashed(h: &mut H) -> u64 {
+    release_asked(&h.ev(Event::Exited {
+        pid: 100,
+        status: ExitStatus::Code(1),
+    }))
+}
+
 /// The attempt of the release wait among `a`, checking what it asks for.
 fn release_asked(a: &[Action]) -> u64 {
     let asked: Vec<_> = a
@@ -347,10 +355,7 @@ fn a_restart_on_gpus_waits_for_them_as_well_as_its_backoff() {
 #[test]
 fn gpus_released_before_the_backoff_is_over_wait_for_the_backoff() {
     let mut h = on_gpus();
-    let attempt = release_asked(&h.ev(Event::Exited {
-        pid: 100,
-        status: ExitStatus::Code(1),
-    }));
+    let attempt = crashed(&mut h);
     h.now = h.t0 + d(20);
     let a = h.ev(Event::Released {
         attempt,
@@ -366,10 +371,7 @@ fn gpus_released_before_the_backoff_is_over_wait_for_the_backoff() {
 fn a_release_wait_that_runs_out_or_never_answers_starts_anyway_and_says_so() {
     // The runtime's answer: the wait ran out.
     let mut h = on_gpus();
-    let attempt = release_asked(&h.ev(Event::Exited {
-        pid: 100,
-        status: ExitStatus::Code(1),
-    }));
+    let attempt = crashed(&mut h);
     h.now = h.t0 + d(5_000);
     let a = h.ev(Event::Released {
         attempt,
@@ -382,10 +384,7 @@ fn a_release_wait_that_runs_out_or_never_answers_starts_anyway_and_says_so() {
     assert_eq!(spawns(&a), [0]);
     // No answer at all: the machine's own bound, 5 s past the wait's.
     let mut h = on_gpus();
-    release_asked(&h.ev(Event::Exited {
-        pid: 100,
-        status: ExitStatus::Code(1),
-    }));
+    crashed(&mut h);
     assert!(spawns(&h.at(9_999)).is_empty());
     let a = h.at(10_000);
     assert!(
@@ -399,10 +398,7 @@ fn a_release_wait_that_runs_out_or_never_answers_starts_anyway_and_says_so() {
 #[test]
 fn a_teardown_during_a_release_wait_ends_it() {
     let mut h = on_gpus();
-    let attempt = release_asked(&h.ev(Event::Exited {
-        pid: 100,
-        status: ExitStatus::Code(1),
-    }));
+    let attempt = crashed(&mut h);
     h.ev(Event::Signal(Signal::SIGTERM));
     assert_eq!(h.state(0), UnitState::Exited);
     assert_eq!(h.m.phase(), Phase::Done);
