@@ -108,7 +108,7 @@ def capture(recipe: Path) -> list[str]:
     runtime = RuntimeContext(
         job_id="4242", run_name=f"{config.name}_4242", nodes=nodes,
         head_node_ip=ip[nodes.head], infra_node_ip=ip[nodes.infra], log_dir=logs,
-        model_path=Path(model[3:]) if hf else Path("/MODEL"), container_image=Path("IMAGE"),
+        model_path=Path(model[3:]) if hf else Path("/MODEL"), is_hf_model=hf, container_image=Path("IMAGE"),
         gpus_per_node=config.resources.gpus_per_node, network_interface=None,
         gpu_type=config.resources.gpu_type,
         container_mounts={logs: Path("/logs")} if hf else {logs: Path("/logs"), Path("/MODEL"): Path("/model")},
