@@ -146,8 +146,16 @@ fn cases() -> Vec<Case> {
         c("success code out of range", sub("        command: [python, worker.py]", "        command: [python, worker.py]\n        restart: {success_codes: [300]}"),
           &["restart.success_codes", "out of range"]),
         // Issue 31, item 4: what is missing for a TRT-LLM recipe, not "nothing would run".
-        c("TRT-LLM workers", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  trtllm_config:\n    decode: {{tensor_parallel_size: 1}}\n"),
-          &["backend.type: trtllm: mcsup does not launch TRT-LLM workers yet", "one MPI job over all of its nodes", "fix: run this recipe with srtctl for now"]),
+        c("TRT-LLM without worker counts", "backend:\n  type: trtllm\n  trtllm_config:\n    decode: {tensor_parallel_size: 1}\n".into(),
+          &["resources: trtllm: srtctl starts each TRT-LLM endpoint as one MPI job over all of its nodes", "needs the worker counts under resources:", "fix: give resources.prefill_workers/decode_workers"]),
+        Case { roles: "prefill,decode", ..c("TRT-LLM engine settings not a mapping", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  trtllm_config:\n    decode: 8\n"),
+          &["backend.trtllm_config.decode", "is not a mapping", "fix:"]) },
+        Case { roles: "prefill,decode", ..c("TRT-LLM engine setting srtctl's YAML would quote", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  trtllm_config:\n    decode: {{backend: \"yes\"}}\n"),
+          &["backend.trtllm_config.decode", "`yes` would need quoting", "fix:"]) },
+        Case { roles: "prefill,decode", ..c("TRT-LLM under the profiler", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nprofiling: {{type: nsys, prefill: {{start_step: 1, stop_step: 2}}, decode: {{start_step: 1, stop_step: 2}}}}\n"),
+          &["profiling: profiling.type nsys: mcsup does not profile TRT-LLM endpoints yet", "fix: remove profiling:"]) },
+        Case { roles: "prefill,decode", ..c("TRT-LLM sequential start below 0", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  sequential_node_start: -1\n"),
+          &["backend.sequential_node_start", "is not a count of endpoints", "fix: write 0"]) },
     ]
 }
 

@@ -243,7 +243,7 @@ fn cases() -> Vec<Case> {
         // Nothing runs on n2 because mcsup derives no TRT-LLM worker: the error says that, not
         // the generic "no service is placed here" (issue 31, item 4).
         c("a node where nothing runs", PREFILL_STORE_ONLY.into(), "engine: trtllm",
-          &["engine.type: trtllm: mcsup does not launch TRT-LLM workers yet", "one rank per GPU", "nothing would run on this node", "fix: run this recipe with srtctl for now", "mcsup.workers.<role>"])
+          &["engine.type: trtllm: srtctl starts each TRT-LLM endpoint", "one rank per GPU", "it does not read 2.0's engine: trtllm yet", "nothing would run on this node", "fix: run this recipe with srtctl for now", "mcsup.workers.<role>"])
           .on("decode", "n2"),
         c("a node where nothing runs (not TRT-LLM)", PREFILL_STORE_ONLY.replace("engine: trtllm\n", "engine: sglang\n").replace("  decode: {}\n", "  decode: {}\nmcsup:\n  workers:\n    decode: []\n"), "services:",
           &["services", "nothing would run on node n2 (roles decode)", "fix:", "allow_empty_node"])
@@ -536,7 +536,7 @@ fn empty_node_without_services_points_at_the_role() {
         "schema: 2\nengine: trtllm\nroles:\n  prefill: {}\n".into(),
         "engine: trtllm",
         &[
-            "engine.type: trtllm: mcsup does not launch TRT-LLM workers yet",
+            "engine.type: trtllm: srtctl starts each TRT-LLM endpoint",
             "fix:",
         ],
     )

@@ -218,6 +218,7 @@ pub fn launch(
         )],
         health_port: p.is_leader().then_some(p.sys_port),
         ports,
+        slurm_step: None,
     }
 }
 

@@ -7,7 +7,7 @@
 //! | `sglang` | [`sglang`] | `dynamo.sglang` (or `sglang.launch_server` behind an SGLang router) | the leader answers `GET /health` (system port, or `--port`) |
 //! | `vllm` | [`vllm`] | `dynamo.vllm` (or `vllm serve` behind srtctl's vLLM frontend), DP launch modes | each process that runs a front answers `GET /health` |
 //! | `mocker` | [`mocker`] | `dynamo.mocker`, Dynamo's simulated engine (no weights) | it answers `GET /health` on its `DYN_SYSTEM_PORT` |
-//! | `trtllm` | none yet | srtctl launches it as one MPI `srun` per endpoint | refused: list workers under `mcsup.workers` |
+//! | `trtllm` | [`trtllm`] | one Slurm step per endpoint over its nodes, one rank per GPU: `trtllm-llmapi-launch python3 -m dynamo.trtllm` (or `trtllm-serve`), started by the leader node's mcsup | the leader answers `GET /health` (system port, or `trtllm-serve`'s port) |
 //!
 //! Adding an engine: a module with its settings (read from the recipe, errors naming the key)
 //! and its `launch`, a variant of [`EngineSettings`], and its fixtures in
@@ -45,6 +45,8 @@ pub enum EngineSettings {
     /// How each mode runs.
     Vllm(BTreeMap<Role, vllm::VllmMode>),
     Mocker(mocker::MockerSettings),
+    /// One Slurm step per endpoint, started from its leader node.
+    Trtllm(trtllm::TrtllmSettings),
 }
 
 /// One worker process as its engine launches it.
@@ -65,6 +67,8 @@ pub struct WorkerLaunch {
     pub health_port: Option<u16>,
     /// The ports the process listens on, named, for the plan and the preflight.
     pub ports: Vec<(String, u16)>,
+    /// The name of the Slurm step the process's `srun` starts (a TRT-LLM endpoint).
+    pub slurm_step: Option<String>,
 }
 
 impl EngineSettings {
@@ -80,6 +84,10 @@ impl EngineSettings {
             "sglang" => Some(Self::Sglang),
             "vllm" => Some(Self::Vllm(vllm::modes(recipe, flags, frontend))),
             "mocker" => Some(Self::Mocker(mocker::MockerSettings::from_recipe(recipe)?)),
+            // srt-slurm v1's `backend:`; 2.0's `engine: trtllm` is not read yet.
+            "trtllm" if recipe.engine.is_none() => Some(Self::Trtllm(
+                trtllm::TrtllmSettings::from_recipe(recipe, frontend)?,
+            )),
             _ => None,
         })
     }
@@ -90,6 +98,7 @@ impl EngineSettings {
             Self::Sglang => "dynamo.sglang",
             Self::Vllm(_) => "dynamo.vllm",
             Self::Mocker(_) => "dynamo.mocker",
+            Self::Trtllm(_) => "dynamo.trtllm",
         }
     }
 
@@ -123,6 +132,8 @@ impl EngineSettings {
                 vllm::launch(c, v, p, flags, kv_events_for(kv_events, p.mode, true))
             }
             Self::Mocker(m) => mocker::launch(m, c, p, flags),
+            // `p` is the endpoint's leader: the whole endpoint is one step.
+            Self::Trtllm(t) => t.launch(c, p),
         };
         if let Some(prof) = &c.profiling {
             let mut argv = prof.nsys_prefix(&c.log_dir, &c.node_names[p.node], p);
@@ -149,6 +160,7 @@ pub fn recipe_keys(engine: &str) -> &'static [&'static str] {
         "sglang" => sglang::RECIPE_KEYS,
         "vllm" => vllm::RECIPE_KEYS,
         "mocker" => mocker::RECIPE_KEYS,
+        "trtllm" => trtllm::RECIPE_KEYS,
         _ => &[],
     }
 }
@@ -156,6 +168,8 @@ pub fn recipe_keys(engine: &str) -> &'static [&'static str] {
 /// What srtctl reads besides the role's flags.
 #[derive(Debug, Clone)]
 pub struct LaunchContext {
+    /// The Slurm job (`SLURM_JOB_ID`), when known: the job a TRT-LLM endpoint's step joins.
+    pub job_id: Option<String>,
     /// `sglang.launch_server` (an SGLang router frontend) or `dynamo.sglang` (the default).
     pub dynamo: bool,
     /// `--model-path`: the HF id of an `hf:` model, else `/model` (srtctl's mount point).

@@ -124,5 +124,6 @@ pub fn launch(
         env_defaults: Vec::new(),
         health_port: p.is_leader().then_some(port),
         ports: named,
+        slurm_step: None,
     }
 }

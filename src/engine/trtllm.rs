@@ -1,10 +1,254 @@
-//! TRT-LLM endpoints as srtctl launches them (docs/trtllm.md). So far: the engine config file
-//! each endpoint's ranks read, `trtllm_config_<mode>.yaml` (`--extra-engine-args` or
-//! `--config`), which srtctl writes with PyYAML's `safe_dump` of the mode's `trtllm_config`
-//! (`backends/trtllm.py: build_worker_command`). The rest of the derivation (the endpoint's step,
-//! its environment, the rank command) is not built yet.
+//! TRT-LLM endpoints as srtctl launches them (docs/trtllm.md): each endpoint is one Slurm step
+//! over all of its nodes with one rank per GPU (`backends/trtllm.py: get_srun_config`,
+//! `cli/mixins/worker_stage.py: start_endpoint_worker`), every rank running the same command
+//! (`build_worker_command`), and each mode's engine config file, `trtllm_config_<mode>.yaml`,
+//! which srtctl writes with PyYAML's `safe_dump` of the mode's `trtllm_config`. mcsup runs the
+//! endpoint from its leader node's mcsup as one supervised process: the step's `srun` client.
 
+use std::collections::BTreeMap;
+
+use super::layout::TopoProcess;
+use super::reader::Reader;
+use super::{python_str, worker_env, LaunchContext, WorkerLaunch};
+use crate::domain::{plan_err, PlanError, Role};
+use crate::recipe::Recipe;
 use serde_yaml::{Mapping, Value};
+
+/// The `backend.*` keys the TRT-LLM launch reads besides the role environments.
+pub const RECIPE_KEYS: &[&str] = &[
+    "trtllm_config",
+    "publish_events_and_metrics",
+    "sequential_node_start",
+    "numa_memory_bind",
+];
+
+/// The MPI options srtctl gives every endpoint's step, and mcsup's own.
+const SRUN_MPI: [&str; 5] = [
+    "--mpi",
+    "pmix",
+    "--oversubscribe",
+    "--cpu-bind=verbose,none",
+    // mcsup's: one rank's death ends the step on every node (docs/trtllm.md).
+    "--kill-on-bad-exit=1",
+];
+
+/// A TRT-LLM recipe's launch settings (srtctl's `TRTLLMProtocol`).
+#[derive(Debug, Clone)]
+pub struct TrtllmSettings {
+    /// Each mode's engine file, rendered: `trtllm_config.<prefill|decode|aggregated>`.
+    files: BTreeMap<Role, String>,
+    /// Each mode's `tensor_parallel_size`, `moe_expert_parallel_size`, `pipeline_parallel_size`
+    /// as `str()` writes them, for `trtllm-serve`'s flags.
+    parallel: BTreeMap<Role, Vec<(&'static str, String)>>,
+    publish_events: bool,
+    /// `numa_memory_bind`, else srtctl's rule: on for GB200/GB300 (`resources.gpu_type`).
+    numactl: bool,
+    /// `sequential_node_start`: endpoints sharing a leader node start this many at a time.
+    pub sequential_node_start: u32,
+    /// `frontend.type` is `trtllm_serve`: the ranks run `trtllm-serve`, not `dynamo.trtllm`.
+    trtllm_serve: bool,
+}
+
+impl TrtllmSettings {
+    /// Read from `backend.*` (v1). `frontend` is `frontend.type`.
+    pub fn from_recipe(recipe: &Recipe, frontend: &str) -> Result<Self, PlanError> {
+        let r = Reader {
+            recipe,
+            section: "backend",
+        };
+        let mut files = BTreeMap::new();
+        let mut parallel = BTreeMap::new();
+        for role in Role::ALL {
+            let key = role.as_str();
+            let at = format!("backend.trtllm_config.{key}");
+            let config = match recipe.raw_get(&["backend", "trtllm_config", key]) {
+                None | Some(Value::Null) => Mapping::new(),
+                Some(Value::Mapping(m)) => m.clone(),
+                Some(_) => return Err(plan_err(
+                    at,
+                    "is not a mapping of TRT-LLM engine settings",
+                    "write the mode's LLM API options as a mapping, e.g. tensor_parallel_size: 8",
+                )),
+            };
+            let text = engine_config_yaml(&config).map_err(|why| {
+                plan_err(
+                    at.clone(),
+                    why,
+                    "write the value as a plain word or number (or run this recipe with srtctl)",
+                )
+            })?;
+            files.insert(role, text);
+            let sizes = [
+                ("--tensor_parallel_size", "tensor_parallel_size"),
+                ("--moe_expert_parallel_size", "moe_expert_parallel_size"),
+                ("--pipeline_parallel_size", "pipeline_parallel_size"),
+            ]
+            .into_iter()
+            .filter_map(|(flag, k)| {
+                let v = config.get(k).filter(|v| !v.is_null())?;
+                Some((flag, python_str(v)))
+            })
+            .collect();
+            parallel.insert(role, sizes);
+        }
+        let gpu_type = recipe
+            .raw_get(&["resources", "gpu_type"])
+            .and_then(|v| v.as_str())
+            .unwrap_or_default();
+        let sequential = r.int("sequential_node_start")?.unwrap_or(0);
+        let sequential_node_start = u32::try_from(sequential).map_err(|_| {
+            plan_err(
+                "backend.sequential_node_start",
+                format!("`{sequential}` is not a count of endpoints"),
+                "write 0 (all at once), 1 (one at a time) or how many start together",
+            )
+        })?;
+        Ok(Self {
+            files,
+            parallel,
+            publish_events: r.boolean("publish_events_and_metrics")?.unwrap_or(false),
+            numactl: r
+                .boolean("numa_memory_bind")?
+                .unwrap_or(matches!(gpu_type, "gb200" | "gb300")),
+            sequential_node_start,
+            trtllm_serve: frontend == "trtllm_serve",
+        })
+    }
+
+    /// The engine file of `mode`, as srtctl writes it, and where: `<log_dir>/trtllm_config_<mode>.yaml`.
+    pub fn engine_file(&self, log_dir: &str, mode: Role) -> (String, String) {
+        (
+            config_path(log_dir, mode),
+            self.files
+                .get(&mode)
+                .cloned()
+                .unwrap_or_else(|| "{}\n".into()),
+        )
+    }
+
+    /// The endpoint whose leader process is `leader`, as one process: the `srun` of its step
+    /// (`mcsup.<process name>`), each rank running srtctl's command, with srtctl's environment.
+    pub fn launch(&self, c: &LaunchContext, leader: &TopoProcess) -> WorkerLaunch {
+        let mode = leader.mode;
+        let name = format!("trtllm-{}-{}", mode.short(), leader.index);
+        let step = format!("mcsup.{name}");
+        let nodes: Vec<&str> = leader
+            .endpoint_nodes
+            .iter()
+            .map(|n| c.node_names[*n].as_str())
+            .collect();
+        let per_node = leader.gpus.len();
+        let mut argv: Vec<String> = vec!["srun".into()];
+        if let Some(job) = &c.job_id {
+            argv.extend(["--jobid".into(), job.clone()]);
+        }
+        argv.push("--overlap".into());
+        argv.extend(SRUN_MPI.iter().map(|s| s.to_string()));
+        argv.extend([
+            "--nodes".into(),
+            nodes.len().to_string(),
+            "--ntasks".into(),
+            (nodes.len() * per_node).to_string(),
+            "--ntasks-per-node".into(),
+            per_node.to_string(),
+            "--nodelist".into(),
+            nodes.join(","),
+            "--job-name".into(),
+            step.clone(),
+        ]);
+        if self.numactl && mode != Role::Aggregated {
+            argv.extend(["numactl", "-m", "0,1"].map(String::from));
+        }
+        argv.push("trtllm-llmapi-launch".into());
+        let config = config_path(&c.log_dir, mode);
+        let (health_port, mut ports) = if self.trtllm_serve {
+            // An aggregated endpoint is the job's frontend: it serves on the public port.
+            let http = if mode == Role::Aggregated {
+                super::frontend::PUBLIC_PORT
+            } else {
+                leader.http_port
+            };
+            argv.extend([
+                "trtllm-serve".into(),
+                c.model_arg.clone(),
+                "--host".into(),
+                "0.0.0.0".into(),
+                "--port".into(),
+                http.to_string(),
+            ]);
+            for (flag, v) in self.parallel.get(&mode).into_iter().flatten() {
+                argv.extend([flag.to_string(), v.clone()]);
+            }
+            argv.extend(["--config".into(), config]);
+            (http, vec![("http".to_string(), http)])
+        } else {
+            argv.extend(
+                [
+                    "python3",
+                    "-m",
+                    "dynamo.trtllm",
+                    "--model-path",
+                    &c.model_arg,
+                    "--served-model-name",
+                    &c.served_model_name,
+                ]
+                .map(String::from),
+            );
+            if mode != Role::Aggregated {
+                argv.extend(["--disaggregation-mode".into(), mode.short().to_string()]);
+            }
+            argv.extend([
+                "--extra-engine-args".into(),
+                config,
+                "--request-plane".into(),
+                c.request_plane.clone(),
+            ]);
+            if self.publish_events {
+                argv.push("--publish-events-and-metrics".into());
+            }
+            (leader.sys_port, Vec::new())
+        };
+        ports.insert(0, ("dyn_system".into(), leader.sys_port));
+        // srtctl's `start_endpoint_worker` environment: `start_worker`'s without the request
+        // plane (the ranks take it from `--request-plane`).
+        let (mut before, after) = worker_env(c, leader);
+        before.retain(|(k, _)| k != "DYN_REQUEST_PLANE");
+        WorkerLaunch {
+            name,
+            argv,
+            env_before: before,
+            env_after: after,
+            env_defaults: vec![(
+                "TRTLLM_EPLB_SHM_NAME".into(),
+                eplb_shm_name(c.job_id.as_deref(), mode, leader.index),
+                "srtctl's per-endpoint EPLB shared-memory name (random there; named for the job and the endpoint here)",
+            )],
+            // Rank 0, which serves, runs on the leader node.
+            health_port: leader.is_leader().then_some(health_port),
+            ports,
+            slurm_step: Some(step),
+        }
+    }
+}
+
+/// Where the ranks read their mode's engine file.
+fn config_path(log_dir: &str, mode: Role) -> String {
+    format!(
+        "{}/trtllm_config_{}.yaml",
+        log_dir.trim_end_matches('/'),
+        mode.short()
+    )
+}
+
+/// `TRTLLM_EPLB_SHM_NAME`: one per endpoint, distinct between the endpoints that share a node
+/// and between jobs.
+fn eplb_shm_name(job: Option<&str>, mode: Role, index: u32) -> String {
+    format!(
+        "moe_shared_{}_{}{index}",
+        job.unwrap_or("nojob"),
+        mode.short()
+    )
+}
 
 /// What `yaml.safe_dump(config)` writes: keys sorted, block style, a sequence inside a mapping
 /// not indented, `{}` for an empty mapping. Values srtctl's recipes hold (mappings, sequences,

@@ -416,5 +416,6 @@ pub fn launch(
         env_defaults: Vec::new(),
         health_port: fronted.then_some(port),
         ports: named,
+        slurm_step: None,
     }
 }

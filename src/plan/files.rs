@@ -9,7 +9,9 @@ use super::lints;
 use super::services::NodeScope;
 use super::spec::*;
 use super::workers::TopoPlan;
+use crate::domain::Role;
 use crate::engine::profiling::Profiling;
+use crate::engine::EngineSettings;
 use crate::mooncake;
 use crate::recipe::BackendType;
 
@@ -19,6 +21,7 @@ pub fn node_files(
     services: &[ProcessSpec],
     worker_procs: &[ProcessSpec],
     fe: &FrontendPlan,
+    topo: Option<&TopoPlan>,
     vllm_config_path: &Path,
     warnings: &mut Vec<String>,
 ) -> Vec<FileSpec> {
@@ -55,7 +58,36 @@ pub fn node_files(
         });
     }
     files.extend(fe.files.iter().cloned());
+    files.extend(engine_files(topo, worker_procs));
     files
+}
+
+/// TRT-LLM: each mode's engine file, for the endpoints this node starts (srtctl writes it
+/// before each endpoint's step; the same text on every node that writes it).
+fn engine_files(topo: Option<&TopoPlan>, worker_procs: &[ProcessSpec]) -> Vec<FileSpec> {
+    let Some((t, EngineSettings::Trtllm(x))) = topo.map(|t| (t, &t.engine)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<FileSpec> = Vec::new();
+    for role in Role::ALL {
+        let starts = worker_procs
+            .iter()
+            .any(|p| p.slurm_step.is_some() && p.roles.contains(&role));
+        if !starts {
+            continue;
+        }
+        let (path, contents) = x.engine_file(&t.launch.log_dir, role);
+        out.push(FileSpec {
+            path: path.into(),
+            contents,
+            purpose: format!(
+                "TRT-LLM engine settings of the {} endpoints (backend.trtllm_config.{}), as srtctl writes them: every rank reads it",
+                role.short(),
+                role.as_str()
+            ),
+        });
+    }
+    out
 }
 
 /// srtctl makes each profiled mode's output directory before it starts the worker.

@@ -862,7 +862,7 @@ fn implied_discovery_v1(
         .unwrap_or("dynamo");
     if matches!(frontend, "trtllm_serve" | "vllm")
         || mc.workers != WorkersConfig::default()
-        || model.engine == BackendType::Trtllm
+        || (model.engine == BackendType::Trtllm && recipe.engine.is_some())
         || crate::engine::layout::inputs(recipe)?.is_none()
     {
         return Ok(Vec::new());

@@ -94,7 +94,7 @@ pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanE
     }
     let dir = log_dir(&model, &mc, ctx);
     let Some(t) = topo::job_layout(recipe, &model, &mc, ctx, &dir, &mut Vec::new())? else {
-        if no_trtllm_workers(&model, &mc) {
+        if no_trtllm_workers(recipe, &model, &mc) {
             // What a Slurm job of a TRT-LLM recipe meets first: say what is missing.
             return Err(trtllm_unsupported(&model));
         }
@@ -147,10 +147,7 @@ pub fn plan_with(
     let mut warnings: Vec<String> = ctx.warnings.clone();
     warnings.extend(model.warnings.iter().cloned());
     let mut ignored: Vec<String> = model.ignored.clone();
-    warnings.extend(no_trtllm_workers(&model, &mc).then(|| format!(
-        "engine {}: mcsup does not launch TRT-LLM workers yet (srtctl runs each endpoint as one MPI job over its nodes); this node runs only its services, and the job cannot serve",
-        model.engine_name
-    )));
+    warnings.extend(no_trtllm_workers(recipe, &model, &mc).then(|| trtllm_warning(&model)));
     let log_dir = log_dir(&model, &mc, ctx);
     let ph = Placeholders::new(ctx, model.master_ports[0], model.master_ports[1], &log_dir);
     let master = order::MasterAt::of(&model, ctx);
@@ -202,6 +199,7 @@ pub fn plan_with(
         &placed.processes,
         &worker_procs,
         &fe,
+        topo.as_ref(),
         &vllm_config_path,
         &mut warnings,
     );
@@ -244,9 +242,9 @@ pub fn plan_with(
         master.service.map(|s| s.argv.as_slice()),
         &mut warnings,
     );
-    let shutdown = shutdown_spec(&mc, &processes, &mut warnings)?;
+    let shutdown = shutdown_spec(&mc, &processes, topo.as_ref(), &mut warnings)?;
     lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
-    check_not_empty(recipe, &model, &mc, roles, ctx, &processes)?;
+    check_not_empty(recipe, &model, &mc, roles, ctx, &processes, topo.as_ref())?;
     if processes.iter().any(|p| p.name == "mcsup") {
         return Err(err(
             "mcsup",
@@ -417,6 +415,7 @@ pub const DEFAULT_DRAIN: Duration = Duration::from_secs(30);
 fn shutdown_spec(
     mc: &McsupSection,
     processes: &[ProcessSpec],
+    topo: Option<&workers::TopoPlan>,
     warnings: &mut Vec<String>,
 ) -> Result<ShutdownSpec, PlanError> {
     use crate::slurm::{DEFAULT_KILL_WAIT, KILL_MARGIN};
@@ -430,6 +429,7 @@ fn shutdown_spec(
             .drain_signal
             .map_or(SignalName::SIGUSR1, |s| s.0),
         exit_when_workers_done: mc.shutdown.exit_when_workers_done.unwrap_or(true),
+        holds_ranks_of: topo.map(ranks_held).unwrap_or_default(),
         drain: mc
             .shutdown
             .drain_seconds
@@ -457,25 +457,71 @@ fn shutdown_spec(
     Ok(shutdown)
 }
 
-/// A TRT-LLM recipe whose workers mcsup would have to derive: it does not (yet).
-fn no_trtllm_workers(model: &JobModel, mc: &McsupSection) -> bool {
-    model.engine == BackendType::Trtllm && mc.workers == WorkersConfig::default()
+/// The endpoints with ranks on this node that another node's mcsup starts (TRT-LLM).
+fn ranks_held(t: &workers::TopoPlan) -> Vec<String> {
+    let crate::engine::EngineSettings::Trtllm(_) = &t.engine else {
+        return Vec::new();
+    };
+    t.here
+        .iter()
+        .filter(|p| !p.is_leader())
+        .map(|p| {
+            let leader = t.engine.launch(&t.launch, p, None, None);
+            format!(
+                "{}[{}] (step {}, led by {})",
+                p.mode.short(),
+                p.index,
+                leader.slurm_step.unwrap_or_default(),
+                t.launch.node_names[p.endpoint_nodes[0]]
+            )
+        })
+        .collect()
 }
 
-/// Why a TRT-LLM recipe's worker node cannot be planned (yet): what srtctl does that mcsup
-/// does not.
+/// A TRT-LLM recipe whose endpoints mcsup would have to derive and cannot: a 2.0 recipe, or a
+/// v1 recipe without srtctl's worker counts.
+fn no_trtllm_workers(recipe: &Recipe, model: &JobModel, mc: &McsupSection) -> bool {
+    model.engine == BackendType::Trtllm
+        && mc.workers == WorkersConfig::default()
+        && (model.spelling == Spelling::V2
+            || !matches!(crate::engine::layout::inputs(recipe), Ok(Some(_))))
+}
+
+/// Such a recipe on a node whose services still run.
+fn trtllm_warning(model: &JobModel) -> String {
+    format!(
+        "engine {}: {}; this node runs only its services, and the job cannot serve",
+        model.engine_name,
+        trtllm_gap(model)
+    )
+}
+
+/// What mcsup lacks for such a recipe.
+fn trtllm_gap(model: &JobModel) -> &'static str {
+    match model.spelling {
+        Spelling::V2 => "mcsup derives TRT-LLM endpoints from srt-slurm v1 recipes (backend.type: trtllm); it does not read 2.0's engine: trtllm yet",
+        _ => "mcsup derives TRT-LLM endpoints from srtctl's layout, which needs the worker counts under resources: (prefill_workers and decode_workers, or agg_workers)",
+    }
+}
+
+/// Why a TRT-LLM recipe's worker node cannot be planned: what srtctl does, and what mcsup
+/// lacks to do it for this recipe.
 fn trtllm_unsupported(model: &JobModel) -> PlanError {
     let key = match model.spelling {
         Spelling::V2 => "engine.type",
-        _ => "backend.type",
+        _ => "resources",
     };
     err(
         key,
         format!(
-            "{}: mcsup does not launch TRT-LLM workers yet. srtctl starts each TRT-LLM endpoint as one MPI job over all of its nodes (one `srun --mpi=pmix --oversubscribe --cpu-bind=verbose,none` per endpoint, one rank per GPU, each rank `trtllm-llmapi-launch python3 -m dynamo.trtllm ...` or `trtllm-llmapi-launch trtllm-serve ...`, with a `trtllm_config_<mode>.yaml` engine file per mode); mcsup starts and supervises processes per node and has no such MPI launch, so nothing would run on this node and no node of this job could serve",
-            model.engine_name
+            "{}: srtctl starts each TRT-LLM endpoint as one MPI job over all of its nodes (one `srun --mpi=pmix` per endpoint, one rank per GPU); {}, so nothing would run on this node and no node of this job could serve",
+            model.engine_name,
+            trtllm_gap(model)
         ),
-        "run this recipe with srtctl for now; or list the processes each node should run under mcsup.workers.<role> (command, args, env), which mcsup then starts and supervises as given",
+        match model.spelling {
+            Spelling::V2 => "run this recipe with srtctl for now, write it as a v1 recipe (backend.type: trtllm with resources: worker counts), or list each node's processes under mcsup.workers.<role>",
+            _ => "give resources.prefill_workers/decode_workers (or agg_workers) with their nodes, as srtctl recipes do; or list each node's processes under mcsup.workers.<role>",
+        },
     )
 }
 
@@ -487,11 +533,16 @@ fn check_not_empty(
     roles: &[Role],
     ctx: &NodeContext,
     processes: &[ProcessSpec],
+    topo: Option<&workers::TopoPlan>,
 ) -> Result<(), PlanError> {
-    if !processes.is_empty() || mc.allow_empty_node {
+    // A node that holds only ranks of TRT-LLM endpoints led elsewhere runs nothing itself.
+    let hosts_ranks = topo.is_some_and(|t| {
+        matches!(t.engine, crate::engine::EngineSettings::Trtllm(_)) && !t.here.is_empty()
+    });
+    if !processes.is_empty() || mc.allow_empty_node || hosts_ranks {
         return Ok(());
     }
-    if no_trtllm_workers(model, mc) {
+    if no_trtllm_workers(recipe, model, mc) {
         return Err(trtllm_unsupported(model));
     }
     let roles_txt = Role::list(roles);

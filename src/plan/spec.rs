@@ -694,6 +694,12 @@ pub struct ShutdownSpec {
     pub drain: Duration,
     /// Tear down when every worker has exited (default true).
     pub exit_when_workers_done: bool,
+    /// The Slurm steps with ranks on this node that another node's mcsup starts (TRT-LLM
+    /// endpoints led elsewhere), as `decode[0] (step mcsup.trtllm-decode-0, led by node2)`: this
+    /// node stays up until it is told to stop, even with nothing of its own left running (its
+    /// step ending early would drain the job).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds_ranks_of: Vec<String>,
 }
 
 /// The DRAM the node must keep besides the store: SGLang's HiCache L2 per role, and headroom.

@@ -64,7 +64,9 @@ pub fn job_layout(
         _ => Vec::new(),
     };
     let all = match &engine {
-        EngineSettings::Sglang | EngineSettings::Mocker(_) => topology::processes(&endpoints),
+        EngineSettings::Sglang | EngineSettings::Mocker(_) | EngineSettings::Trtllm(_) => {
+            topology::processes(&endpoints)
+        }
         EngineSettings::Vllm(v) => {
             let per_node = v.values().all(|m| m.per_node);
             let dp_of = |r: Role| topology::VllmDp {
@@ -91,6 +93,13 @@ pub fn job_layout(
         let disaggregated = all.iter().any(|p| p.mode != Role::Aggregated);
         Profiling::from_recipe(recipe, disaggregated, frontend)?
     };
+    if let (Some(p), BackendType::Trtllm) = (&profiling, model.engine) {
+        return Err(err(
+            "profiling",
+            format!("profiling.type {}: mcsup does not profile TRT-LLM endpoints yet (srtctl runs every rank under nsys, writing one report per rank)", p.kind.as_str()),
+            "remove profiling: to run the job with mcsup, or profile it with srtctl",
+        ));
+    }
     if let (Some(p), BackendType::Vllm) = (&profiling, model.engine) {
         p.check_vllm_flags(
             model
@@ -101,6 +110,7 @@ pub fn job_layout(
     }
     Ok(Some(TopoPlan {
         launch: crate::engine::LaunchContext {
+            job_id: ctx.job_id.clone(),
             dynamo: !matches!(frontend, "sglang" | "sglang-router"),
             model_arg,
             served_model_name: served,
@@ -109,9 +119,12 @@ pub fn job_layout(
             log_dir: log_dir.display().to_string(),
             node_names: ctx.nodelist[worker_nodes.clone()].to_vec(),
             node_ips: ctx.node_ips[worker_nodes].to_vec(),
+            // srtctl's `head_node_ip`: the head node's address (the first worker node, or the
+            // dedicated frontend node), not the infra node's.
             head_ip: ctx
                 .node_ips
-                .first()
+                .get(nodes.head)
+                .or(ctx.node_ips.first())
                 .cloned()
                 .unwrap_or_else(|| ctx.infra_ip.clone()),
             infra_node: ctx.infra_node.clone(),
@@ -285,7 +298,18 @@ fn notes(t: &TopoPlan, warnings: &mut Vec<String>) {
             job.model_path
         ));
     }
-    if job.dynamo_workers() && !t.here.is_empty() {
+    let trtllm = matches!(t.engine, EngineSettings::Trtllm(_));
+    if trtllm && t.here.iter().any(|p| p.is_leader()) {
+        warnings.push(format!(
+            "the TRT-LLM endpoints started here run each rank as {}: srtctl starts their step in the recipe's container (srun --container-image, after installing Dynamo when dynamo.install is on); mcsup does not pass a container to the step yet, so every node of the endpoint must have them where srun starts the ranks",
+            if t.job.frontend_type == crate::engine::frontend::TRTLLM_SERVE {
+                "`trtllm-llmapi-launch trtllm-serve`"
+            } else {
+                "`trtllm-llmapi-launch python3 -m dynamo.trtllm`"
+            }
+        ));
+    }
+    if job.dynamo_workers() && !t.here.is_empty() && !trtllm {
         warnings.push(format!(
             "workers run {} (frontend.type {}): srtctl installs Dynamo into the container before them (dynamo.version/hash/wheel); mcsup runs them inside this step's container, which must already have it",
             t.engine.dynamo_module(),

@@ -75,6 +75,8 @@ struct TopoExtra {
     after: Vec<(String, String)>,
     readiness: Option<ReadinessSpec>,
     placement: WorkerPlacement,
+    /// The Slurm step the process's `srun` starts (a TRT-LLM endpoint).
+    slurm_step: Option<SlurmStep>,
 }
 
 fn topo_entry(
@@ -112,6 +114,7 @@ fn topo_entry(
                 gpus: p.gpus.clone(),
                 ports: w.ports,
             },
+            slurm_step: w.slurm_step.map(|name| SlurmStep { name }),
         }),
     )
 }
@@ -219,12 +222,52 @@ pub fn plan_workers(
                         Some(t) if *derived => t.job.fatal_log_patterns.clone(),
                         _ => Vec::new(),
                     },
-                    slurm_step: None,
+                    slurm_step: extra.as_ref().and_then(|x| x.slurm_step.clone()),
                 });
             }
         }
     }
+    if let Some(t) = topo {
+        sequential_start(t, &mut out);
+    }
     Ok(out)
+}
+
+/// TRT-LLM's `sequential_node_start: N`: the endpoints whose leader is this node start N at a
+/// time, each batch once the one before it is ready (srtctl's `start_all_workers`), in
+/// srtctl's endpoint order.
+fn sequential_start(t: &TopoPlan, out: &mut [ProcessSpec]) {
+    let EngineSettings::Trtllm(x) = &t.engine else {
+        return;
+    };
+    let n = x.sequential_node_start as usize;
+    if n == 0 {
+        return;
+    }
+    let mut endpoints: Vec<(usize, u32, usize)> = out
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let role = *p.roles.first()?;
+            let order = Role::ALL.iter().position(|r| *r == role)?;
+            let index = p.placement.as_ref()?.endpoint.split('[').nth(1)?;
+            let index: u32 = index.trim_end_matches(']').parse().ok()?;
+            p.slurm_step.as_ref()?;
+            Some((order, index, i))
+        })
+        .collect();
+    endpoints.sort();
+    let names: Vec<String> = endpoints.iter().map(|e| out[e.2].name.clone()).collect();
+    for (k, e) in endpoints.iter().enumerate().skip(n) {
+        let batch = k / n;
+        out[e.2].depends_on = names[(batch - 1) * n..batch * n]
+            .iter()
+            .map(|target| DependencySpec {
+                target: target.clone(),
+                condition: DependencyCondition::Healthy,
+            })
+            .collect();
+    }
 }
 
 /// Where a worker's engine counts its requests: the `/metrics` beside the `/health` its
@@ -276,10 +319,23 @@ fn role_entries(
             .collect();
     }
     if let Some(t) = topo {
+        let trtllm = matches!(t.engine, EngineSettings::Trtllm(_));
+        if trtllm {
+            // The leader's mcsup starts the whole endpoint as one step.
+            for p in t.here.iter().filter(|p| p.mode == role && !p.is_leader()) {
+                let leader = &t.launch.node_names[p.endpoint_nodes[0]];
+                warnings.push(format!(
+                    "{}[{}]: its ranks on this node (GPUs {}) are tasks of the endpoint's Slurm step, which the mcsup of its leader node {leader} starts and stops; nothing runs for it here",
+                    role.short(),
+                    p.index,
+                    crate::domain::gpu_list(&p.gpus)
+                ));
+            }
+        }
         return t
             .here
             .iter()
-            .filter(|p| p.mode == role)
+            .filter(|p| p.mode == role && (!trtllm || p.is_leader()))
             .map(|p| {
                 let (key, w, derived, extra) = topo_entry(t, p, rm);
                 entry(key, w, derived, extra)

@@ -327,7 +327,16 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
             .collect::<Vec<_>>()
             .join(", ");
         let _ = writeln!(o, "   worker {}: GPUs {gpus}; ports {ports}", w.endpoint);
-        if w.nodes.len() > 1 {
+        if let Some(step) = &s.slurm_step {
+            let per_node = w.gpus.len();
+            let _ = writeln!(
+                o,
+                "   Slurm step {}: {} ranks, {per_node} per node (one per GPU) on {}; started and stopped from here, the leader node",
+                step.name,
+                per_node * w.nodes.len(),
+                w.nodes.join(", ")
+            );
+        } else if w.nodes.len() > 1 {
             let _ = writeln!(
                 o,
                 "   multi-node: rank {} of {} ({}), leader {}",
@@ -417,7 +426,7 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
             l.failure_threshold
         );
     }
-    plan_stop(o, &s.stop);
+    plan_stop(o, &s.stop, s.slurm_step.as_ref());
     let r = &s.restart;
     let restart = match r.policy {
         RestartPolicy::Never => "never".to_string(),
@@ -485,14 +494,28 @@ fn plan_dram(o: &mut String, p: &Plan) {
     }
 }
 
-/// A process's stop: its signal and grace, its engine's budget, its in-flight gauge.
-fn plan_stop(o: &mut String, stop: &crate::plan::StopSpec) {
-    let _ = writeln!(
-        o,
-        "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
-        stop.signal,
-        secs(stop.grace)
-    );
+/// A process's stop: its signal and grace (to every rank of its Slurm step, through
+/// `scancel`), its engine's budget, its in-flight gauge.
+fn plan_stop(o: &mut String, stop: &crate::plan::StopSpec, step: Option<&crate::plan::SlurmStep>) {
+    match step {
+        Some(step) => {
+            let _ = writeln!(
+                o,
+                "   stop: scancel --signal={} <job>.<step {}> (every rank), `scancel` (SIGKILL) after {}",
+                stop.signal.as_str().trim_start_matches("SIG"),
+                step.name,
+                secs(stop.grace)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "   stop: {} (+SIGCONT), SIGKILL to the group after {}",
+                stop.signal,
+                secs(stop.grace)
+            );
+        }
+    }
     if let Some(b) = &stop.budget {
         let parts = if b.parts.is_empty() {
             String::new()
@@ -545,6 +568,13 @@ fn plan_shutdown(o: &mut String, p: &Plan) {
     );
     if let Some(worst) = crate::preflight::slurm::worst_case_text(&tiers, sd.deadline) {
         let _ = writeln!(o, "  {worst}");
+    }
+    if !sd.holds_ranks_of.is_empty() {
+        let _ = writeln!(
+            o,
+            "  holds ranks of {}: stays up until told to stop, even with nothing of its own running",
+            sd.holds_ranks_of.join(", ")
+        );
     }
 }
 

@@ -285,6 +285,7 @@ impl TestEnv {
                 deadline: ms(10_000),
                 drain_signal: SignalName::SIGUSR1,
                 exit_when_workers_done: true,
+                holds_ranks_of: Vec::new(),
                 // No wait for in-flight requests unless a test asks for one.
                 drain: ms(0),
             },

@@ -230,7 +230,11 @@ impl Machine {
             .gates
             .iter()
             .any(|g| matches!(g.state, GateState::Probing(_)));
-        if !gates_pending && self.procs.iter().all(|p| p.state.terminal()) {
+        // A node holding ranks of another node's Slurm step stays up until told to stop.
+        if !gates_pending
+            && self.shutdown.holds_ranks_of.is_empty()
+            && self.procs.iter().all(|p| p.state.terminal())
+        {
             self.begin_teardown(ShutdownReason::NothingLeft, now, out);
         }
     }

@@ -120,6 +120,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
             deadline: d(25_000),
             drain_signal: SignalName::SIGUSR1,
             exit_when_workers_done: true,
+            holds_ranks_of: Vec::new(),
             // No wait for in-flight requests unless a test asks for one.
             drain: d(0),
         },

@@ -547,3 +547,22 @@ fn a_frontend_past_its_drain_and_grace_is_killed() {
     let a = h.gone(103, ExitStatus::Signal(9));
     assert!(!has(&a, "frontend", RecordKind::Drained), "{a:?}");
 }
+
+#[test]
+fn a_node_holding_ranks_of_another_nodes_step_stays_up_until_told() {
+    // Nothing of its own to run: without ranks to hold, the node is done at once.
+    let mut h = H::new(plan(vec![]));
+    h.start_all();
+    h.at(1_000);
+    assert_ne!(h.m.phase(), Phase::Running);
+    // Holding ranks of a TRT-LLM endpoint led elsewhere, it waits for the drain.
+    let mut p = plan(vec![]);
+    p.shutdown.holds_ranks_of = vec!["decode[0] (step mcsup.trtllm-decode-0, led by n2)".into()];
+    let mut h = H::new(p);
+    h.start_all();
+    h.at(60_000);
+    assert_eq!(h.m.phase(), Phase::Running);
+    h.ev(Event::Signal(Signal::SIGUSR1));
+    h.at(61_000);
+    assert_ne!(h.m.phase(), Phase::Running);
+}
