@@ -1957,3 +1957,215 @@ fn a_new_mcsup_cancels_the_endpoint_an_earlier_one_left() {
     job.stop_mcsup(&env);
     job.assert_all_gone(&env);
 }
+
+/// Issue 31, from a recipe: srtctl's upstream TRT-LLM example
+/// (tests/fixtures/srt-slurm-v1/trtllm/examples-trtllm-rc23-qwen3-5-moe-aggregate.yaml: one
+/// aggregated `trtllm_serve` endpoint over 2 nodes) resized to 2 fake nodes × 2 GPUs and
+/// submitted with `mcsup submit --no-container` (its pyxis `srun_options` removed: this Slurm has
+/// no pyxis). A `trtllm-llmapi-launch` on the job's PATH
+/// stands in for TRT-LLM's (tests/py/mpi_endpoint.py behind a shell that records each rank's
+/// command): n1's mcsup starts the endpoint as one Slurm step of 4 ranks over n1 and n2, the
+/// ranks form one MPI world through Slurm's PMIx and rank 0 answers on srtctl's port (8000);
+/// n2's mcsup starts nothing and stays up. Each rank ran srtctl's command with the engine file
+/// mcsup wrote, equal to srtctl's. SIGKILL of rank 3 (on n2) ends the step on both nodes (the
+/// other ranks get their SIGTERM from Slurm) and the recipe's restart policy (on-failure) brings
+/// the endpoint back as one new step of 4 new ranks. Slurm's early warning then drains the job:
+/// every rank runs its SIGTERM handler (sent through `scancel` of the step), the job completes,
+/// and no rank or step is left.
+#[test]
+fn a_trtllm_recipe_runs_its_endpoint_as_one_step_over_two_nodes() {
+    require_mpi();
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18030, 2);
+    let ranks = env.path("ranks");
+    std::fs::create_dir_all(&ranks).unwrap();
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let launch = bin.join("trtllm-llmapi-launch");
+    std::fs::write(
+        &launch,
+        format!(
+            "#!/bin/bash\n# Test stand-in for TRT-LLM's launcher: records the rank's command, then\n# runs the MPI program on the port it names.\nprintf '%s\\n' \"$@\" > \"$MCSUP_TEST_RANKS/argv-$SLURM_PROCID\"\nport=\"\" prev=\"\"\nfor a in \"$@\"; do [ \"$prev\" = --port ] && port=$a; prev=$a; done\nexec /usr/bin/python3 {} \"$port\" \"$MCSUP_TEST_RANKS\"\n",
+            repo().join("tests/py/mpi_endpoint.py").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&launch, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let patch = format!(
+        r#"
+model: {{path: "hf:test/tiny"}}
+resources: {{gpu_type: cpu, gpus_per_node: 2, agg_nodes: 2, agg_workers: 1, gpus_per_agg: 4}}
+srun_options: {{}}
+{local}"#,
+        // Fake nodes share one host: Open MPI over TCP (tests/slurm/FINDINGS.md).
+        local = local_cluster_keys(&env, 2, r#", OMPI_MCA_btl: "self,tcp""#, 1),
+    );
+    let recipe = derived_recipe(
+        &env,
+        "trtllm/examples-trtllm-rc23-qwen3-5-moe-aggregate",
+        &patch,
+        &[],
+        "trtllm-agg",
+    );
+    let (id, logs, out) = submit_with(
+        &env,
+        &cluster,
+        &recipe,
+        &bin,
+        std::path::Path::new(MCSUP),
+        &[("MCSUP_TEST_RANKS", ranks.display().to_string())],
+    );
+    let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the endpoint ready", Duration::from_secs(90), || {
+        if cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty() {
+            panic!("job {id} left the queue early:\n{}", job_out());
+        }
+        events("n1")
+            .iter()
+            .any(|e| e.process == "trtllm-agg-0" && e.event == "ready")
+            .then_some(())
+    });
+    wait_for("every rank's pid file", Duration::from_secs(30), || {
+        (0..4)
+            .all(|r| ranks.join(format!("rank-{r}.pid")).exists())
+            .then_some(())
+    });
+    // Each node runs what `mcsup plan` shows for it: the endpoint on n1, nothing on n2.
+    assert_eq!(ran_processes(&logs, "n1"), vec!["trtllm-agg-0".to_string()]);
+    assert_eq!(
+        planned_processes(&logs, "n1", "n[1-2]"),
+        ran_processes(&logs, "n1")
+    );
+    assert!(ran_processes(&logs, "n2").is_empty());
+    assert!(planned_processes(&logs, "n2", "n[1-2]").is_empty());
+    // Every rank ran srtctl's command, reading the engine file mcsup wrote as srtctl writes it.
+    let config = logs.join("trtllm_config_agg.yaml");
+    for r in 0..4 {
+        let argv = std::fs::read_to_string(ranks.join(format!("argv-{r}"))).unwrap();
+        let argv: Vec<&str> = argv.lines().collect();
+        assert_eq!(
+            argv,
+            [
+                "trtllm-serve",
+                "test/tiny",
+                "--host",
+                "0.0.0.0",
+                "--port",
+                "8000",
+                "--tensor_parallel_size",
+                "8",
+                "--moe_expert_parallel_size",
+                "8",
+                "--pipeline_parallel_size",
+                "1",
+                "--config",
+                &config.display().to_string(),
+            ],
+            "rank {r}"
+        );
+    }
+    let capture = std::fs::read_to_string(repo().join(
+        "tests/fixtures/srt-slurm-v1/trtllm/examples-trtllm-rc23-qwen3-5-moe-aggregate.srtctl.txt",
+    ))
+    .unwrap();
+    let srtctls: String = capture
+        .lines()
+        .skip_while(|l| *l != "FILE: /LOGS/trtllm_config_agg.yaml")
+        .skip(1)
+        .map_while(|l| l.strip_prefix("| ").or((l == "|").then_some("")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), srtctls);
+    // Ranks 0-1 on n1, 2-3 on n2: one world over both nodes.
+    let on_n2 = |r: u32| {
+        std::fs::read_to_string(logs.join("n1.trtllm-agg-0.log"))
+            .unwrap_or_default()
+            .contains(&format!("rank {r} of 4 up on n2"))
+    };
+    wait_for(
+        "the ranks' lines in the endpoint's log",
+        Duration::from_secs(10),
+        || (on_n2(2) && on_n2(3)).then_some(()),
+    );
+    // One rank dies: the recipe's worker restart policy (on-failure) brings the whole endpoint
+    // back as one new step; Slurm ended the old one on both nodes.
+    let pid_of = |r: u32| -> i32 {
+        std::fs::read_to_string(ranks.join(format!("rank-{r}.pid")))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let first: Vec<i32> = (0..4).map(pid_of).collect();
+    for r in 0..4 {
+        std::fs::remove_file(ranks.join(format!("rank-{r}.pid"))).unwrap();
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first[3]),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let count = |event: &str| {
+        events("n1")
+            .iter()
+            .filter(|e| e.process == "trtllm-agg-0" && e.event == event)
+            .count()
+    };
+    wait_for("the endpoint back", Duration::from_secs(60), || {
+        (count("ready") == 2 && (0..4).all(|r| ranks.join(format!("rank-{r}.pid")).exists()))
+            .then_some(())
+    });
+    let termed = |ranks_dir: &std::path::Path| -> Vec<u32> {
+        (0..4)
+            .filter(|r| ranks_dir.join(format!("rank-{r}.term")).exists())
+            .collect()
+    };
+    assert_eq!(
+        termed(&ranks),
+        vec![0, 1, 2],
+        "Slurm's SIGTERM reached the other ranks"
+    );
+    for (r, pid) in first.iter().enumerate() {
+        assert!(
+            common::is_zombie_or_gone(*pid),
+            "rank {r} of the first step (pid {pid}) is left"
+        );
+    }
+    let second: Vec<i32> = (0..4).map(pid_of).collect();
+    assert!(
+        second.iter().all(|p| !first.contains(p)),
+        "{first:?} {second:?}"
+    );
+    assert_eq!((count("spawned"), count("failed")), (2, 0));
+    for r in 0..3 {
+        std::fs::remove_file(ranks.join(format!("rank-{r}.term"))).unwrap();
+    }
+    // Slurm's early warning drains the job: every rank gets its stop signal through Slurm.
+    cluster.run("scancel", &["--batch", "--signal=USR1", &id]);
+    let gone_by = Instant::now() + Duration::from_secs(KILL_WAIT + 30);
+    while !cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty() {
+        assert!(
+            Instant::now() < gone_by,
+            "job {id} still queued after the drain:\n{}\nn1: {:?}\nn2: {:?}",
+            job_out(),
+            events("n1"),
+            events("n2")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(termed(&ranks), vec![0, 1, 2, 3], "{}", job_out());
+    assert!(job_out().contains("early warning (USR1)"), "{}", job_out());
+    assert!(
+        cluster.job_state(&id).starts_with("COMPLETED"),
+        "{}",
+        job_out()
+    );
+    for (r, pid) in second.iter().enumerate() {
+        assert!(
+            common::is_zombie_or_gone(*pid),
+            "rank {r} (pid {pid}) is left"
+        );
+    }
+    assert_job_leaves_nothing(&env);
+}

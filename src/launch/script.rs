@@ -188,9 +188,20 @@ fi
 say "status: mcsup status --job $LOG_DIR; timeline: mcsup timeline $LOG_DIR"
 
 DRAINED_AT=""
+# USR1 goes to the mcsup steps only (named mcsup-<node>): a step an mcsup started itself (a TRT-LLM
+# endpoint's ranks) would die of it; mcsup stops those in its ordered teardown.
+mcsup_steps() { squeue -h -s -j "$SLURM_JOB_ID" -o '%i %j' 2>/dev/null | awk '$2 ~ /^mcsup-/ {print $1}'; }
 drain() {
   say "$1: sending USR1 (drain) to the mcsup tasks"
-  scancel --signal=USR1 "$SLURM_JOB_ID" || say "scancel --signal=USR1 failed"
+  local steps
+  steps="$(mcsup_steps)"
+  if [ -n "$steps" ]; then
+    # shellcheck disable=SC2086  # one step id per word
+    scancel --signal=USR1 $steps || say "scancel --signal=USR1 $steps failed"
+  else
+    say "no mcsup step listed by squeue: USR1 to every step of the job"
+    scancel --signal=USR1 "$SLURM_JOB_ID" || say "scancel --signal=USR1 failed"
+  fi
   DRAINED_AT="${DRAINED_AT:-$SECONDS}"
 }
 trap 'drain "early warning (USR1)"' USR1
