@@ -154,6 +154,10 @@ fn cases() -> Vec<Case> {
           &["backend.trtllm_config.decode", "`yes` would need quoting", "fix:"]) },
         Case { roles: "prefill,decode", ..c("TRT-LLM under the profiler", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nprofiling: {{type: nsys, prefill: {{start_step: 1, stop_step: 2}}, decode: {{start_step: 1, stop_step: 2}}}}\n"),
           &["profiling: profiling.type nsys: mcsup does not profile TRT-LLM endpoints yet", "fix: remove profiling:"]) },
+        Case { roles: "prefill,decode", ..c("trtllm_serve with several frontends", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nfrontend: {{type: trtllm_serve}}\n"),
+          &["frontend.enable_multiple_frontends", "one public endpoint", "fix: set frontend.enable_multiple_frontends: false"]) },
+        Case { roles: "prefill,decode", ..c("trtllm_serve router settings", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nfrontend: {{type: trtllm_serve, enable_multiple_frontends: false, ctx_router: {{type: conversation}}}}\n"),
+          &["frontend.ctx_router", "does not write it into trtllm-serve's ser.yaml", "fix:"]) },
         Case { roles: "prefill,decode", ..c("TRT-LLM sequential start below 0", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  sequential_node_start: -1\n"),
           &["backend.sequential_node_start", "is not a count of endpoints", "fix: write 0"]) },
     ]

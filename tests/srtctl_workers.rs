@@ -1048,6 +1048,7 @@ fn every_trtllm_endpoint_is_srtctls_step() {
     let (mut recipes, mut endpoints, mut files, mut multi_node) = (0, 0, 0, 0);
     // What the comparison covered: partial-node endpoints, numactl, trtllm-serve ranks.
     let (mut cvd, mut numactl, mut serve) = (0, 0, 0);
+    let (mut frontends, mut orchestrators) = (0, 0);
     for yaml in trt_stems() {
         recipes += 1;
         let name = yaml.file_stem().unwrap().to_string_lossy().into_owned();
@@ -1063,7 +1064,7 @@ fn every_trtllm_endpoint_is_srtctls_step() {
             steps_planned += p
                 .processes
                 .iter()
-                .filter(|x| x.slurm_step.is_some())
+                .filter(|x| x.slurm_step.is_some() && x.kind == ProcessKind::Worker)
                 .count();
         }
         let workers: Vec<&TrtStep> = cap
@@ -1201,6 +1202,78 @@ fn every_trtllm_endpoint_is_srtctls_step() {
             numactl += usize::from(command.first().is_some_and(|a| a == "numactl"));
             serve += usize::from(command.iter().any(|a| a == "trtllm-serve"));
         }
+        // The frontend stage: each srun that is not an endpoint (Dynamo frontends, nginx, the
+        // trtllm_serve orchestrator) is a frontend process of its node's plan with srtctl's
+        // command and environment; the orchestrator is a Slurm step with srtctl's srun options.
+        for want in cap
+            .steps
+            .iter()
+            .filter(|s| !s.srun.iter().any(|a| a == "--oversubscribe"))
+        {
+            let node = opt(&want.srun, "--nodelist").unwrap();
+            let (_, plan) = plans.iter().find(|(n, _)| n == node).unwrap();
+            let plan = plan.as_ref().unwrap();
+            let log_dir = plan.log_dir.display().to_string();
+            let want_cmd: Vec<String> = want
+                .command
+                .iter()
+                .map(|a| in_log_dir(a, &log_dir))
+                .collect();
+            let got = plan
+                .processes
+                .iter()
+                .filter(|x| x.kind == ProcessKind::Frontend)
+                // mcsup's nginx also logs to stderr and keeps its pid file in the log
+                // directory (src/engine/frontend.rs); its configuration is srtctl's.
+                .find(|x| {
+                    x.argv.ends_with(&want_cmd)
+                        || (want_cmd[0] == "nginx" && x.argv.starts_with(&want_cmd[..3]))
+                })
+                .unwrap_or_else(|| {
+                    let planned: Vec<&Vec<String>> = plan
+                        .processes
+                        .iter()
+                        .filter(|x| x.kind == ProcessKind::Frontend)
+                        .map(|x| &x.argv)
+                        .collect();
+                    panic!("{name} {node}: no frontend runs {want_cmd:?}: {planned:?}")
+                });
+            for (k, v) in &want.exports {
+                assert_eq!(
+                    got.env_value(k),
+                    Some(v.as_str()),
+                    "{name} {} {k}",
+                    got.name
+                );
+            }
+            if let Some(step) = &got.slurm_step {
+                assert!(got.argv.ends_with(&want_cmd));
+                let cut = got.argv.len() - want_cmd.len();
+                let srun: Vec<String> = got.argv[..cut]
+                    .iter()
+                    .filter(|a| *a != "--kill-on-bad-exit=1")
+                    .cloned()
+                    .collect();
+                let job_name = srun.iter().position(|a| a == "--job-name").unwrap();
+                assert_eq!(srun[job_name + 1], step.name);
+                let mut srun = srun;
+                srun.drain(job_name..job_name + 2);
+                let mut want_srun = want.srun.clone();
+                let cut = want_srun.iter().position(|a| a == "--output").unwrap();
+                want_srun.truncate(cut);
+                assert_eq!(srun, want_srun, "{name} {}: srun options", got.name);
+                // Its ser.yaml, as srtctl wrote it.
+                let (_, ser) = cap.files.iter().find(|(n, _)| n == "ser.yaml").unwrap();
+                let planned = plan
+                    .files
+                    .iter()
+                    .find(|f| f.path.ends_with("ser.yaml"))
+                    .unwrap();
+                assert_eq!(&planned.contents, ser, "{name}: ser.yaml");
+                orchestrators += 1;
+            }
+            frontends += 1;
+        }
         // Each endpoint's shared-memory name is its own.
         let mut shm: Vec<String> = plans
             .iter()
@@ -1219,7 +1292,9 @@ fn every_trtllm_endpoint_is_srtctls_step() {
         (endpoints, multi_node, cvd, numactl, serve),
         (144, 26, 48, 76, 5)
     );
-    eprintln!("{recipes} recipes: {endpoints} endpoints ({multi_node} multi-node), {files} engine files, equal to srtctl's");
+    // The 89 other sruns of the captures (grep): 79 Dynamo frontends, 9 nginx, 1 orchestrator.
+    assert_eq!((frontends, orchestrators), (89, 1));
+    eprintln!("{recipes} recipes: {endpoints} endpoints ({multi_node} multi-node), {files} engine files, {frontends} frontend processes ({orchestrators} trtllm_serve orchestrator), equal to srtctl's");
 }
 
 /// Issue 31, item 2 (its first piece): each TRT-LLM endpoint's engine file,
@@ -1270,4 +1345,59 @@ fn trtllm_engine_files_are_srtctls() {
     }
     assert!(files >= 40, "{files} engine files compared");
     eprintln!("{files} engine files equal srtctl's");
+}
+
+/// TRT-LLM's `sequential_node_start: N` (no upstream recipe sets it): the endpoints one node leads
+/// start N at a time, each batch once every endpoint of the batch before is ready, as srtctl's
+/// `start_all_workers` waits for them; without it they all start at once.
+#[test]
+fn trtllm_sequential_node_start_batches_the_endpoints_of_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |extra: &str| {
+        let path = dir.path().join("r.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "model: {{path: /m/x}}\nresources: {{gpus_per_node: 8, agg_nodes: 1, agg_workers: 3, gpus_per_agg: 2}}\nbackend:\n  type: trtllm\n{extra}"
+            ),
+        )
+        .unwrap();
+        let r = recipe::load_file(&path).unwrap();
+        plan::plan(&r, &[Role::Aggregated], &job_node("node0", 1)).unwrap()
+    };
+    let deps = |p: &plan::Plan| -> Vec<(String, Vec<String>)> {
+        p.processes
+            .iter()
+            .filter(|x| x.slurm_step.is_some())
+            .map(|x| {
+                // etcd and NATS come first for every worker.
+                let on: Vec<String> = x
+                    .depends_on
+                    .iter()
+                    .inspect(|d| assert_eq!(d.condition, plan::DependencyCondition::Healthy))
+                    .map(|d| d.target.clone())
+                    .filter(|t| t != "etcd" && t != "nats")
+                    .collect();
+                (x.name.clone(), on)
+            })
+            .collect()
+    };
+    let none: Vec<String> = Vec::new();
+    let batched = write("  sequential_node_start: 2\n");
+    assert_eq!(
+        deps(&batched),
+        vec![
+            ("trtllm-agg-0".to_string(), none.clone()),
+            ("trtllm-agg-1".to_string(), none.clone()),
+            (
+                "trtllm-agg-2".to_string(),
+                vec!["trtllm-agg-0".to_string(), "trtllm-agg-1".to_string()]
+            ),
+        ]
+    );
+    let one = write("  sequential_node_start: 1\n");
+    assert_eq!(deps(&one)[2].1, vec!["trtllm-agg-1".to_string()]);
+    assert_eq!(deps(&one)[1].1, vec!["trtllm-agg-0".to_string()]);
+    let parallel = write("");
+    assert!(deps(&parallel).iter().all(|(_, on)| on.is_empty()));
 }

@@ -45,8 +45,92 @@ pub struct TrtllmSettings {
     numactl: bool,
     /// `sequential_node_start`: endpoints sharing a leader node start this many at a time.
     pub sequential_node_start: u32,
-    /// `frontend.type` is `trtllm_serve`: the ranks run `trtllm-serve`, not `dynamo.trtllm`.
-    trtllm_serve: bool,
+    /// `frontend.type` is `trtllm_serve`: the ranks run `trtllm-serve`, not `dynamo.trtllm`,
+    /// and a disaggregated job's orchestrator runs with these settings.
+    trtllm_serve: Option<OrchestratorSettings>,
+}
+
+/// `frontend:` of a `trtllm_serve` job: the orchestrator's extra flags and environment.
+#[derive(Debug, Clone, Default)]
+struct OrchestratorSettings {
+    /// `frontend.args` as srtctl's `get_frontend_args_list` writes them.
+    args: Vec<String>,
+    /// `frontend.env`.
+    env: Vec<(String, String)>,
+}
+
+/// A disaggregated `trtllm_serve` job's orchestrator (srtctl's `TRTLLMServeFrontend`):
+/// `trtllm-serve disaggregated --config <log_dir>/ser.yaml`, one rank of a Slurm step on the
+/// head node (TRT-LLM imports need an MPI launcher even for it), started once every worker
+/// leader answers `/health`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orchestrator {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Where `ser.yaml` goes and its text (`yaml.safe_dump(ser, sort_keys=False)`).
+    pub ser_path: String,
+    pub ser: String,
+    /// The Slurm step's name.
+    pub step: String,
+    /// The public port (srtctl's `FRONTEND_PUBLIC_PORT`).
+    pub port: u16,
+}
+
+impl OrchestratorSettings {
+    fn from_recipe(recipe: &Recipe) -> Result<Self, PlanError> {
+        let r = Reader {
+            recipe,
+            section: "frontend",
+        };
+        for key in ["ctx_router", "gen_router", "server_config_extra"] {
+            if r.raw(key).is_some() {
+                return Err(plan_err(
+                    format!("frontend.{key}"),
+                    "mcsup does not write it into trtllm-serve's ser.yaml yet",
+                    "remove it to run the job with mcsup, or run this recipe with srtctl",
+                ));
+            }
+        }
+        if r.boolean("enable_multiple_frontends")?.unwrap_or(true) {
+            return Err(plan_err(
+                "frontend.enable_multiple_frontends",
+                "frontend.type trtllm_serve uses one public endpoint (srtctl refuses it too)",
+                "set frontend.enable_multiple_frontends: false",
+            ));
+        }
+        if let Some(p) = r.string("orchestrator_placement")?.filter(|p| p != "head") {
+            return Err(plan_err(
+                "frontend.orchestrator_placement",
+                format!("`{p}`: mcsup places the orchestrator on the head node only"),
+                "remove the key (the orchestrator then runs on the head node, srtctl's default)",
+            ));
+        }
+        let mut args = Vec::new();
+        if let Some(v) = r.raw("args") {
+            let Value::Mapping(m) = v else {
+                return Err(r.bad("args", v, "a mapping of flags", "{log_level: info}"));
+            };
+            for (k, v) in m {
+                let k = python_str(k);
+                match v {
+                    Value::Bool(true) => args.push(format!("--{k}")),
+                    Value::Bool(false) | Value::Null => {}
+                    v => args.extend([format!("--{k}"), python_str(v)]),
+                }
+            }
+        }
+        let mut env = Vec::new();
+        if let Some(v) = r.raw("env") {
+            let Value::Mapping(m) = v else {
+                return Err(r.bad("env", v, "a mapping of variables", "{UCX_TLS: tcp}"));
+            };
+            env = m
+                .iter()
+                .map(|(k, v)| (python_str(k), python_str(v)))
+                .collect();
+        }
+        Ok(Self { args, env })
+    }
 }
 
 impl TrtllmSettings {
@@ -111,8 +195,95 @@ impl TrtllmSettings {
                 .boolean("numa_memory_bind")?
                 .unwrap_or(matches!(gpu_type, "gb200" | "gb300")),
             sequential_node_start,
-            trtllm_serve: frontend == "trtllm_serve",
+            trtllm_serve: if frontend == super::frontend::TRTLLM_SERVE {
+                Some(OrchestratorSettings::from_recipe(recipe)?)
+            } else {
+                None
+            },
         })
+    }
+
+    /// The orchestrator of a disaggregated `trtllm_serve` job over the job's processes `all`;
+    /// `None` for another frontend, or an aggregated job (its one endpoint serves the public
+    /// port itself).
+    pub fn orchestrator(
+        &self,
+        c: &LaunchContext,
+        all: &[TopoProcess],
+        head: &str,
+    ) -> Result<Option<Orchestrator>, PlanError> {
+        let Some(o) = &self.trtllm_serve else {
+            return Ok(None);
+        };
+        let urls = |mode: Role| -> Vec<String> {
+            all.iter()
+                .filter(|p| p.mode == mode && p.is_leader())
+                .map(|p| format!("{}:{}", c.node_ips[p.node], p.http_port))
+                .collect()
+        };
+        let (ctx, gen) = (urls(Role::Prefill), urls(Role::Decode));
+        if ctx.is_empty() && gen.is_empty() {
+            return Ok(None);
+        }
+        let port = super::frontend::PUBLIC_PORT;
+        let mut ser = String::new();
+        for (key, list) in [("context_servers", &ctx), ("generation_servers", &gen)] {
+            ser.push_str(&format!(
+                "{key}:\n  num_instances: {}\n  urls:\n",
+                list.len()
+            ));
+            for u in list {
+                let plain = u
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ".-:".contains(ch))
+                    && u.starts_with(|ch: char| ch.is_ascii_alphanumeric());
+                if !plain {
+                    return Err(plan_err(
+                        "frontend.type",
+                        format!("trtllm_serve: the worker URL `{u}` would need quoting in ser.yaml, which mcsup does not write yet"),
+                        "give the nodes IPv4 addresses or plain host names (mcsup.node_addresses)",
+                    ));
+                }
+                ser.push_str(&format!("  - {u}\n"));
+            }
+        }
+        ser.push_str(&format!("hostname: 0.0.0.0\nport: {port}\n"));
+        let ser_path = format!("{}/ser.yaml", c.log_dir.trim_end_matches('/'));
+        let step = "mcsup.trtllm_serve_orchestrator".to_string();
+        let mut argv: Vec<String> = vec!["srun".into()];
+        if let Some(job) = &c.job_id {
+            argv.extend(["--jobid".into(), job.clone()]);
+        }
+        argv.extend(
+            [
+                "--overlap",
+                "--mpi",
+                "pmix",
+                "--kill-on-bad-exit=1",
+                "--nodes",
+                "1",
+                "--ntasks",
+                "1",
+                "--nodelist",
+                head,
+                "--job-name",
+                &step,
+                "trtllm-serve",
+                "disaggregated",
+                "--config",
+                &ser_path,
+            ]
+            .map(String::from),
+        );
+        argv.extend(o.args.iter().cloned());
+        Ok(Some(Orchestrator {
+            argv,
+            env: o.env.clone(),
+            ser_path,
+            ser,
+            step,
+            port,
+        }))
     }
 
     /// The engine file of `mode`, as srtctl writes it, and where: `<log_dir>/trtllm_config_<mode>.yaml`.
@@ -161,7 +332,7 @@ impl TrtllmSettings {
         }
         argv.push("trtllm-llmapi-launch".into());
         let config = config_path(&c.log_dir, mode);
-        let (health_port, mut ports) = if self.trtllm_serve {
+        let (health_port, mut ports) = if self.trtllm_serve.is_some() {
             // An aggregated endpoint is the job's frontend: it serves on the public port.
             let http = if mode == Role::Aggregated {
                 super::frontend::PUBLIC_PORT

@@ -92,6 +92,11 @@ pub fn plan_frontends(
     environment: &[(String, String)],
     role_flags: &dyn Fn(Role) -> Option<FlagMap>,
 ) -> Result<FrontendPlan, PlanError> {
+    if let EngineSettings::Trtllm(x) = &t.engine {
+        if let Some(o) = x.orchestrator(&t.launch, &t.all, &t.head)? {
+            return Ok(orchestrator_plan(t, ctx, local_workers, o));
+        }
+    }
     let Some(settings) = &t.frontend else {
         return Ok(FrontendPlan::default());
     };
@@ -177,6 +182,81 @@ pub fn plan_frontends(
             .push(frontend_process(t, ctx, settings, fp, expected, &waits));
     }
     Ok(out)
+}
+
+/// A disaggregated `trtllm_serve` job's orchestrator, on the head node: started once every
+/// worker leader answers `/health` (here: a dependency; elsewhere: a gate), as srtctl waits for
+/// each before it writes `ser.yaml`; ready when its own `/health` answers.
+fn orchestrator_plan(
+    t: &TopoPlan,
+    ctx: &NodeContext,
+    local_workers: &[String],
+    o: crate::engine::trtllm::Orchestrator,
+) -> FrontendPlan {
+    let leaders = |m: Role| {
+        t.all
+            .iter()
+            .filter(|p| p.mode == m && p.is_leader())
+            .count()
+    };
+    let head_ip = ctx
+        .nodelist
+        .iter()
+        .position(|n| *n == t.head)
+        .and_then(|i| ctx.node_ips.get(i).cloned())
+        .unwrap_or_else(|| t.head.clone());
+    let mut out = FrontendPlan {
+        summary: Some(format!(
+            "trtllm_serve frontend (trtllm-serve disaggregated); endpoint http://{head_ip}:{} on {}, ready when its /health answers, started once the {} prefill and {} decode workers answer theirs",
+            o.port,
+            t.head,
+            leaders(Role::Prefill),
+            leaders(Role::Decode)
+        )),
+        ..FrontendPlan::default()
+    };
+    if ctx.name != t.head {
+        return out;
+    }
+    let mut waits: Vec<String> = local_workers.to_vec();
+    for g in remote_worker_gates(t, ctx) {
+        waits.push(g.name.clone());
+        out.gates.push(g);
+    }
+    let mut env = EnvBuilder::new();
+    for (k, v) in &o.env {
+        env.set(k, v.clone(), "frontend.env");
+    }
+    let (stop, restart) = policy_defaults(ProcessKind::Frontend);
+    out.processes.push(ProcessSpec {
+        name: "trtllm_serve_orchestrator".into(),
+        kind: ProcessKind::Frontend,
+        phase: Phase::Frontend,
+        service: None,
+        placement: None,
+        roles: Vec::new(),
+        argv: o.argv,
+        preamble: None,
+        env: env.build(),
+        cwd: None,
+        depends_on: waits.iter().flat_map(|w| healthy(Some(w))).collect(),
+        readiness: Some(readiness(
+            vec![ProbeSpec::health("127.0.0.1", o.port)],
+            t.ready_timeout,
+        )),
+        liveness: None,
+        restart,
+        stop,
+        critical: true,
+        fatal_log_patterns: Vec::new(),
+        slurm_step: Some(SlurmStep { name: o.step }),
+    });
+    out.files.push(FileSpec {
+        path: o.ser_path.into(),
+        contents: o.ser,
+        purpose: "trtllm-serve disaggregated's config (srtctl's ser.yaml): the prefill (context) and decode (generation) workers' URLs and the public port".into(),
+    });
+    out
 }
 
 /// The workers on other nodes, each by its health port (a follower rank serves nothing).

@@ -208,6 +208,9 @@ pub fn start_order(
                             .cloned(),
                     );
                     deps.extend(before.iter().cloned());
+                    // A worker's own waits on workers of this node (TRT-LLM's
+                    // sequential_node_start) come last.
+                    deps.extend(p.depends_on.iter().map(|d| d.target.clone()));
                 }
                 // Infra first, then the frontend's own waits (plan::frontends: its workers here
                 // and elsewhere, or nginx's frontends).
