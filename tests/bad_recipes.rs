@@ -156,6 +156,8 @@ fn cases() -> Vec<Case> {
           &["profiling: profiling.type nsys: mcsup does not profile TRT-LLM endpoints yet", "fix: remove profiling:"]) },
         Case { roles: "prefill,decode", ..c("trtllm_serve with several frontends", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nfrontend: {{type: trtllm_serve}}\n"),
           &["frontend.enable_multiple_frontends", "one public endpoint", "fix: set frontend.enable_multiple_frontends: false"]) },
+        Case { roles: "prefill,decode", ..c("trtllm_serve in front of SGLang", format!("{PD_ONE_NODE}backend:\n  type: sglang\n  sglang_config: {{prefill: {{}}, decode: {{}}}}\nfrontend: {{type: trtllm_serve, enable_multiple_frontends: false}}\n"),
+          &["frontend.type: trtllm_serve fronts TRT-LLM workers only; the engine is sglang", "fix: use frontend.type dynamo"]) },
         Case { roles: "prefill,decode", ..c("trtllm_serve router settings", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nfrontend: {{type: trtllm_serve, enable_multiple_frontends: false, ctx_router: {{type: conversation}}}}\n"),
           &["frontend.ctx_router", "does not write it into trtllm-serve's ser.yaml", "fix:"]) },
         Case { roles: "prefill,decode", ..c("TRT-LLM sequential start below 0", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  sequential_node_start: -1\n"),

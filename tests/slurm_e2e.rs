@@ -1979,18 +1979,7 @@ fn a_trtllm_recipe_runs_its_endpoint_as_one_step_over_two_nodes() {
     let cluster = Cluster::start_n(&env, "cgroup", 18030, 2);
     let ranks = env.path("ranks");
     std::fs::create_dir_all(&ranks).unwrap();
-    let bin = env.path("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let launch = bin.join("trtllm-llmapi-launch");
-    std::fs::write(
-        &launch,
-        format!(
-            "#!/bin/bash\n# Test stand-in for TRT-LLM's launcher: records the rank's command, then\n# runs the MPI program on the port it names.\nprintf '%s\\n' \"$@\" > \"$MCSUP_TEST_RANKS/argv-$SLURM_PROCID\"\nport=\"\" prev=\"\"\nfor a in \"$@\"; do [ \"$prev\" = --port ] && port=$a; prev=$a; done\nexec /usr/bin/python3 {} \"$port\" \"$MCSUP_TEST_RANKS\"\n",
-            repo().join("tests/py/mpi_endpoint.py").display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&launch, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = trtllm_stand_ins(&env);
     let patch = format!(
         r#"
 model: {{path: "hf:test/tiny"}}
@@ -2167,5 +2156,139 @@ srun_options: {{}}
             "rank {r} (pid {pid}) is left"
         );
     }
+    assert_job_leaves_nothing(&env);
+}
+
+/// A `bin` directory for a TRT-LLM job's PATH: a `trtllm-llmapi-launch` that records each
+/// rank's command (`$MCSUP_TEST_RANKS/argv-<rank>`) and runs tests/py/mpi_endpoint.py on the port
+/// the command names, and a `trtllm-serve` for the orchestrator (tests/py/trtllm_serve_disagg.py).
+fn trtllm_stand_ins(env: &TestEnv) -> PathBuf {
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let launch = bin.join("trtllm-llmapi-launch");
+    std::fs::write(
+        &launch,
+        format!(
+            "#!/bin/bash\n# Test stand-in for TRT-LLM's launcher: records the rank's command, then\n# runs the MPI program on the port it names.\nprintf '%s\\n' \"$@\" > \"$MCSUP_TEST_RANKS/argv-$SLURM_PROCID\"\nport=\"\" prev=\"\"\nfor a in \"$@\"; do [ \"$prev\" = --port ] && port=$a; prev=$a; done\nexec /usr/bin/python3 {} \"$port\" \"$MCSUP_TEST_RANKS\"\n",
+            repo().join("tests/py/mpi_endpoint.py").display()
+        ),
+    )
+    .unwrap();
+    let serve = bin.join("trtllm-serve");
+    std::fs::write(
+        &serve,
+        format!(
+            "#!/bin/bash\nexec /usr/bin/python3 {} \"$@\"\n",
+            repo().join("tests/py/trtllm_serve_disagg.py").display()
+        ),
+    )
+    .unwrap();
+    for f in [&launch, &serve] {
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+/// Issue 31, a disaggregated `trtllm_serve` job: srtctl's upstream recipe
+/// (tests/fixtures/srt-slurm-v1/trtllm/b200-fp8-...-trtllm-serve.yaml) resized to one fake node
+/// with 1 prefill and 1 decode endpoint of one GPU each (two fake nodes would share 127.0.0.1 and
+/// srtctl's per-node port 6100), `mcsup submit --no-container`. The orchestrator (a stand-in
+/// `trtllm-serve disaggregated`, tests/py/trtllm_serve_disagg.py) is a one-rank Slurm step that
+/// starts only once both workers answer `/health`, reads the `ser.yaml` mcsup wrote (their URLs)
+/// and answers on srtctl's public port 8000. Slurm's early warning stops the orchestrator first,
+/// then both endpoints, each through `scancel` of its step; the job completes, nothing left.
+#[test]
+fn a_trtllm_serve_job_starts_its_orchestrator_after_the_workers() {
+    require_mpi();
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18050, 1);
+    let ranks = env.path("ranks");
+    std::fs::create_dir_all(&ranks).unwrap();
+    let bin = trtllm_stand_ins(&env);
+    let patch = format!(
+        r#"
+model: {{path: "hf:test/tiny"}}
+resources: {{gpu_type: cpu, gpus_per_node: 2, prefill_nodes: 1, prefill_workers: 1, gpus_per_prefill: 1, decode_nodes: 0, decode_workers: 1, gpus_per_decode: 1}}
+{local}"#,
+        local = local_cluster_keys(&env, 1, r#", OMPI_MCA_btl: "self,tcp""#, 1),
+    );
+    let recipe = derived_recipe(
+        &env,
+        "trtllm/b200-fp8-1k1k-stp-ctx1-gen3-tp8-batch1024-eplb0-mtp0-4-trtllm-serve",
+        &patch,
+        &[],
+        "trtllm-disagg",
+    );
+    let (id, logs, out) = submit_with(
+        &env,
+        &cluster,
+        &recipe,
+        &bin,
+        std::path::Path::new(MCSUP),
+        &[("MCSUP_TEST_RANKS", ranks.display().to_string())],
+    );
+    let events = || read_events(&logs.join("n1.events.jsonl"));
+    let at = |process: &str, event: &str| {
+        events()
+            .iter()
+            .find(|e| e.process == process && e.event == event)
+            .and_then(|e| e.raw["ts_ms"].as_u64())
+    };
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the orchestrator ready", Duration::from_secs(90), || {
+        if cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty() {
+            panic!("job {id} left the queue early:\n{}", job_out());
+        }
+        at("trtllm_serve_orchestrator", "ready")
+    });
+    assert_eq!(
+        planned_processes(&logs, "n1", "n1"),
+        ran_processes(&logs, "n1")
+    );
+    // Started only after both workers were ready.
+    let started = at("trtllm_serve_orchestrator", "spawned").unwrap();
+    for w in ["trtllm-prefill-0", "trtllm-decode-0"] {
+        let ready = at(w, "ready").unwrap_or_else(|| panic!("{w} never ready"));
+        assert!(
+            ready <= started,
+            "{w} ready at {ready}, the orchestrator spawned at {started}"
+        );
+    }
+    // It read the ser.yaml mcsup wrote: both workers, on srtctl's per-node ports.
+    let seen = std::fs::read_to_string(ranks.join("orchestrator.urls")).unwrap();
+    assert_eq!(
+        seen,
+        "context 127.0.0.1:6100\ngeneration 127.0.0.1:6132\nport 8000\n"
+    );
+    let answer = ureq::get("http://127.0.0.1:8000/health").call().unwrap();
+    assert_eq!(answer.status(), 200);
+    cluster.run("scancel", &["--batch", "--signal=USR1", &id]);
+    cluster.wait_gone(&id, Duration::from_secs(KILL_WAIT + 30));
+    assert!(
+        cluster.job_state(&id).starts_with("COMPLETED"),
+        "{}",
+        job_out()
+    );
+    // The orchestrator stopped first (its SIGTERM through its step), then the endpoints.
+    let stopped = |p: &str| {
+        events()
+            .iter()
+            .find(|e| e.process == p && e.event == "stopping")
+            .and_then(|e| e.raw["ts_ms"].as_u64())
+            .unwrap_or_else(|| panic!("{p} not stopped: {}", job_out()))
+    };
+    let orchestrator = stopped("trtllm_serve_orchestrator");
+    for w in ["trtllm-prefill-0", "trtllm-decode-0"] {
+        assert!(
+            stopped(w) >= orchestrator,
+            "{w} stopped before the orchestrator"
+        );
+    }
+    assert!(ranks.join("orchestrator.term").exists(), "{}", job_out());
+    assert!(
+        job_out().contains("SIGTERM of Slurm step mcsup.trtllm_serve_orchestrator"),
+        "{}",
+        job_out()
+    );
     assert_job_leaves_nothing(&env);
 }

@@ -86,11 +86,12 @@ pub struct FrontendSettings {
     pub env: Vec<(String, String)>,
 }
 
-/// Why a recipe's frontend is not run by mcsup.
+/// The frontend of TRT-LLM's own server, planned by the TRT-LLM engine (`engine::trtllm`).
 pub const TRTLLM_SERVE: &str = "trtllm_serve";
 
 impl FrontendSettings {
-    /// Read `frontend:`. `Ok(None)` for `trtllm_serve`, which mcsup does not run yet.
+    /// Read `frontend:`. `Ok(None)` for `trtllm_serve`, whose orchestrator the TRT-LLM engine
+    /// plans (a disaggregated job's `trtllm-serve disaggregated`).
     pub fn from_recipe(recipe: &Recipe) -> Result<Option<Self>, PlanError> {
         let r = Reader {
             recipe,

@@ -46,6 +46,16 @@ pub fn job_layout(
         ));
         return Ok(None);
     };
+    if frontend == crate::engine::frontend::TRTLLM_SERVE && model.engine != BackendType::Trtllm {
+        return Err(err(
+            "frontend.type",
+            format!(
+                "trtllm_serve fronts TRT-LLM workers only; the engine is {} (srtctl refuses it too)",
+                model.engine_name
+            ),
+            "use frontend.type dynamo (or the engine's own frontend)",
+        ));
+    }
     let nodes = job.nodes(ctx.nodelist.len())?;
     if nodes.infra != 0 {
         return Err(err(
