@@ -130,6 +130,14 @@ pub struct TargetArgs {
     /// TRT-LLM donor...) instead of listing it in the plan; for `preflight`, warnings fail too.
     #[arg(long)]
     pub strict: bool,
+    /// The container (pyxis `--container-image`) of the Slurm steps mcsup starts (TRT-LLM
+    /// endpoints, the trtllm_serve orchestrator), when mcsup runs on the host: `mcsup render`
+    /// passes the recipe's for a TRT-LLM job.
+    #[arg(long, value_name = "IMAGE")]
+    pub step_container_image: Option<String>,
+    /// Their `--container-mounts` (`HOST:CONTAINER[,...]`).
+    #[arg(long, value_name = "MOUNTS", requires = "step_container_image")]
+    pub step_container_mounts: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -328,6 +336,28 @@ pub fn node_inputs(t: &TargetArgs) -> NodeInputs {
     i
 }
 
+/// `--step-container-image` and `--step-container-mounts` (which clap accepts only with it).
+fn step_container(t: &TargetArgs) -> Result<Option<crate::engine::StepContainer>, CliError> {
+    match (&t.step_container_image, &t.step_container_mounts) {
+        // clap refuses the mounts without the image.
+        (None, _) => Ok(None),
+        (Some(image), mounts) if !image.trim().is_empty() => {
+            Ok(Some(crate::engine::StepContainer {
+                image: image.clone(),
+                mounts: mounts.clone().unwrap_or_default(),
+            }))
+        }
+        (Some(_), _) => Err(CliError::usage(
+            crate::domain::Diagnostic::new(
+                "--step-container-image",
+                "is empty",
+                "pass the image (or .sqsh file) the steps run in",
+            )
+            .to_string(),
+        )),
+    }
+}
+
 /// Resolve recipe + roles + node into a plan.
 pub fn load_plan(t: &TargetArgs) -> Result<Plan, CliError> {
     load(t).map(|(_, plan)| plan)
@@ -423,7 +453,10 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
         &recipe,
         role_text,
         &ctx,
-        plan::PlanOptions { strict: t.strict },
+        plan::PlanOptions {
+            strict: t.strict,
+            step_container: step_container(t)?,
+        },
     )
     .map_err(|e| CliError::usage(recipe.place(recipe_path, &e).to_string()))?;
     Ok((recipe, plan))

@@ -268,3 +268,144 @@ fn a_missing_model_alias_names_the_alias_and_the_cluster_file() {
         "{e}"
     );
 }
+
+/// A TRT-LLM job (the upstream gb300 recipe of tests/fixtures/srt-slurm-v1/trtllm, its model and
+/// container through a cluster config's aliases): mcsup runs on the host, not in the container
+/// (TRT-LLM images have no Slurm client to start the endpoints' steps from), and is given the
+/// recipe's container for its steps. The script passes bash -n and shellcheck, and the options
+/// it gives each node's mcsup, expanded as bash expands them in the job, make `mcsup plan` put
+/// every endpoint's step in that container with the model, the job's directory and the log
+/// directory mounted.
+#[test]
+fn a_trtllm_job_runs_mcsup_on_the_host_and_its_steps_in_the_container() {
+    common::require(
+        std::process::Command::new("shellcheck")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "shellcheck",
+        "apt-get install shellcheck (scripts/setup.sh does)",
+    );
+    let d = tempfile::tempdir().unwrap();
+    let image = d.path().join("trtllm.sqsh");
+    std::fs::write(&image, "").unwrap();
+    let model = d.path().join("models/dsr1");
+    std::fs::create_dir_all(&model).unwrap();
+    let config = d.path().join("srtslurm.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "containers: {{dynamo-trtllm: {}}}\nmodel_paths: {{dsr1: {}}}\n",
+            image.display(),
+            model.display()
+        ),
+    )
+    .unwrap();
+    let recipe = fixtures()
+        .join("srt-slurm-v1/trtllm/gb300-fp4-1k1k-mtp-ctx1-gen1-dep4-batch768-eplb0-mtp1.yaml");
+    let req = RenderRequest {
+        recipe: recipe.clone(),
+        cluster_config: Some(config),
+        srtslurm_env: None,
+        output_dir: Some(d.path().join("out")),
+        mcsup: PathBuf::from("/shared/bin/mcsup"),
+        container: true,
+        roles: Vec::new(),
+        cwd: d.path().to_path_buf(),
+        env: RenderEnv::default(),
+    };
+    let r = launch::render(&req).unwrap_or_else(|e| panic!("{e}"));
+    let script = d.path().join("job.sh");
+    std::fs::write(&script, &r.script).unwrap();
+    for (tool, args) in [("bash", vec!["-n"]), ("shellcheck", vec!["-S", "style"])] {
+        let o = std::process::Command::new(tool)
+            .args(&args)
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{tool}:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(r.script.contains("CONTAINER=()\n"), "{}", r.script);
+    assert!(r.script.contains("STEP_MCSUP=\"$MCSUP\"\n"));
+    assert!(!r.script.contains("/opt/mcsup/bin/mcsup:ro"));
+    // The node's mcsup options, as bash expands them in the job (OUTPUT_DIR of job 77).
+    let steps_in = r
+        .script
+        .lines()
+        .skip_while(|l| !l.starts_with("STEPS_IN=("))
+        .take_while(|l| !l.starts_with("STEP_") && !l.starts_with("SRUN"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "OUTPUT_DIR=/o/77; LOG_DIR=/o/77/logs\n{steps_in}\nprintf '%s\\n' \"${{STEPS_IN[@]}}\""
+        ))
+        .output()
+        .unwrap();
+    let args: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        args,
+        vec![
+            format!("--step-container-image={}", image.display()),
+            format!(
+                "--step-container-mounts={}:/model,/o/77:/o/77,/o/77/logs:/logs",
+                model.display()
+            ),
+        ],
+        "{steps_in}"
+    );
+    let plan = std::process::Command::new(common::MCSUP)
+        .args([
+            "plan",
+            "--json",
+            "--node",
+            "node1",
+            "--nodelist",
+            "node[0-2]",
+            "--recipe",
+        ])
+        .arg(&recipe)
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let argv: Vec<&str> = plan["processes"][0]["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let mounts = format!("{}:/model,/o/77:/o/77,/o/77/logs:/logs", model.display());
+    let image = image.display().to_string();
+    let container = [
+        "--container-image",
+        image.as_str(),
+        "--no-container-entrypoint",
+        "--no-container-mount-home",
+        "--container-mounts",
+        mounts.as_str(),
+    ];
+    assert!(
+        argv.windows(container.len()).any(|w| w == container),
+        "{argv:?}"
+    );
+    assert_eq!(argv[0], "srun");
+    assert_eq!(
+        plan["processes"][0]["slurm_step"]["name"],
+        "mcsup.trtllm-prefill-0"
+    );
+}

@@ -258,7 +258,10 @@ fn services_mcsup_does_not_run_are_listed_and_strict_refuses_them() {
             &r,
             &[role],
             &ctx(node_name),
-            plan::PlanOptions { strict: true },
+            plan::PlanOptions {
+                strict: true,
+                ..Default::default()
+            },
         );
         assert!(strict.is_err(), "--strict accepted a donor on {node_name}");
     }

@@ -994,9 +994,23 @@ fn opt<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
     argv.get(i + 1).map(String::as_str)
 }
 
-/// Every node's plan (`--role auto`, job 4242 as the captures assume) of a TRT-LLM capture's job.
+/// Every node's plan (`--role auto`, job 4242 as the captures assume) of a TRT-LLM capture's job,
+/// its steps in the captures' container (image `IMAGE`, srtctl's mounts of `/LOGS` and `/MODEL`).
 fn trt_plans(yaml: &Path, nodes: &[String]) -> Vec<(String, Result<plan::Plan, String>)> {
     let r = recipe::load_file(yaml).unwrap();
+    let hf = r
+        .raw_get(&["model", "path"])
+        .and_then(|v| v.as_str())
+        .is_some_and(|p| p.starts_with("hf:"));
+    let container = mcsup::engine::StepContainer {
+        image: "IMAGE".into(),
+        mounts: if hf {
+            "/LOGS:/logs"
+        } else {
+            "/LOGS:/logs,/MODEL:/model"
+        }
+        .into(),
+    };
     let addrs: BTreeMap<String, String> = nodes
         .iter()
         .enumerate()
@@ -1014,7 +1028,11 @@ fn trt_plans(yaml: &Path, nodes: &[String]) -> Vec<(String, Result<plan::Plan, S
                 ..Default::default()
             };
             let ctx = node::resolve(&inputs, &addrs, &|_| None).unwrap();
-            let p = plan::plan_for_role(&r, "auto", &ctx, plan::PlanOptions { strict: false });
+            let opts = plan::PlanOptions {
+                step_container: Some(container.clone()),
+                ..Default::default()
+            };
+            let p = plan::plan_for_role(&r, "auto", &ctx, opts);
             (n.clone(), p.map_err(|e| e.to_string()))
         })
         .collect()
@@ -1033,9 +1051,10 @@ fn trt_stems() -> Vec<PathBuf> {
 /// Issue 31, item 2: tests/fixtures/srt-slurm-v1/trtllm holds srtctl's own launch of 25 upstream
 /// TRT-LLM recipes (scripts/capture/srtctl_trtllm.py). On every node of each job, mcsup plans
 /// exactly srtctl's endpoints, each once, on its leader node, as one Slurm step:
-/// - the srun options are srtctl's, in its order, plus mcsup's three (`--kill-on-bad-exit=1`,
-///   `--ntasks-per-node`, `--job-name` = the plan's step); srtctl's `--output` and container
-///   options are not mcsup's (its log, and no container yet: docs/trtllm.md);
+/// - the srun options are srtctl's, in its order, container options included (mcsup is given
+///   the captures' container, as `mcsup render` gives it the recipe's), plus mcsup's three
+///   (`--kill-on-bad-exit=1`, `--ntasks-per-node`, `--job-name` = the plan's step); srtctl's
+///   `--output` is not mcsup's (the srun's output is the process's log);
 /// - each rank's command is srtctl's (paths in the log directory; the capture's `/MODEL` is the
 ///   recipe's model; `TRTLLM_EPLB_SHM_NAME` random in srtctl, one per endpoint here);
 /// - the environment is srtctl's exports, nothing more;
@@ -1044,7 +1063,7 @@ fn trt_stems() -> Vec<PathBuf> {
 fn every_trtllm_endpoint_is_srtctls_step() {
     let source = regex::Regex::new(r"(?m)^# source: NVIDIA/srt-slurm \S+ @ [0-9a-f]{40}$").unwrap();
     let mcsup_srun = ["--kill-on-bad-exit=1", "--ntasks-per-node", "--job-name"];
-    let not_mcsups = ["--output", "--container-image", "--container-mounts"];
+    let not_mcsups = ["--output"];
     let (mut recipes, mut endpoints, mut files, mut multi_node) = (0, 0, 0, 0);
     // What the comparison covered: partial-node endpoints, numactl, trtllm-serve ranks.
     let (mut cvd, mut numactl, mut serve) = (0, 0, 0);
@@ -1094,8 +1113,12 @@ fn every_trtllm_endpoint_is_srtctls_step() {
                 });
             let step = got.slurm_step.as_ref().expect("a Slurm step");
             assert_eq!(got.kind, ProcessKind::Worker);
-            // The srun's options, up to the rank command (after `--job-name <step>`).
-            let cut = got.argv.iter().position(|a| a == "--job-name").unwrap() + 2;
+            // The srun's options, up to the rank command (`numactl` or TRT-LLM's launcher).
+            let cut = got
+                .argv
+                .iter()
+                .position(|a| a == "numactl" || a == "trtllm-llmapi-launch")
+                .unwrap();
             let (srun, command) = got.argv.split_at(cut);
             assert_eq!(opt(srun, "--job-name"), Some(step.name.as_str()));
             assert_eq!(
@@ -1123,11 +1146,7 @@ fn every_trtllm_endpoint_is_srtctls_step() {
             };
             assert_eq!(
                 strip(srun, &["--kill-on-bad-exit=1"], &mcsup_srun[1..]),
-                strip(
-                    &want.srun,
-                    &["--no-container-entrypoint", "--no-container-mount-home"],
-                    &not_mcsups
-                ),
+                strip(&want.srun, &[], &not_mcsups),
                 "{name} {wanted}: srun options"
             );
             let served = model
@@ -1260,7 +1279,7 @@ fn every_trtllm_endpoint_is_srtctls_step() {
                 srun.drain(job_name..job_name + 2);
                 let mut want_srun = want.srun.clone();
                 let cut = want_srun.iter().position(|a| a == "--output").unwrap();
-                want_srun.truncate(cut);
+                want_srun.drain(cut..cut + 2);
                 assert_eq!(srun, want_srun, "{name} {}: srun options", got.name);
                 // Its ser.yaml, as srtctl wrote it.
                 let (_, ser) = cap.files.iter().find(|(n, _)| n == "ser.yaml").unwrap();

@@ -165,11 +165,38 @@ pub fn recipe_keys(engine: &str) -> &'static [&'static str] {
     }
 }
 
+/// The container the Slurm steps mcsup starts run in (pyxis), when mcsup itself runs on the host
+/// (`mcsup render` of a TRT-LLM job: `--step-container-image`, `--step-container-mounts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepContainer {
+    pub image: String,
+    /// `--container-mounts`: `host:container[,...]`, as written.
+    pub mounts: String,
+}
+
+impl StepContainer {
+    /// srtctl's container options of a step (`start_srun_process`).
+    pub fn srun_args(&self) -> Vec<String> {
+        let mut a = vec![
+            "--container-image".to_string(),
+            self.image.clone(),
+            "--no-container-entrypoint".into(),
+            "--no-container-mount-home".into(),
+        ];
+        if !self.mounts.is_empty() {
+            a.extend(["--container-mounts".into(), self.mounts.clone()]);
+        }
+        a
+    }
+}
+
 /// What srtctl reads besides the role's flags.
 #[derive(Debug, Clone)]
 pub struct LaunchContext {
     /// The Slurm job (`SLURM_JOB_ID`), when known: the job a TRT-LLM endpoint's step joins.
     pub job_id: Option<String>,
+    /// The container of the steps mcsup starts, when it runs on the host.
+    pub step_container: Option<StepContainer>,
     /// `sglang.launch_server` (an SGLang router frontend) or `dynamo.sglang` (the default).
     pub dynamo: bool,
     /// `--model-path`: the HF id of an `hf:` model, else `/model` (srtctl's mount point).

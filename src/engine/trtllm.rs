@@ -268,13 +268,11 @@ impl TrtllmSettings {
                 head,
                 "--job-name",
                 &step,
-                "trtllm-serve",
-                "disaggregated",
-                "--config",
-                &ser_path,
             ]
             .map(String::from),
         );
+        argv.extend(c.step_container.iter().flat_map(|x| x.srun_args()));
+        argv.extend(["trtllm-serve", "disaggregated", "--config", &ser_path].map(String::from));
         argv.extend(o.args.iter().cloned());
         Ok(Some(Orchestrator {
             argv,
@@ -327,6 +325,7 @@ impl TrtllmSettings {
             "--job-name".into(),
             step.clone(),
         ]);
+        argv.extend(c.step_container.iter().flat_map(|x| x.srun_args()));
         if self.numactl && mode != Role::Aggregated {
             argv.extend(["numactl", "-m", "0,1"].map(String::from));
         }

@@ -113,6 +113,7 @@ pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
         output_base: &output_base,
         mcsup: &req.mcsup,
         container: container.as_ref(),
+        host_mcsup: recipe.engine_type() == "trtllm",
         srun_options: &srun_options,
         roles: &req.roles,
     }

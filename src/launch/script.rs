@@ -33,6 +33,9 @@ pub struct Script<'a> {
     /// The mcsup binary, on the compute nodes' file system.
     pub mcsup: &'a Path,
     pub container: Option<&'a Container>,
+    /// mcsup runs on the host and starts its steps in `container` (a TRT-LLM job: its images have
+    /// no Slurm client for mcsup to start the endpoints' steps from inside, docs/trtllm.md).
+    pub host_mcsup: bool,
     /// The recipe's `srun_options`, as `--key[=value]` words.
     pub srun_options: &'a [String],
     /// Roles of each node in node-list order (`--roles`); empty: every node derives its own.
@@ -113,6 +116,35 @@ impl Script<'_> {
             None => {
                 let _ = writeln!(w, "CONTAINER=()   # rendered with --no-container");
                 let _ = writeln!(w, "STEP_MCSUP=\"$MCSUP\"");
+                let _ = writeln!(w, "STEPS_IN=()");
+            }
+            Some(c) if self.host_mcsup => {
+                let mounts: Vec<String> = c
+                    .mounts
+                    .iter()
+                    .map(|(h, ct)| format!("{h}:{ct}"))
+                    .chain([
+                        "$OUTPUT_DIR:$OUTPUT_DIR".to_string(),
+                        "$LOG_DIR:/logs".to_string(),
+                    ])
+                    .collect();
+                let _ = writeln!(
+                    w,
+                    "# A TRT-LLM job: mcsup runs on the host (the image has no Slurm client) and starts each"
+                );
+                let _ = writeln!(w, "# endpoint as a step in the container (docs/trtllm.md).");
+                let _ = writeln!(w, "CONTAINER=()");
+                let _ = writeln!(w, "STEP_MCSUP=\"$MCSUP\"");
+                let _ = writeln!(
+                    w,
+                    "STEPS_IN=(--step-container-image={}",
+                    shell_word(&c.image)
+                );
+                let _ = writeln!(
+                    w,
+                    "  --step-container-mounts=\"{}\")",
+                    mounts.join(",").replace('"', "")
+                );
             }
             Some(c) => {
                 let mounts: Vec<String> = c
@@ -138,6 +170,7 @@ impl Script<'_> {
                 );
                 let _ = writeln!(w, "  --container-workdir=\"$OUTPUT_DIR\")");
                 let _ = writeln!(w, "STEP_MCSUP={MCSUP_IN_CONTAINER}");
+                let _ = writeln!(w, "STEPS_IN=()");
             }
         }
     }
@@ -215,7 +248,7 @@ for i in "${!NODES[@]}"; do
   # shellcheck disable=SC2086  # MCSUP_ARGS is an option list: word splitting intended
   srun --nodes=1 --ntasks=1 --cpus-per-task="$STEP_CPUS" -w "$node" \
        --job-name="mcsup-$node" --kill-on-bad-exit=0 "${SRUN_OPTIONS[@]}" "${CONTAINER[@]}" \
-    "$STEP_MCSUP" run --role "$roles" --recipe "$RECIPE" --log-dir "$LOG_DIR" $MCSUP_ARGS &
+    "$STEP_MCSUP" run --role "$roles" --recipe "$RECIPE" --log-dir "$LOG_DIR" "${STEPS_IN[@]}" $MCSUP_ARGS &
   PID[$node]=$!
   say "started mcsup --role $roles on $node (srun pid $!)"
 done

@@ -54,10 +54,13 @@ pub fn parse_roles(text: &str) -> Result<Vec<Role>, PlanError> {
 }
 
 /// Planning switches from the command line.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
     /// A service mcsup does not run is an error instead of a listed note.
     pub strict: bool,
+    /// The container of the Slurm steps mcsup starts (TRT-LLM endpoints), when mcsup runs on
+    /// the host.
+    pub step_container: Option<crate::engine::StepContainer>,
 }
 
 /// Resolve the plan for this node.
@@ -169,20 +172,19 @@ pub fn plan_with(
     let mut taken = BTreeSet::new();
     // Services' errors come first (a store conflict explains more than a worker's name clash),
     // but `per: worker` services need the workers: plan both, report in that order.
-    let (workers_planned, topo) =
-        match node_layout(recipe, &model, &mc, roles, ctx, &log_dir, &mut warnings) {
-            Ok(topo) => (
-                workers::plan_workers(
-                    &scope,
-                    topo.as_ref(),
-                    &mut taken,
-                    &vllm_config_path,
-                    &mut warnings,
-                ),
-                topo,
+    let (workers_planned, topo) = match node_layout(recipe, &scope, &opts, &mut warnings) {
+        Ok(topo) => (
+            workers::plan_workers(
+                &scope,
+                topo.as_ref(),
+                &mut taken,
+                &vllm_config_path,
+                &mut warnings,
             ),
-            Err(e) => (Err(e), None),
-        };
+            topo,
+        ),
+        Err(e) => (Err(e), None),
+    };
     let slots = worker_slots(workers_planned.as_deref().unwrap_or_default());
     let placed = services::place(
         &scope,
@@ -355,17 +357,16 @@ fn log_dir(model: &JobModel, mc: &McsupSection, ctx: &NodeContext) -> PathBuf {
 /// srtctl's layout and this node's part of it.
 fn node_layout(
     recipe: &Recipe,
-    model: &JobModel,
-    mc: &McsupSection,
-    roles: &[Role],
-    ctx: &NodeContext,
-    log_dir: &std::path::Path,
+    s: &NodeScope<'_>,
+    opts: &PlanOptions,
     warnings: &mut Vec<String>,
 ) -> Result<Option<workers::TopoPlan>, PlanError> {
-    let Some(mut t) = topo::job_layout(recipe, model, mc, ctx, log_dir, warnings)? else {
+    let (model, mc, ctx) = (s.model, s.mc, s.ctx);
+    let Some(mut t) = topo::job_layout(recipe, model, mc, ctx, s.log_dir, warnings)? else {
         return Ok(None);
     };
-    topo::place_here(&mut t, mc, roles, ctx, warnings)?;
+    t.launch.step_container = opts.step_container.clone();
+    topo::place_here(&mut t, mc, s.roles, ctx, warnings)?;
     Ok(Some(t))
 }
 

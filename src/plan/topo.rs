@@ -121,6 +121,8 @@ pub fn job_layout(
     Ok(Some(TopoPlan {
         launch: crate::engine::LaunchContext {
             job_id: ctx.job_id.clone(),
+            // Given by the caller ([`crate::plan::PlanOptions::step_container`]).
+            step_container: None,
             dynamo: !matches!(frontend, "sglang" | "sglang-router"),
             model_arg,
             served_model_name: served,
@@ -310,14 +312,25 @@ fn notes(t: &TopoPlan, warnings: &mut Vec<String>) {
     }
     let trtllm = matches!(t.engine, EngineSettings::Trtllm(_));
     if trtllm && t.here.iter().any(|p| p.is_leader()) {
-        warnings.push(format!(
-            "the TRT-LLM endpoints started here run each rank as {}: srtctl starts their step in the recipe's container (srun --container-image, after installing Dynamo when dynamo.install is on); mcsup does not pass a container to the step yet, so every node of the endpoint must have them where srun starts the ranks",
-            if t.job.frontend_type == crate::engine::frontend::TRTLLM_SERVE {
-                "`trtllm-llmapi-launch trtllm-serve`"
-            } else {
-                "`trtllm-llmapi-launch python3 -m dynamo.trtllm`"
-            }
-        ));
+        let rank = if t.job.frontend_type == crate::engine::frontend::TRTLLM_SERVE {
+            "`trtllm-llmapi-launch trtllm-serve`"
+        } else {
+            "`trtllm-llmapi-launch python3 -m dynamo.trtllm`"
+        };
+        warnings.push(match &t.launch.step_container {
+            Some(c) => format!(
+                "the TRT-LLM endpoints started here run each rank as {rank} in {} (their step's --container-image); srtctl installs Dynamo into it first when dynamo.install is on, mcsup does not, so the image must have it",
+                c.image
+            ),
+            None => format!(
+                "the TRT-LLM endpoints started here run each rank as {rank} without a container (no --step-container-image; `mcsup render` passes the recipe's): every node of the endpoint must have them where srun starts the ranks"
+            ),
+        });
+    }
+    if trtllm && t.launch.step_container.is_some() && t.frontend.is_some() {
+        warnings.push(
+            "etcd, NATS and the Dynamo frontend run on the host beside mcsup, not in the steps' container: the host needs them (mcsup.configs_dir for etcd and NATS, `python3 -m dynamo.frontend`)".into(),
+        );
     }
     if job.dynamo_workers() && !t.here.is_empty() && !trtllm {
         warnings.push(format!(
