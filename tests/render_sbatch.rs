@@ -147,6 +147,22 @@ fn srt_slurm_2_fixtures_get_the_node_count_of_2_0s_planned_total_nodes() {
     }
 }
 
+/// A render of `recipe` with the cluster config `config` from `cwd` (output under `cwd/out`),
+/// the nodes' mcsup at /shared/bin/mcsup, in the recipe's container or not.
+fn request(recipe: PathBuf, config: Option<PathBuf>, cwd: &Path, container: bool) -> RenderRequest {
+    RenderRequest {
+        recipe,
+        cluster_config: config,
+        srtslurm_env: None,
+        output_dir: Some(cwd.join("out")),
+        mcsup: PathBuf::from("/shared/bin/mcsup"),
+        container,
+        roles: Vec::new(),
+        cwd: cwd.to_path_buf(),
+        env: RenderEnv::default(),
+    }
+}
+
 /// `mcsup render` of the 1P2D mocker fixture, in the recipe's container (a .sqsh file under
 /// `cwd`, through the alias of a cluster config there) or without one.
 fn rendered(container: bool, cwd: &Path) -> launch::Rendered {
@@ -161,17 +177,12 @@ fn rendered(container: bool, cwd: &Path) -> launch::Rendered {
         ),
     )
     .unwrap();
-    let req = RenderRequest {
-        recipe: fixtures().join("srt-slurm-v1/mocker-1p2d.yaml"),
-        cluster_config: Some(config),
-        srtslurm_env: None,
-        output_dir: Some(cwd.join("out")),
-        mcsup: PathBuf::from("/shared/bin/mcsup"),
+    let req = request(
+        fixtures().join("srt-slurm-v1/mocker-1p2d.yaml"),
+        Some(config),
+        cwd,
         container,
-        roles: Vec::new(),
-        cwd: cwd.to_path_buf(),
-        env: RenderEnv::default(),
-    };
+    );
     launch::render(&req).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -189,22 +200,26 @@ fn the_script_passes_bash_n_and_shellcheck_with_and_without_a_container() {
     let d = tempfile::tempdir().unwrap();
     for container in [true, false] {
         let r = rendered(container, d.path());
-        let script = d.path().join(format!("job-{container}.sh"));
-        std::fs::write(&script, &r.script).unwrap();
-        for (tool, args) in [("bash", vec!["-n"]), ("shellcheck", vec!["-S", "style"])] {
-            let o = std::process::Command::new(tool)
-                .args(&args)
-                .arg(&script)
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "{tool} on the script (container: {container}):\n{}{}\n{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr),
-                r.script
-            );
-        }
+        assert_clean_shell(&d.path().join(format!("job-{container}.sh")), &r.script);
+    }
+}
+
+/// `script`, written to `path`, passes `bash -n` and `shellcheck -S style`.
+fn assert_clean_shell(path: &Path, script: &str) {
+    std::fs::write(path, script).unwrap();
+    for (tool, args) in [("bash", vec!["-n"]), ("shellcheck", vec!["-S", "style"])] {
+        let o = std::process::Command::new(tool)
+            .args(&args)
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{tool} on {}:\n{}{}\n{script}",
+            path.display(),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
     }
 }
 
@@ -247,17 +262,12 @@ fn the_script_carries_the_recipe_the_container_and_every_nodes_roles() {
 #[test]
 fn a_missing_model_alias_names_the_alias_and_the_cluster_file() {
     let d = tempfile::tempdir().unwrap();
-    let req = RenderRequest {
-        recipe: fixtures().join("srt-slurm-v1/mocker-kimi-trace-agg.yaml"),
-        cluster_config: None,
-        srtslurm_env: None,
-        output_dir: Some(d.path().join("out")),
-        mcsup: PathBuf::from("/shared/bin/mcsup"),
-        container: true,
-        roles: Vec::new(),
-        cwd: d.path().to_path_buf(),
-        env: RenderEnv::default(),
-    };
+    let req = request(
+        fixtures().join("srt-slurm-v1/mocker-kimi-trace-agg.yaml"),
+        None,
+        d.path(),
+        true,
+    );
     let e = launch::render(&req).unwrap_err().to_string();
     assert!(
         e.contains("model.path: `kimi-k25-nvfp4` is not an alias in the cluster config (no srtslurm.yaml found; model_paths: none)"),
@@ -303,33 +313,9 @@ fn a_trtllm_job_runs_mcsup_on_the_host_and_its_steps_in_the_container() {
     .unwrap();
     let recipe = fixtures()
         .join("srt-slurm-v1/trtllm/gb300-fp4-1k1k-mtp-ctx1-gen1-dep4-batch768-eplb0-mtp1.yaml");
-    let req = RenderRequest {
-        recipe: recipe.clone(),
-        cluster_config: Some(config),
-        srtslurm_env: None,
-        output_dir: Some(d.path().join("out")),
-        mcsup: PathBuf::from("/shared/bin/mcsup"),
-        container: true,
-        roles: Vec::new(),
-        cwd: d.path().to_path_buf(),
-        env: RenderEnv::default(),
-    };
+    let req = request(recipe.clone(), Some(config), d.path(), true);
     let r = launch::render(&req).unwrap_or_else(|e| panic!("{e}"));
-    let script = d.path().join("job.sh");
-    std::fs::write(&script, &r.script).unwrap();
-    for (tool, args) in [("bash", vec!["-n"]), ("shellcheck", vec!["-S", "style"])] {
-        let o = std::process::Command::new(tool)
-            .args(&args)
-            .arg(&script)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{tool}:\n{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
+    assert_clean_shell(&d.path().join("job.sh"), &r.script);
     assert!(r.script.contains("CONTAINER=()\n"), "{}", r.script);
     assert!(r.script.contains("STEP_MCSUP=\"$MCSUP\"\n"));
     assert!(!r.script.contains("/opt/mcsup/bin/mcsup:ro"));

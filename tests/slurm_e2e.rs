@@ -1974,35 +1974,13 @@ fn a_new_mcsup_cancels_the_endpoint_an_earlier_one_left() {
 /// and no rank or step is left.
 #[test]
 fn a_trtllm_recipe_runs_its_endpoint_as_one_step_over_two_nodes() {
-    require_mpi();
     let env = TestEnv::new();
-    let cluster = Cluster::start_n(&env, "cgroup", 18030, 2);
-    let ranks = env.path("ranks");
-    std::fs::create_dir_all(&ranks).unwrap();
-    let bin = trtllm_stand_ins(&env);
-    let patch = format!(
-        r#"
-model: {{path: "hf:test/tiny"}}
-resources: {{gpu_type: cpu, gpus_per_node: 2, agg_nodes: 2, agg_workers: 1, gpus_per_agg: 4}}
-srun_options: {{}}
-{local}"#,
-        // Fake nodes share one host: Open MPI over TCP (tests/slurm/FINDINGS.md).
-        local = local_cluster_keys(&env, 2, r#", OMPI_MCA_btl: "self,tcp""#, 1),
-    );
-    let recipe = derived_recipe(
+    let (cluster, ranks, (id, logs, out)) = trtllm_job(
         &env,
-        "trtllm/examples-trtllm-rc23-qwen3-5-moe-aggregate",
-        &patch,
-        &[],
-        "trtllm-agg",
-    );
-    let (id, logs, out) = submit_with(
-        &env,
-        &cluster,
-        &recipe,
-        &bin,
-        std::path::Path::new(MCSUP),
-        &[("MCSUP_TEST_RANKS", ranks.display().to_string())],
+        (18030, 2),
+        "examples-trtllm-rc23-qwen3-5-moe-aggregate",
+        // Its pyxis srun_options removed: this Slurm has no pyxis.
+        "{gpu_type: cpu, gpus_per_node: 2, agg_nodes: 2, agg_workers: 1, gpus_per_agg: 4}\nsrun_options: {}",
     );
     let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
     let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
@@ -2159,6 +2137,38 @@ srun_options: {{}}
     assert_job_leaves_nothing(&env);
 }
 
+/// A TRT-LLM job under the local Slurm (`(port base, nodes)`): the upstream recipe `upstream` of
+/// tests/fixtures/srt-slurm-v1/trtllm with `resources` (YAML, more top-level keys may follow)
+/// and a tiny `hf:` model, the stand-ins of [`trtllm_stand_ins`] on its PATH, submitted with
+/// `mcsup submit --no-container`. Returns the cluster, the ranks' directory and the job.
+fn trtllm_job(
+    env: &TestEnv,
+    (port_base, nodes): (u16, u32),
+    upstream: &str,
+    resources: &str,
+) -> (Cluster, PathBuf, (String, PathBuf, PathBuf)) {
+    require_mpi();
+    let cluster = Cluster::start_n(env, "cgroup", port_base, nodes);
+    let ranks = env.path("ranks");
+    std::fs::create_dir_all(&ranks).unwrap();
+    let bin = trtllm_stand_ins(env);
+    let patch = format!(
+        "model: {{path: \"hf:test/tiny\"}}\nresources: {resources}\n{}",
+        // Fake nodes share one host: Open MPI over TCP (tests/slurm/FINDINGS.md).
+        local_cluster_keys(env, nodes, r#", OMPI_MCA_btl: "self,tcp""#, 1)
+    );
+    let recipe = derived_recipe(env, &format!("trtllm/{upstream}"), &patch, &[], "trtllm");
+    let job = submit_with(
+        env,
+        &cluster,
+        &recipe,
+        &bin,
+        std::path::Path::new(MCSUP),
+        &[("MCSUP_TEST_RANKS", ranks.display().to_string())],
+    );
+    (cluster, ranks, job)
+}
+
 /// A `bin` directory for a TRT-LLM job's PATH: a `trtllm-llmapi-launch` that records each
 /// rank's command (`$MCSUP_TEST_RANKS/argv-<rank>`) and runs tests/py/mpi_endpoint.py on the port
 /// the command names, and a `trtllm-serve` for the orchestrator (tests/py/trtllm_serve_disagg.py).
@@ -2199,33 +2209,12 @@ fn trtllm_stand_ins(env: &TestEnv) -> PathBuf {
 /// then both endpoints, each through `scancel` of its step; the job completes, nothing left.
 #[test]
 fn a_trtllm_serve_job_starts_its_orchestrator_after_the_workers() {
-    require_mpi();
     let env = TestEnv::new();
-    let cluster = Cluster::start_n(&env, "cgroup", 18050, 1);
-    let ranks = env.path("ranks");
-    std::fs::create_dir_all(&ranks).unwrap();
-    let bin = trtllm_stand_ins(&env);
-    let patch = format!(
-        r#"
-model: {{path: "hf:test/tiny"}}
-resources: {{gpu_type: cpu, gpus_per_node: 2, prefill_nodes: 1, prefill_workers: 1, gpus_per_prefill: 1, decode_nodes: 0, decode_workers: 1, gpus_per_decode: 1}}
-{local}"#,
-        local = local_cluster_keys(&env, 1, r#", OMPI_MCA_btl: "self,tcp""#, 1),
-    );
-    let recipe = derived_recipe(
+    let (cluster, ranks, (id, logs, out)) = trtllm_job(
         &env,
-        "trtllm/b200-fp8-1k1k-stp-ctx1-gen3-tp8-batch1024-eplb0-mtp0-4-trtllm-serve",
-        &patch,
-        &[],
-        "trtllm-disagg",
-    );
-    let (id, logs, out) = submit_with(
-        &env,
-        &cluster,
-        &recipe,
-        &bin,
-        std::path::Path::new(MCSUP),
-        &[("MCSUP_TEST_RANKS", ranks.display().to_string())],
+        (18050, 1),
+        "b200-fp8-1k1k-stp-ctx1-gen3-tp8-batch1024-eplb0-mtp0-4-trtllm-serve",
+        "{gpu_type: cpu, gpus_per_node: 2, prefill_nodes: 1, prefill_workers: 1, gpus_per_prefill: 1, decode_nodes: 0, decode_workers: 1, gpus_per_decode: 1}",
     );
     let events = || read_events(&logs.join("n1.events.jsonl"));
     let at = |process: &str, event: &str| {

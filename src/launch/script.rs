@@ -51,6 +51,19 @@ fn delimiter(text: &str) -> String {
     d
 }
 
+/// The container's mounts, in srtctl's order, then the job's directory and its log directory at
+/// `/logs` (and, for mcsup itself in the container, its binary), for a double-quoted word: the
+/// job's own paths are expanded at run time; the rest is as rendered.
+fn mounts(c: &Container, with_mcsup: bool) -> String {
+    let mut m: Vec<String> = c.mounts.iter().map(|(h, ct)| format!("{h}:{ct}")).collect();
+    m.push("$OUTPUT_DIR:$OUTPUT_DIR".into());
+    m.push("$LOG_DIR:/logs".into());
+    if with_mcsup {
+        m.push(format!("$MCSUP:{MCSUP_IN_CONTAINER}:ro"));
+    }
+    m.join(",").replace('"', "")
+}
+
 fn array(words: &[String]) -> String {
     let quoted: Vec<String> = words.iter().map(|w| shell_word(w)).collect();
     format!("({})", quoted.join(" "))
@@ -119,15 +132,6 @@ impl Script<'_> {
                 let _ = writeln!(w, "STEPS_IN=()");
             }
             Some(c) if self.host_mcsup => {
-                let mounts: Vec<String> = c
-                    .mounts
-                    .iter()
-                    .map(|(h, ct)| format!("{h}:{ct}"))
-                    .chain([
-                        "$OUTPUT_DIR:$OUTPUT_DIR".to_string(),
-                        "$LOG_DIR:/logs".to_string(),
-                    ])
-                    .collect();
                 let _ = writeln!(
                     w,
                     "# A TRT-LLM job: mcsup runs on the host (the image has no Slurm client) and starts each"
@@ -140,34 +144,15 @@ impl Script<'_> {
                     "STEPS_IN=(--step-container-image={}",
                     shell_word(&c.image)
                 );
-                let _ = writeln!(
-                    w,
-                    "  --step-container-mounts=\"{}\")",
-                    mounts.join(",").replace('"', "")
-                );
+                let _ = writeln!(w, "  --step-container-mounts=\"{}\")", mounts(c, false));
             }
             Some(c) => {
-                let mounts: Vec<String> = c
-                    .mounts
-                    .iter()
-                    .map(|(h, ct)| format!("{h}:{ct}"))
-                    .chain([
-                        "$OUTPUT_DIR:$OUTPUT_DIR".to_string(),
-                        "$LOG_DIR:/logs".to_string(),
-                        format!("$MCSUP:{MCSUP_IN_CONTAINER}:ro"),
-                    ])
-                    .collect();
                 let _ = writeln!(
                     w,
                     "CONTAINER=(--container-image={} --no-container-entrypoint --no-container-mount-home",
                     shell_word(&c.image)
                 );
-                // The job's own paths are expanded at run time; the rest is quoted as rendered.
-                let _ = writeln!(
-                    w,
-                    "  --container-mounts=\"{}\"",
-                    mounts.join(",").replace('"', "")
-                );
+                let _ = writeln!(w, "  --container-mounts=\"{}\"", mounts(c, true));
                 let _ = writeln!(w, "  --container-workdir=\"$OUTPUT_DIR\")");
                 let _ = writeln!(w, "STEP_MCSUP={MCSUP_IN_CONTAINER}");
                 let _ = writeln!(w, "STEPS_IN=()");
