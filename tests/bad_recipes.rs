@@ -152,8 +152,6 @@ fn cases() -> Vec<Case> {
           &["backend.trtllm_config.decode", "is not a mapping", "fix:"]) },
         Case { roles: "prefill,decode", ..c("TRT-LLM engine setting srtctl's YAML would quote", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  trtllm_config:\n    decode: {{backend: \"yes\"}}\n"),
           &["backend.trtllm_config.decode", "`yes` would need quoting", "fix:"]) },
-        Case { roles: "prefill,decode", ..c("TRT-LLM under the profiler", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nprofiling: {{type: nsys, prefill: {{start_step: 1, stop_step: 2}}, decode: {{start_step: 1, stop_step: 2}}}}\n"),
-          &["profiling: profiling.type nsys: mcsup does not profile TRT-LLM endpoints yet", "fix: remove profiling:"]) },
         Case { roles: "prefill,decode", ..c("trtllm_serve with several frontends", format!("{PD_ONE_NODE}backend:\n  type: trtllm\nfrontend: {{type: trtllm_serve}}\n"),
           &["frontend.enable_multiple_frontends", "one public endpoint", "fix: set frontend.enable_multiple_frontends: false"]) },
         Case { roles: "prefill,decode", ..c("trtllm_serve in front of SGLang", format!("{PD_ONE_NODE}backend:\n  type: sglang\n  sglang_config: {{prefill: {{}}, decode: {{}}}}\nfrontend: {{type: trtllm_serve, enable_multiple_frontends: false}}\n"),

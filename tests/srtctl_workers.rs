@@ -1066,7 +1066,7 @@ fn every_trtllm_endpoint_is_srtctls_step() {
     let not_mcsups = ["--output"];
     let (mut recipes, mut endpoints, mut files, mut multi_node) = (0, 0, 0, 0);
     // What the comparison covered: partial-node endpoints, numactl, trtllm-serve ranks.
-    let (mut cvd, mut numactl, mut serve) = (0, 0, 0);
+    let (mut cvd, mut numactl, mut serve, mut nsys) = (0, 0, 0, 0);
     let (mut frontends, mut orchestrators) = (0, 0);
     for yaml in trt_stems() {
         recipes += 1;
@@ -1113,11 +1113,11 @@ fn every_trtllm_endpoint_is_srtctls_step() {
                 });
             let step = got.slurm_step.as_ref().expect("a Slurm step");
             assert_eq!(got.kind, ProcessKind::Worker);
-            // The srun's options, up to the rank command (`numactl` or TRT-LLM's launcher).
+            // The srun's options, up to the rank command (`nsys`, `numactl` or TRT-LLM's launcher).
             let cut = got
                 .argv
                 .iter()
-                .position(|a| a == "numactl" || a == "trtllm-llmapi-launch")
+                .position(|a| ["nsys", "numactl", "trtllm-llmapi-launch"].contains(&a.as_str()))
                 .unwrap();
             let (srun, command) = got.argv.split_at(cut);
             assert_eq!(opt(srun, "--job-name"), Some(step.name.as_str()));
@@ -1218,7 +1218,8 @@ fn every_trtllm_endpoint_is_srtctls_step() {
             endpoints += 1;
             multi_node += usize::from(nodes.len() > 1);
             cvd += usize::from(got.env_value("CUDA_VISIBLE_DEVICES").is_some());
-            numactl += usize::from(command.first().is_some_and(|a| a == "numactl"));
+            numactl += usize::from(command.iter().any(|a| a == "numactl"));
+            nsys += usize::from(command.first().is_some_and(|a| a == "nsys"));
             serve += usize::from(command.iter().any(|a| a == "trtllm-serve"));
         }
         // The frontend stage: each srun that is not an endpoint (Dynamo frontends, nginx, the
@@ -1305,14 +1306,14 @@ fn every_trtllm_endpoint_is_srtctls_step() {
         assert_eq!(shm.len(), all, "{name}: {shm:?}");
     }
     assert!(recipes >= 20, "{recipes} TRT-LLM captures");
-    // The 25 captures (grep of the .srtctl.txt files): 144 endpoint sruns, 26 over several nodes,
-    // 48 with CUDA_VISIBLE_DEVICES, 76 under numactl, 5 running trtllm-serve.
+    // The 27 captures (grep of the .srtctl.txt files): 152 endpoint sruns, 28 over several nodes,
+    // 54 with CUDA_VISIBLE_DEVICES, 78 under numactl, 5 running trtllm-serve, 8 under nsys.
     assert_eq!(
-        (endpoints, multi_node, cvd, numactl, serve),
-        (144, 26, 48, 76, 5)
+        (endpoints, multi_node, cvd, numactl, serve, nsys),
+        (152, 28, 54, 78, 5, 8)
     );
-    // The 89 other sruns of the captures (grep): 79 Dynamo frontends, 9 nginx, 1 orchestrator.
-    assert_eq!((frontends, orchestrators), (89, 1));
+    // The 94 other sruns of the captures (grep): 83 Dynamo frontends, 10 nginx, 1 orchestrator.
+    assert_eq!((frontends, orchestrators), (94, 1));
     eprintln!("{recipes} recipes: {endpoints} endpoints ({multi_node} multi-node), {files} engine files, {frontends} frontend processes ({orchestrators} trtllm_serve orchestrator), equal to srtctl's");
 }
 

@@ -71,6 +71,17 @@ RECIPES = [
     ("recipes/trtllm/b200-fp8/8k1k/mtp/ctx4_gen1_dep8_batch128_eplb0_mtp2_1088.yaml", "MTP2"),
 ]
 
+# Upstream recipes with a block appended, for what no upstream TRT-LLM recipe sets:
+# (path, slug suffix, what, YAML appended at the top level).
+VARIANTS = [
+    ("recipes/trtllm/gb200-fp8/1k1k/stp/ctx1_gen1_dep8_batch512_eplb0_mtp0_4301.yaml", "nsys",
+     "nsys profiling (iteration-based) of a 2-node prefill: srtctl's TRT-LLM nsys flags, one report per rank",
+     "profiling:\n  type: nsys\n  prefill: {start_step: 10, stop_step: 20}\n  decode: {start_step: 30, stop_step: 40}\n"),
+    ("recipes/trtllm/b300-fp4/1k1k/stp/ctx1_gen5_tep4_batch4_eplb0_mtp0.yaml", "nsys-time",
+     "nsys profiling (time-based): --delay and --duration",
+     "profiling:\n  type: nsys-time\n  delay_secs: 120\n  duration_secs: 60\n"),
+]
+
 
 def slug(path: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", path.removeprefix("recipes/trtllm/").removesuffix(".yaml"))
@@ -171,14 +182,17 @@ def main() -> int:
     sys.path.insert(0, str(src / "src"))
     os.chdir(tempfile.mkdtemp())  # srtctl also looks for srtslurm.yaml here and above
     OUT.mkdir(parents=True, exist_ok=True)
-    for path, what in RECIPES:
-        name = slug(path)
+    for path, what, suffix, extra in [(p, w, "", "") for p, w in RECIPES] + [
+        (p, w, f"-{x}", e) for p, x, w, e in VARIANTS
+    ]:
+        name = slug(path) + suffix
         recipe = OUT / f"{name}.yaml"
-        recipe.write_text(
-            f"# source: NVIDIA/srt-slurm {path} @ {commit}\n# what: {what}\n" + (src / path).read_text()
-        )
+        text = (src / path).read_text()
+        if extra:
+            text = text.rstrip("\n") + f"\n# appended to the upstream recipe (not upstream):\n{extra}"
+        recipe.write_text(f"# source: NVIDIA/srt-slurm {path} @ {commit}\n# what: {what}\n" + text)
         lines = [
-            f"# srtctl's TRT-LLM launch for {path}, produced by running srtctl's own code (NVIDIA/srt-slurm @ {commit}:",
+            f"# srtctl's TRT-LLM launch for {path}{' with the block appended' if extra else ''}, produced by running srtctl's own code (NVIDIA/srt-slurm @ {commit}:",
             "# SweepOrchestrator.start_all_workers + start_frontend, srtctl.core.slurm.subprocess.Popen recorded)",
             "# with scripts/capture/srtctl_trtllm.py; its docstring states the assumptions.",
         ] + capture(recipe)

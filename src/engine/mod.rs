@@ -135,7 +135,8 @@ impl EngineSettings {
             // `p` is the endpoint's leader: the whole endpoint is one step.
             Self::Trtllm(t) => t.launch(c, p),
         };
-        if let Some(prof) = &c.profiling {
+        // A TRT-LLM endpoint's ranks carry their own prefix (inside the step's srun).
+        if let (Some(prof), false) = (&c.profiling, matches!(self, Self::Trtllm(_))) {
             let mut argv = prof.nsys_prefix(&c.log_dir, &c.node_names[p.node], p);
             argv.append(&mut w.argv);
             w.argv = argv;

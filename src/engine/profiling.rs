@@ -296,6 +296,60 @@ impl Profiling {
         cmd
     }
 
+    /// srtctl's `_get_nsys_prefix_trtllm` for every rank of the TRT-LLM endpoint led by `leader`
+    /// on `node` (empty for torch): UCX traces, `--kill none --wait all`, one report per rank
+    /// (`%q{SLURM_PROCID}`, expanded by nsys).
+    pub fn nsys_prefix_trtllm(
+        &self,
+        log_dir: &str,
+        node: &str,
+        leader: &TopoProcess,
+    ) -> Vec<String> {
+        let mut cmd: Vec<String> = [
+            "nsys",
+            "profile",
+            "-t",
+            "cuda,nvtx,ucx",
+            "--sample=none",
+            "--cuda-graph-trace=node",
+        ]
+        .map(String::from)
+        .to_vec();
+        match self.kind {
+            ProfileKind::Torch => return Vec::new(),
+            ProfileKind::NsysTime => {
+                if let Some(d) = self.delay_secs {
+                    cmd.extend(["--delay".into(), d.to_string()]);
+                }
+                if let Some(d) = self.duration_secs {
+                    cmd.extend(["--duration".into(), d.to_string()]);
+                }
+            }
+            ProfileKind::Nsys => cmd
+                .extend(["-c", "cudaProfilerApi", "--capture-range-end", "stop"].map(String::from)),
+        }
+        cmd.extend(self.extra_nsys_args.iter().cloned());
+        cmd.extend(
+            [
+                "--kill",
+                "none",
+                "--wait",
+                "all",
+                "--force-overwrite",
+                "true",
+                "-o",
+            ]
+            .map(String::from),
+        );
+        cmd.push(format!(
+            "{}/{node}_{}_w{}_profile_rank%q{{SLURM_PROCID}}",
+            Self::dir(log_dir, leader.mode),
+            leader.mode.short(),
+            leader.index
+        ));
+        cmd
+    }
+
     /// srtctl's `get_env_vars(mode, profile_dir)`, set after `environment:`.
     pub fn env(&self, mode: Role, log_dir: &str) -> Vec<(String, String)> {
         let short = mode.short();

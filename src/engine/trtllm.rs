@@ -326,6 +326,10 @@ impl TrtllmSettings {
             step.clone(),
         ]);
         argv.extend(c.step_container.iter().flat_map(|x| x.srun_args()));
+        if let Some(prof) = &c.profiling {
+            let node = &c.node_names[leader.node];
+            argv.extend(prof.nsys_prefix_trtllm(&c.log_dir, node, leader));
+        }
         if self.numactl && mode != Role::Aggregated {
             argv.extend(["numactl", "-m", "0,1"].map(String::from));
         }

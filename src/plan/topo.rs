@@ -103,13 +103,6 @@ pub fn job_layout(
         let disaggregated = all.iter().any(|p| p.mode != Role::Aggregated);
         Profiling::from_recipe(recipe, disaggregated, frontend)?
     };
-    if let (Some(p), BackendType::Trtllm) = (&profiling, model.engine) {
-        return Err(err(
-            "profiling",
-            format!("profiling.type {}: mcsup does not profile TRT-LLM endpoints yet (srtctl runs every rank under nsys, writing one report per rank)", p.kind.as_str()),
-            "remove profiling: to run the job with mcsup, or profile it with srtctl",
-        ));
-    }
     if let (Some(p), BackendType::Vllm) = (&profiling, model.engine) {
         p.check_vllm_flags(
             model
