@@ -1421,3 +1421,50 @@ fn trtllm_sequential_node_start_batches_the_endpoints_of_a_node() {
     let parallel = write("");
     assert!(deps(&parallel).iter().all(|(_, on)| on.is_empty()));
 }
+
+/// srt-slurm 2.0's `roles.<role>.restart` (issue 32, item 1): a worker on one node takes the
+/// mapped policy (srtctl's limit over the whole job); a worker over two nodes, one SGLang process
+/// per node, does not restart a rank alone (it could not rejoin its group): `never`, said in the
+/// plan, until mcsup restarts it as one unit across nodes.
+#[test]
+fn roles_restart_applies_to_one_node_workers_and_not_to_a_rank_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan_of = |nodes: u32, gpus: u32, node: &str, n: usize| {
+        let path = dir.path().join("r.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "schema: 2\nname: t\nmodel: {{path: /m/x, container: c}}\nengine: sglang\nresources: {{gpus_per_node: 4}}\nroles:\n  agg: {{nodes: {nodes}, workers: 1, gpus: {gpus}, restart: {{policy: on-failure, max_restarts: 4}}, args: {{tp-size: {gpus}}}}}\n"
+            ),
+        )
+        .unwrap();
+        let r = recipe::load_file(&path).unwrap();
+        plan::plan(&r, &[Role::Aggregated], &job_node(node, n)).unwrap()
+    };
+    let one = plan_of(1, 4, "node0", 1);
+    let w = one
+        .processes
+        .iter()
+        .find(|p| p.kind == ProcessKind::Worker)
+        .unwrap();
+    assert_eq!(w.restart.policy, plan::RestartPolicy::OnFailure);
+    assert_eq!(w.restart.max_restarts, 4);
+    assert_eq!(w.restart.window, plan::role_restart::WHOLE_JOB);
+    assert!(!one.ignored_sections.iter().any(|s| s.contains("restart")));
+    for node in ["node0", "node1"] {
+        let two = plan_of(2, 8, node, 2);
+        let w = two
+            .processes
+            .iter()
+            .find(|p| p.kind == ProcessKind::Worker)
+            .unwrap();
+        assert_eq!(w.restart.policy, plan::RestartPolicy::Never, "{node}");
+        assert!(
+            two.warnings.iter().any(|x| x.contains(
+                "spans 2 nodes (node0, node1), one process per node; mcsup restarts processes per node, and a rank restarted alone cannot rejoin its group: restart policy on-failure not applied"
+            )),
+            "{node}: {:#?}",
+            two.warnings
+        );
+    }
+}

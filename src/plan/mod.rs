@@ -25,6 +25,7 @@ mod order;
 pub mod placeholders;
 pub mod policy;
 mod resolve;
+pub mod role_restart;
 pub mod services;
 pub mod spec;
 pub mod stores;

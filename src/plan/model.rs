@@ -54,6 +54,9 @@ pub struct RoleModel {
     pub flags_key: String,
     /// `roles.<role>.critical` (2.0): a worker that dies does not end the job when false.
     pub critical: Option<bool>,
+    /// `roles.<role>.restart` (2.0), as mcsup's restart settings
+    /// ([`super::role_restart`]).
+    pub restart: Option<RestartConfig>,
 }
 
 /// The Mooncake side every worker sees.
@@ -392,6 +395,13 @@ fn read_roles_v2(
                     flags,
                     flags_key: format!("roles.{name}.args"),
                     critical: rc.critical,
+                    restart: rc
+                        .restart
+                        .as_ref()
+                        .map(|v| {
+                            super::role_restart::from_recipe(v, &format!("roles.{name}.restart"))
+                        })
+                        .transpose()?,
                 },
             );
             // nodes, workers and gpus size srtctl's layout; kv_events is srtctl's
@@ -402,7 +412,6 @@ fn read_roles_v2(
                 ("sidecar", rc.sidecar.is_some()),
                 ("container", rc.container.is_some()),
                 ("mooncake_store_config", rc.mooncake_store_config.is_some()),
-                ("restart", rc.restart.is_some()),
                 ("srun_options", rc.srun_options.is_some()),
             ] {
                 if set {
@@ -437,6 +446,7 @@ fn read_roles_v1(backend: &Backend, model: &mut JobModel) {
                 flags: flags_section.1.and_then(|f| f.for_role(role)).cloned(),
                 flags_key: format!("backend.{}.{role}", flags_section.0),
                 critical: None,
+                restart: None,
             },
         );
     }

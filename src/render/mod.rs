@@ -427,9 +427,21 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
         );
     }
     plan_stop(o, &s.stop, s.slurm_step.as_ref());
+    let _ = writeln!(o, "   restart: {}", restart_line(s));
+}
+
+/// A process's restart policy, in one line.
+fn restart_line(s: &crate::plan::ProcessSpec) -> String {
     let r = &s.restart;
     let restart = match r.policy {
         RestartPolicy::Never => "never".to_string(),
+        pol if r.window >= crate::plan::role_restart::WHOLE_JOB => format!(
+            "{pol}, backoff {} x{} up to {}, never reset; at most {} over the whole job (srtctl's roles.<role>.restart)",
+            secs(r.backoff_initial),
+            r.backoff_factor,
+            secs(r.backoff_max),
+            r.max_restarts
+        ),
         pol => format!(
             "{pol}, backoff {} x{} up to {}, at most {} in {}",
             secs(r.backoff_initial),
@@ -440,17 +452,15 @@ fn plan_process(o: &mut String, i: usize, s: &ProcessSpec) {
         ),
     };
     let gpus = s.gpus();
-    let restart =
-        if r.policy != RestartPolicy::Never && !gpus.is_empty() && !r.release_wait.is_zero() {
-            format!(
-                "{restart}; each restart waits up to {} for GPU {} to be released",
-                secs(r.release_wait),
-                crate::domain::gpu_list(gpus)
-            )
-        } else {
-            restart
-        };
-    let _ = writeln!(o, "   restart: {restart}");
+    if r.policy != RestartPolicy::Never && !gpus.is_empty() && !r.release_wait.is_zero() {
+        format!(
+            "{restart}; each restart waits up to {} for GPU {} to be released",
+            secs(r.release_wait),
+            crate::domain::gpu_list(gpus)
+        )
+    } else {
+        restart
+    }
 }
 
 /// What the preflight's DRAM budget will count on this node.

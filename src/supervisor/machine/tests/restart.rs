@@ -434,3 +434,46 @@ fn only_a_process_on_gpus_with_a_wait_asks_for_one() {
     assert!(!a.iter().any(|a| matches!(a, Action::AwaitRelease { .. })));
     assert_eq!(spawns(&h.at(100)), [0]);
 }
+
+#[test]
+fn srtctls_role_restart_counts_over_the_whole_job_and_never_resets_its_backoff() {
+    // roles.<role>.restart as srt-slurm 2.0 writes it: always, 2 restarts per worker over the
+    // job, backoff from 1 s doubling. Each run lasts a day: far past mcsup's own reset and
+    // window, which srtctl does not have.
+    let v: serde_yaml::Value =
+        serde_yaml::from_str("{policy: always, max_restarts: 2, backoff_seconds: 1}").unwrap();
+    let cfg = crate::plan::role_restart::from_recipe(&v, "roles.agg.restart").unwrap();
+    let base = crate::plan::policy::policy_defaults(ProcessKind::Worker).1;
+    let mut w = proc("w", ProcessKind::Worker);
+    w.restart = crate::plan::policy::apply_restart(base, Some(&cfg), "roles.agg.restart").unwrap();
+    w.critical = false;
+    let mut h = H::new(plan(vec![w]));
+    h.ev(Event::Start);
+    h.ev(Event::Spawned { proc: 0, pid: 100 });
+    const DAY: u64 = 86_400_000;
+    let mut t = 0;
+    for (pid, delay) in [(100, 1_000), (101, 2_000)] {
+        t += DAY;
+        h.now = h.t0 + d(t);
+        let a = h.ev(Event::Exited {
+            pid,
+            status: ExitStatus::Code(0),
+        });
+        assert!(has(&a, "w", RecordKind::Restarting));
+        assert_eq!(h.m.next_deadline(), Some(h.t0 + d(t + delay)), "pid {pid}");
+        t += delay;
+        assert_eq!(spawns(&h.at(t)), [0]);
+        h.ev(Event::Spawned {
+            proc: 0,
+            pid: pid + 1,
+        });
+    }
+    t += DAY;
+    h.now = h.t0 + d(t);
+    let a = h.ev(Event::Exited {
+        pid: 102,
+        status: ExitStatus::Code(0),
+    });
+    assert!(has(&a, "w", RecordKind::Failed), "{a:?}");
+    assert_eq!(h.m.procs[0].restarts, 2);
+}
