@@ -2005,6 +2005,13 @@ fn a_trtllm_recipe_runs_its_endpoint_as_one_step_over_two_nodes() {
         ran_processes(&logs, "n1")
     );
     assert!(ran_processes(&logs, "n2").is_empty());
+    assert!(
+        job_out().contains(
+            "this node holds ranks of agg[0] (step mcsup.trtllm-agg-0, led by n1): it stays up until told to stop"
+        ),
+        "{}",
+        job_out()
+    );
     assert!(planned_processes(&logs, "n2", "n[1-2]").is_empty());
     // Every rank ran srtctl's command, reading the engine file mcsup wrote as srtctl writes it.
     let config = logs.join("trtllm_config_agg.yaml");

@@ -320,6 +320,12 @@ pub async fn run_with_signals(
     };
     rt.read_gpu_baseline().await;
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
+    if !rt.plan.shutdown.holds_ranks_of.is_empty() {
+        tracing::info!(
+            "this node holds ranks of {}: it stays up until told to stop",
+            rt.plan.shutdown.holds_ranks_of.join(", ")
+        );
+    }
     rt.reap(); // anything inherited that already exited
     rt.feed(Event::Start);
     // Coalesced like every later change: the first processes are starting now, and rendering the
