@@ -312,6 +312,10 @@ pub struct StatusFile {
     /// The Mooncake master's view, on the node that runs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mooncake: Option<MooncakeView>,
+    /// The Slurm steps of other nodes' mcsups with ranks here (the plan's
+    /// `shutdown.holds_ranks_of`): why a node with no unit of its own stays up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds_ranks_of: Vec<String>,
 }
 
 /// The host name and PID namespace of this process, as a status file records them.
@@ -509,6 +513,7 @@ mod tests {
             units: vec![],
             servable: None,
             mooncake: None,
+            holds_ranks_of: vec![],
         };
         let me = std::process::id();
         let dead = u32::MAX - 1; // no such pid

@@ -2012,6 +2012,17 @@ fn a_trtllm_recipe_runs_its_endpoint_as_one_step_over_two_nodes() {
         "{}",
         job_out()
     );
+    let status = Command::new(MCSUP)
+        .args(["status", "--job"])
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.lines().any(|l| l.starts_with("n2: running")
+            && l.ends_with("holding ranks of agg[0] (step mcsup.trtllm-agg-0, led by n1)")),
+        "{status}"
+    );
     assert!(planned_processes(&logs, "n2", "n[1-2]").is_empty());
     // Every rank ran srtctl's command, reading the engine file mcsup wrote as srtctl writes it.
     let config = logs.join("trtllm_config_agg.yaml");

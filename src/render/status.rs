@@ -465,10 +465,18 @@ fn node_outcome(s: &StatusFile, alive: bool, now_ms: u64, pid: bool) -> String {
         .as_ref()
         .map(|r| format!(" ({r})"))
         .unwrap_or_default();
+    let holding = if s.holds_ranks_of.is_empty() {
+        String::new()
+    } else {
+        format!(", holding ranks of {}", s.holds_ranks_of.join(", "))
+    };
     match (s.exit_code, alive) {
         (Some(c), _) => format!("done, exit code {c}{reason}"),
-        (None, true) if pid => format!("{} (mcsup pid {}){reason}", s.phase, s.mcsup_pid),
-        (None, true) => format!("{}{reason}", s.phase),
+        (None, true) if pid => format!(
+            "{} (mcsup pid {}){holding}{reason}",
+            s.phase, s.mcsup_pid
+        ),
+        (None, true) => format!("{}{holding}{reason}", s.phase),
         (None, false) if !pid => format!(
             "mcsup is gone without finishing: killed? (phase {})",
             s.phase
@@ -974,6 +982,7 @@ pub(crate) mod status_tests {
             console_dropped_lines: 0,
             servable: None,
             mooncake: None,
+            holds_ranks_of: Vec::new(),
             units: vec![
                 StatusProcess {
                     name: "master".into(),
@@ -1178,6 +1187,28 @@ pub(crate) mod status_tests {
         assert!(
             again.contains("-> n2/store +1.0 s -> n2/worker +7.0 s\n"),
             "{again}"
+        );
+    }
+
+    #[test]
+    fn a_node_holding_another_nodes_ranks_says_so() {
+        let mut nodes = two_nodes();
+        let n2 = &mut nodes[1].1.status;
+        n2.units.clear();
+        n2.holds_ranks_of = vec!["decode[0] (step mcsup.trtllm-decode-0, led by n1)".into()];
+        let out = job_status_human(&nodes, None, 10_000, false);
+        assert!(
+            out.lines().any(|l| l.starts_with("n2: running (mcsup pid ")
+                && l.ends_with(
+                    ", holding ranks of decode[0] (step mcsup.trtllm-decode-0, led by n1)"
+                )),
+            "{out}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&job_status_json(&nodes, None, 10_000)).unwrap();
+        assert!(
+            json.to_string().contains("holding ranks of decode[0]"),
+            "{json}"
         );
     }
 

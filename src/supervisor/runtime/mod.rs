@@ -1415,6 +1415,7 @@ impl Runtime {
             reason: self.machine.reason().map(|r| r.to_string()),
             exit_code: final_code,
             console_dropped_lines: self.console.dropped(),
+            holds_ranks_of: self.plan.shutdown.holds_ranks_of.clone(),
             units: self
                 .machine
                 .snapshot()
