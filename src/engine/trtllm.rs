@@ -250,13 +250,9 @@ impl TrtllmSettings {
         ser.push_str(&format!("hostname: 0.0.0.0\nport: {port}\n"));
         let ser_path = format!("{}/ser.yaml", c.log_dir.trim_end_matches('/'));
         let step = "mcsup.trtllm_serve_orchestrator".to_string();
-        let mut argv: Vec<String> = vec!["srun".into()];
-        if let Some(job) = &c.job_id {
-            argv.extend(["--jobid".into(), job.clone()]);
-        }
-        argv.extend(
+        let mut argv = step_srun(
+            c,
             [
-                "--overlap",
                 "--mpi",
                 "pmix",
                 "--kill-on-bad-exit=1",
@@ -271,7 +267,6 @@ impl TrtllmSettings {
             ]
             .map(String::from),
         );
-        argv.extend(c.step_container.iter().flat_map(|x| x.srun_args()));
         argv.extend(["trtllm-serve", "disaggregated", "--config", &ser_path].map(String::from));
         argv.extend(o.args.iter().cloned());
         Ok(Some(Orchestrator {
@@ -299,33 +294,29 @@ impl TrtllmSettings {
     /// (`mcsup.<process name>`), each rank running srtctl's command, with srtctl's environment.
     pub fn launch(&self, c: &LaunchContext, leader: &TopoProcess) -> WorkerLaunch {
         let mode = leader.mode;
-        let name = format!("trtllm-{}-{}", mode.short(), leader.index);
-        let step = format!("mcsup.{name}");
+        let name = endpoint_name(mode, leader.index);
+        let step = step_name(mode, leader.index);
         let nodes: Vec<&str> = leader
             .endpoint_nodes
             .iter()
             .map(|n| c.node_names[*n].as_str())
             .collect();
         let per_node = leader.gpus.len();
-        let mut argv: Vec<String> = vec!["srun".into()];
-        if let Some(job) = &c.job_id {
-            argv.extend(["--jobid".into(), job.clone()]);
-        }
-        argv.push("--overlap".into());
-        argv.extend(SRUN_MPI.iter().map(|s| s.to_string()));
-        argv.extend([
-            "--nodes".into(),
-            nodes.len().to_string(),
-            "--ntasks".into(),
-            (nodes.len() * per_node).to_string(),
-            "--ntasks-per-node".into(),
-            per_node.to_string(),
-            "--nodelist".into(),
-            nodes.join(","),
-            "--job-name".into(),
-            step.clone(),
-        ]);
-        argv.extend(c.step_container.iter().flat_map(|x| x.srun_args()));
+        let mut argv = step_srun(
+            c,
+            SRUN_MPI.iter().map(|s| s.to_string()).chain([
+                "--nodes".into(),
+                nodes.len().to_string(),
+                "--ntasks".into(),
+                (nodes.len() * per_node).to_string(),
+                "--ntasks-per-node".into(),
+                per_node.to_string(),
+                "--nodelist".into(),
+                nodes.join(","),
+                "--job-name".into(),
+                step.clone(),
+            ]),
+        );
         if let Some(prof) = &c.profiling {
             let node = &c.node_names[leader.node];
             argv.extend(prof.nsys_prefix_trtllm(&c.log_dir, node, leader));
@@ -403,6 +394,29 @@ impl TrtllmSettings {
             slurm_step: Some(step),
         }
     }
+}
+
+/// The process that runs endpoint `mode[index]` on its leader node.
+pub fn endpoint_name(mode: Role, index: u32) -> String {
+    format!("trtllm-{}-{index}", mode.short())
+}
+
+/// The Slurm step of endpoint `mode[index]` (its srun's `--job-name`).
+pub fn step_name(mode: Role, index: u32) -> String {
+    format!("mcsup.{}", endpoint_name(mode, index))
+}
+
+/// A step's srun: `srun [--jobid J] --overlap`, then `options`, then the step container's
+/// options (when mcsup runs on the host), ready for the tasks' command.
+fn step_srun(c: &LaunchContext, options: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["srun".into()];
+    if let Some(job) = &c.job_id {
+        argv.extend(["--jobid".into(), job.clone()]);
+    }
+    argv.push("--overlap".into());
+    argv.extend(options);
+    argv.extend(c.step_container.iter().flat_map(|x| x.srun_args()));
+    argv
 }
 
 /// Where the ranks read their mode's engine file.

@@ -467,12 +467,11 @@ fn ranks_held(t: &workers::TopoPlan) -> Vec<String> {
         .iter()
         .filter(|p| !p.is_leader())
         .map(|p| {
-            let leader = t.engine.launch(&t.launch, p, None, None);
             format!(
                 "{}[{}] (step {}, led by {})",
                 p.mode.short(),
                 p.index,
-                leader.slurm_step.unwrap_or_default(),
+                crate::engine::trtllm::step_name(p.mode, p.index),
                 t.launch.node_names[p.endpoint_nodes[0]]
             )
         })

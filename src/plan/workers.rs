@@ -251,23 +251,20 @@ fn sequential_start(t: &TopoPlan, out: &mut [ProcessSpec]) {
     if n == 0 {
         return;
     }
-    let mut endpoints: Vec<(usize, u32, usize)> = out
+    // The endpoints this node leads and starts, in srtctl's order (`t.here` is the layout's).
+    let names: Vec<String> = t
+        .here
         .iter()
-        .enumerate()
-        .filter_map(|(i, p)| {
-            let role = *p.roles.first()?;
-            let order = Role::ALL.iter().position(|r| *r == role)?;
-            let index = p.placement.as_ref()?.endpoint.split('[').nth(1)?;
-            let index: u32 = index.trim_end_matches(']').parse().ok()?;
-            p.slurm_step.as_ref()?;
-            Some((order, index, i))
-        })
+        .filter(|p| p.is_leader())
+        .map(|p| crate::engine::trtllm::endpoint_name(p.mode, p.index))
+        .filter(|name| out.iter().any(|x| x.name == *name))
         .collect();
-    endpoints.sort();
-    let names: Vec<String> = endpoints.iter().map(|e| out[e.2].name.clone()).collect();
-    for (k, e) in endpoints.iter().enumerate().skip(n) {
+    for (k, name) in names.iter().enumerate().skip(n) {
         let batch = k / n;
-        out[e.2].depends_on = names[(batch - 1) * n..batch * n]
+        let Some(p) = out.iter_mut().find(|x| x.name == *name) else {
+            continue;
+        };
+        p.depends_on = names[(batch - 1) * n..batch * n]
             .iter()
             .map(|target| DependencySpec {
                 target: target.clone(),
