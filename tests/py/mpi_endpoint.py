@@ -3,7 +3,6 @@ ranks (mpi4py, through Slurm's PMIx). Every rank writes its pid to DIR/rank-<r>.
 once the world has formed (an allreduce); rank 0 then answers GET /health on PORT with 200. On SIGTERM a
 rank writes DIR/rank-<r>.term and exits 0. Test support only."""
 
-import http.server
 import os
 import signal
 import sys
@@ -11,6 +10,8 @@ import threading
 import time
 
 from mpi4py import MPI
+
+from health import health_server
 
 
 def main():
@@ -33,16 +34,7 @@ def main():
     os.replace(pid_file + ".tmp", pid_file)
     print(f"rank {rank} of {world.Get_size()} up on {os.environ.get('SLURMD_NODENAME')}", flush=True)
     if rank == 0:
-
-        class Health(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                self.send_response(200 if self.path == "/health" else 404)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        server = http.server.HTTPServer(("127.0.0.1", port), Health)
+        server = health_server(port)
         threading.Thread(target=server.serve_forever, daemon=True).start()
     while True:
         time.sleep(0.1)

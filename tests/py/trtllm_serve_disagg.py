@@ -5,11 +5,12 @@ does not retry unreachable workers), writes what it read to $MCSUP_TEST_RANKS/or
 then answers GET /health on the port. On SIGTERM it writes orchestrator.term and exits 0. Test
 support only."""
 
-import http.server
 import os
 import signal
 import sys
 import urllib.request
+
+from health import health_server
 
 
 def read_ser(path):
@@ -47,16 +48,7 @@ def main():
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200 if self.path == "/health" else 404)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+    health_server(port).serve_forever()
 
 
 main()
