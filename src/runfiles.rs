@@ -193,6 +193,20 @@ wire_names! {
         OutputLost => "output-lost",
         /// The log directory was removed while mcsup ran, and made again.
         LogDirRecreated => "log-dir-recreated",
+        /// A rank of a worker over several nodes is down here (it died, or was stopped for the
+        /// worker's restart): the coordinator is told; the generation and cause are in the detail.
+        RankDown => "rank-down",
+        /// The coordinator restarts a worker over several nodes: every rank stops, then all
+        /// start again in the next generation (written by the coordinator's node).
+        UnitRestart => "unit-restart",
+        /// The coordinator gave a worker over several nodes up (its restart limit, or its
+        /// policy): every rank is failed; each rank's `critical` decides.
+        UnitFailed => "unit-failed",
+        /// A message on the control connection was refused (wrong secret, another job, a replay):
+        /// who sent it and why. Nothing else happens.
+        ControlRefused => "control-refused",
+        /// Another node failed for good, or the coordinator is gone: this node drains.
+        PeerFailed => "peer-failed",
         Finished => "finished",
     }
 }

@@ -165,7 +165,9 @@ mcsup:
 {wp}{wd}  preflight: {{headroom_gib: 1}}
   log_dir: {log}
   node_addresses: {{n1: 127.0.0.1, n2: 127.0.0.2}}
+  control_port: {control}
 "#,
+        control = common::free_port(),
         check = serde_json::to_string(NATS_CHECK).unwrap(),
         configs = configs_dir(env).display(),
         wp = worker("prefill"),

@@ -823,12 +823,14 @@ mcsup:
   configs_dir: {configs}
   log_dir: {logs}/{{job_id}}
   node_addresses: {{{addrs}}}
+  control_port: {control}
   worker_defaults: {{restart: {{policy: on-failure, backoff_initial_seconds: {backoff}, backoff_max_seconds: {backoff}}}}}
   shutdown: {{deadline_seconds: 10}}
 "#,
         configs = env.path("configs").display(),
         logs = env.path("logs").display(),
         addrs = addrs.join(", "),
+        control = common::free_port(),
     )
 }
 
@@ -2294,6 +2296,251 @@ fn a_trtllm_serve_job_starts_its_orchestrator_after_the_workers() {
     assert!(ranks.join("orchestrator.term").exists(), "{}", job_out());
     assert!(
         job_out().contains("SIGTERM of Slurm step mcsup.trtllm_serve_orchestrator"),
+        "{}",
+        job_out()
+    );
+    assert_job_leaves_nothing(&env);
+}
+
+/// Issue 32: a 2.0 recipe on three fake nodes, prefill on n1 (with etcd and the frontend),
+/// decode as one worker over n2 and n3 (tests/fixtures/synthetic-dynamo on the job's PYTHONPATH:
+/// `dynamo.sglang`'s two ranks hold a TCP connection, each exiting when it breaks; its
+/// `dynamo.frontend` lists the live workers), `roles.decode.restart: {policy: on-failure,
+/// max_restarts: 1}`, `critical: false`. Written to `<env>/unit.yaml`, with the stand-ins'
+/// directory in the job's environment (`MCSUP_TEST_DIR`); returns the recipe and the control port.
+fn unit_recipe(env: &TestEnv, dir: &std::path::Path) -> (PathBuf, u16) {
+    let extra = format!(
+        r#", MCSUP_TEST_DIR: "{}", PYTHONPATH: "{}""#,
+        dir.display(),
+        repo().join("tests/fixtures/synthetic-dynamo").display()
+    );
+    let local = local_cluster_keys(env, 3, &extra, 1);
+    let port: u16 = local
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("control_port: "))
+        .and_then(|p| p.parse().ok())
+        .expect("local_cluster_keys sets mcsup.control_port");
+    let recipe = env.path("unit.yaml");
+    std::fs::write(
+        &recipe,
+        format!(
+            r#"schema: 2
+name: unit-restart
+model: {{path: "hf:test/tiny", container: c}}
+engine: sglang
+resources: {{gpu_type: cpu, gpus_per_node: 1}}
+frontend: {{type: dynamo, enable_multiple_frontends: false}}
+roles:
+  prefill: {{nodes: 1, workers: 1, gpus: 1, args: {{disaggregation-mode: prefill, served-model-name: test/tiny}}}}
+  decode:
+    nodes: 2
+    workers: 1
+    gpus: 2
+    critical: false
+    restart: {{policy: on-failure, max_restarts: 1, backoff_seconds: 1}}
+    args: {{disaggregation-mode: decode, tensor-parallel-size: 2, served-model-name: test/tiny}}
+{local}"#
+        ),
+    )
+    .unwrap();
+    let configs = env.path("configs");
+    if !configs.exists() {
+        std::fs::create_dir_all(&configs).unwrap();
+        std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
+        std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
+    }
+    (recipe, port)
+}
+
+/// The groups `dynamo.sglang` (synthetic) formed so far: the pids of rank 0 and rank 1 of each.
+fn unit_groups(dir: &std::path::Path) -> Vec<(i32, i32)> {
+    std::fs::read_to_string(dir.join("groups"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace().map(|p| p.parse::<i32>().ok());
+            Some((w.next()??, w.next()??))
+        })
+        .collect()
+}
+
+/// A message on the job's control connection sealed with a secret that is not the job's: the
+/// handshake succeeds, the message is refused.
+fn forge_control_message(port: u16, job: &str) {
+    use mcsup::supervisor::control::wire::{self, Body, Sealer};
+    use std::io::{BufRead, Write};
+    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    let theirs = wire::parse_nonce(&line).unwrap();
+    let mut w = s;
+    w.write_all(wire::nonce_line(&wire::random().unwrap()).as_bytes())
+        .unwrap();
+    let mut forger = Sealer::new(b"a guess", theirs, job, "n2");
+    w.write_all(
+        forger
+            .seal(Body::Failing {
+                reason: "forged".into(),
+            })
+            .as_bytes(),
+    )
+    .unwrap();
+    // The coordinator closes the connection.
+    line.clear();
+    assert_eq!(r.read_line(&mut line).unwrap_or(0), 0, "{line}");
+}
+
+/// Issue 32's Done-when under the local Slurm with 3 fake nodes: a worker over n2 and n3 whose
+/// ranks hold a TCP connection to each other (NCCL's failure model). SIGKILL of rank 1: both
+/// ranks are stopped and start again in one generation (the connection is made again between the
+/// new pids), the worker is ready again, the prefill worker on n1 never restarted, and the
+/// coordinator on n1 records it in `worker_restarts.json` as srtctl does. A forged control
+/// message is refused and logged. The second SIGKILL is past `max_restarts: 1`: with `critical:
+/// false` both ranks fail and the job keeps serving on n1 (n2 and n3 stay up) until the drain.
+#[test]
+fn a_worker_over_two_nodes_restarts_as_one_unit() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18070, 3);
+    let dir = env.path("ranks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (recipe, port) = unit_recipe(&env, &dir);
+    let (id, logs, out) = submit_job(&env, &cluster, &recipe, &env.path("bin"));
+    let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
+    let count = |node: &str, process: &str, event: &str| {
+        events(node)
+            .iter()
+            .filter(|e| e.process == process && e.event == event)
+            .count()
+    };
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    let queued = || !cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty();
+    let decode = "sglang-decode-0";
+    wait_for("the job servable", Duration::from_secs(90), || {
+        assert!(queued(), "job {id} left the queue early:\n{}", job_out());
+        (count("n1", "frontend_0", "servable") == 1).then_some(())
+    });
+    assert_eq!(count("n2", decode, "ready"), 1);
+    let first = unit_groups(&dir);
+    assert_eq!(first.len(), 1, "one group formed");
+
+    // A forged message is refused and logged; nothing else happens.
+    forge_control_message(port, &id);
+    let refused = wait_for(
+        "the refusal in n1's events",
+        Duration::from_secs(10),
+        || {
+            events("n1")
+                .iter()
+                .find(|e| e.event == "control-refused")
+                .map(|e| e.raw["detail"].to_string())
+        },
+    );
+    assert!(refused.contains("MAC does not match"), "{refused}");
+
+    // Rank 1 dies: one generation for both ranks.
+    let killed = Instant::now();
+    sigkill_unit(&logs, "n3", decode);
+    wait_for("the worker ready again", Duration::from_secs(60), || {
+        (count("n2", decode, "ready") == 2 && unit_groups(&dir).len() == 2).then_some(())
+    });
+    eprintln!(
+        "decode[0] ready again {:.1} s after the SIGKILL of its rank 1 (backoff 1 s)",
+        killed.elapsed().as_secs_f64()
+    );
+    let second = unit_groups(&dir)[1];
+    assert!(
+        second.0 != first[0].0 && second.1 != first[0].1,
+        "{first:?} {second:?}"
+    );
+    for pid in [first[0].0, first[0].1] {
+        assert!(
+            common::is_zombie_or_gone(pid),
+            "pid {pid} of the first group is left"
+        );
+    }
+    for node in ["n2", "n3"] {
+        assert_eq!(count(node, decode, "spawned"), 2, "{node}");
+        assert_eq!(count(node, decode, "rank-down"), 1, "{node}");
+        let restarting = events(node)
+            .into_iter()
+            .find(|e| e.process == decode && e.event == "restarting")
+            .unwrap();
+        assert!(
+            restarting.raw["detail"]
+                .as_str()
+                .unwrap()
+                .contains("generation 1 of decode[0]: every rank starts again"),
+            "{:?}",
+            restarting.raw
+        );
+    }
+    // Only the ranks of decode[0] moved.
+    assert_eq!(count("n1", "sglang-prefill-0", "spawned"), 1);
+    assert_eq!(count("n1", "frontend_0", "spawned"), 1);
+    let unit = events("n1")
+        .into_iter()
+        .find(|e| e.process == "decode[0]" && e.event == "unit-restart")
+        .unwrap();
+    assert!(
+        unit.raw["detail"]
+            .as_str()
+            .unwrap()
+            .contains("generation 1: its rank on n3 ended (killed by SIGKILL (137)); every rank (n2, n3) stops"),
+        "{:?}",
+        unit.raw
+    );
+    let restarts = || -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(logs.join("worker_restarts.json")).unwrap_or_default(),
+        )
+        .unwrap_or_default()
+    };
+    let r = restarts();
+    assert_eq!(r["total_restarts"], 1, "{r}");
+    assert_eq!(
+        r["endpoints"]["decode_0"],
+        serde_json::json!({"policy": "on-failure", "restarts": 1, "max_restarts": 1, "exhausted": false})
+    );
+    let e = &r["events"][0];
+    assert_eq!(
+        (
+            &e["worker"],
+            &e["node"],
+            &e["attempt"],
+            &e["exit_code"],
+            &e["outcome"]
+        ),
+        (
+            &"decode_0_n3".into(),
+            &"n3".into(),
+            &1.into(),
+            &137.into(),
+            &"relaunched".into()
+        ),
+        "{r}"
+    );
+
+    // Past max_restarts: not critical, so the job keeps serving without it.
+    sigkill_unit(&logs, "n3", decode);
+    wait_for("decode[0] given up", Duration::from_secs(30), || {
+        (count("n2", decode, "failed") == 1 && count("n3", decode, "failed") == 1).then_some(())
+    });
+    assert_eq!(restarts()["endpoints"]["decode_0"]["exhausted"], true);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(queued(), "the job ended:\n{}", job_out());
+    for node in ["n1", "n2", "n3"] {
+        assert_eq!(count(node, "mcsup", "shutdown-requested"), 0, "{node}");
+        assert_eq!(count(node, "mcsup", "peer-failed"), 0, "{node}");
+    }
+    assert_eq!(count("n1", "sglang-prefill-0", "spawned"), 1);
+    assert_eq!(unit_groups(&dir).len(), 2, "no third group");
+
+    cluster.run("scancel", &["--batch", "--signal=USR1", &id]);
+    cluster.wait_gone(&id, Duration::from_secs(KILL_WAIT + 30));
+    assert!(
+        cluster.job_state(&id).starts_with("COMPLETED"),
         "{}",
         job_out()
     );

@@ -1427,7 +1427,8 @@ fn trtllm_sequential_node_start_batches_the_endpoints_of_a_node() {
 /// per node, does not restart a rank alone (it could not rejoin its group): `never`, said in the
 /// plan, until mcsup restarts it as one unit across nodes.
 #[test]
-fn roles_restart_applies_to_one_node_workers_and_not_to_a_rank_alone() {
+fn roles_restart_applies_to_one_node_workers_and_to_every_rank_of_a_multi_node_worker_as_one_unit()
+{
     let dir = tempfile::tempdir().unwrap();
     let plan_of = |nodes: u32, gpus: u32, node: &str, n: usize| {
         let path = dir.path().join("r.yaml");
@@ -1458,13 +1459,28 @@ fn roles_restart_applies_to_one_node_workers_and_not_to_a_rank_alone() {
             .iter()
             .find(|p| p.kind == ProcessKind::Worker)
             .unwrap();
-        assert_eq!(w.restart.policy, plan::RestartPolicy::Never, "{node}");
+        // Kept, as one unit with the other rank: the coordinator decides for both.
+        assert_eq!(w.restart.policy, plan::RestartPolicy::OnFailure, "{node}");
+        assert_eq!(w.restart.max_restarts, 4);
+        let unit = w.restart.unit.as_ref().expect("a restart unit");
+        assert_eq!(
+            (unit.worker.as_str(), unit.nodes.as_slice()),
+            ("agg[0]", &["node0".to_string(), "node1".to_string()][..])
+        );
+        let c = two.control.as_ref().expect("a control connection");
+        assert_eq!((c.coordinator.as_str(), c.port), ("node0", 8390));
+        assert!(c.secret.ends_with("control.secret"));
+        let text = mcsup::render::plan_human(&two, false);
         assert!(
-            two.warnings.iter().any(|x| x.contains(
-                "spans 2 nodes (node0, node1), one process per node; mcsup restarts processes per node, and a rank restarted alone cannot rejoin its group: restart policy on-failure not applied"
-            )),
-            "{node}: {:#?}",
-            two.warnings
+            text.contains("as one unit with the other ranks of agg[0] (node0, node1)"),
+            "{text}"
         );
     }
+    // One node: no control connection, no unit.
+    assert!(one.control.is_none());
+    assert!(w_unit_none(&one));
+}
+
+fn w_unit_none(p: &plan::Plan) -> bool {
+    p.processes.iter().all(|p| p.restart.unit.is_none())
 }

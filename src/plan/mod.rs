@@ -12,6 +12,7 @@
 //! [`lints`] words the warnings. `declared` reads one `services:` entry for [`model`].
 //! [`spec`] is the output.
 
+pub mod control;
 mod declared;
 mod env;
 mod error;

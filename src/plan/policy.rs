@@ -64,6 +64,7 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
         max_restarts: 3,
         window: Duration::from_secs(600),
         release_wait: DEFAULT_RELEASE_WAIT,
+        unit: None,
     };
     (stop, restart)
 }

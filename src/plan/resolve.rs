@@ -256,6 +256,7 @@ pub fn plan_with(
     }
     let memory = memory_here(&model, &mc, roles, &processes);
     let scratch_dir = uses_scratch(&processes, &ctx.scratch_dir).then(|| ctx.scratch_dir.clone());
+    let control = super::control::spec(ctx, &mc, &log_dir);
     Ok(Plan {
         node: node_summary(ctx, &processes),
         roles: roles.to_vec(),
@@ -278,6 +279,7 @@ pub fn plan_with(
         network: NetworkSpec {
             per_gpu_hca: mc.network.per_gpu_hca,
         },
+        control,
     })
 }
 

@@ -145,6 +145,26 @@ pub struct Plan {
     /// What is derived from the node's network where the plan runs (`mcsup.network`).
     #[serde(default, skip_serializing_if = "NetworkSpec::is_off")]
     pub network: NetworkSpec,
+    /// The job's control connection between the nodes' mcsups (a Slurm job of several nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlSpec>,
+}
+
+/// The job's control connection (docs/supervision.md, "Across nodes"): the coordinator's mcsup
+/// (on the infra node) listens on `port`; every node's mcsup, the coordinator's own included,
+/// connects to `address:port`. Every message carries an HMAC-SHA256 under the job's secret in
+/// `secret`, which the coordinator creates (0600, in the 0700 log directory).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlSpec {
+    /// The node whose mcsup coordinates (the infra node).
+    pub coordinator: String,
+    /// Its address, as every node reaches it.
+    pub address: String,
+    pub port: u16,
+    /// The job's secret: `<log_dir>/control.secret`.
+    pub secret: PathBuf,
+    /// Every node of the job, in the node list's order.
+    pub nodes: Vec<String>,
 }
 
 /// `mcsup.network`: environment derived from the node itself, so computed on the node (by
@@ -652,6 +672,20 @@ pub struct RestartSpec {
         default = "default_release_wait"
     )]
     pub release_wait: Duration,
+    /// A rank of a worker over several nodes: its restarts are decided for the whole worker by
+    /// the coordinator ([`ControlSpec`]), every rank stopped and started again in one
+    /// generation; `max_restarts` counts over the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<RestartUnit>,
+}
+
+/// The worker a rank restarts with ([`RestartSpec::unit`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartUnit {
+    /// `decode[0]`.
+    pub worker: String,
+    /// The nodes holding its ranks; the first is its leader.
+    pub nodes: Vec<String>,
 }
 
 /// [`RestartSpec::release_wait`] when a plan file does not say.

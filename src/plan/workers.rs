@@ -192,7 +192,7 @@ pub fn plan_workers(
                 };
                 let restart =
                     apply_restart(restart, w.restart.as_ref(), &format!("{key}.restart"))?;
-                let restart = one_rank_restart(restart, extra.as_ref(), &name, warnings);
+                let restart = one_rank_restart(restart, extra.as_ref());
                 let liveness = match &w.liveness {
                     Some(l) => Some(liveness_spec(
                         &wp,
@@ -276,27 +276,15 @@ fn sequential_start(t: &TopoPlan, out: &mut [ProcessSpec]) {
 
 /// A worker of several nodes run as one process per node (an SGLang worker over two nodes)
 /// cannot restart one rank alone: it would not rejoin its group while its peers wait in a
-/// collective. Until mcsup restarts such a worker as one unit across nodes, its policy is
-/// `never` (its `critical` decides) and the plan says so. A TRT-LLM endpoint is one Slurm step
-/// of every rank: it restarts whole.
-fn one_rank_restart(
-    mut restart: RestartSpec,
-    extra: Option<&TopoExtra>,
-    name: &str,
-    warnings: &mut Vec<String>,
-) -> RestartSpec {
-    let Some(x) = extra.filter(|x| x.placement.nodes.len() > 1 && x.slurm_step.is_none()) else {
-        return restart;
-    };
-    if restart.policy != RestartPolicy::Never {
-        warnings.push(format!(
-            "{name}: worker {} spans {} nodes ({}), one process per node; mcsup restarts processes per node, and a rank restarted alone cannot rejoin its group: restart policy {} not applied (never: its critical setting decides)",
-            x.placement.endpoint,
-            x.placement.nodes.len(),
-            x.placement.nodes.join(", "),
-            restart.policy
-        ));
-        restart.policy = RestartPolicy::Never;
+/// collective. Its ranks restart as one unit: the job's coordinator decides for the worker and
+/// every node stops and starts its rank in one generation (docs/supervision.md, "Across
+/// nodes"). A TRT-LLM endpoint is one Slurm step of every rank: it restarts whole already.
+fn one_rank_restart(mut restart: RestartSpec, extra: Option<&TopoExtra>) -> RestartSpec {
+    if let Some(x) = extra.filter(|x| x.placement.nodes.len() > 1 && x.slurm_step.is_none()) {
+        restart.unit = Some(crate::plan::RestartUnit {
+            worker: x.placement.endpoint.clone(),
+            nodes: x.placement.nodes.clone(),
+        });
     }
     restart
 }

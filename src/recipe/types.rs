@@ -288,6 +288,11 @@ pub struct McsupSection {
     /// What mcsup derives from the node's network when it starts there.
     #[serde(default)]
     pub network: NetworkConfig,
+    /// The TCP port of the job's control connection on the infra node (its mcsup coordinates
+    /// the restarts of workers over several nodes and tells every node when one failed).
+    /// Default 8390.
+    #[serde(default)]
+    pub control_port: Option<Port>,
 }
 
 /// `mcsup.network`.

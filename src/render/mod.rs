@@ -230,6 +230,16 @@ fn plan_header(o: &mut String, p: &Plan) {
         n.infra_node, n.infra_ip
     );
     let _ = writeln!(o, "log dir: {}", p.log_dir.display());
+    if let Some(c) = &p.control {
+        let _ = writeln!(
+            o,
+            "control: the mcsup of {} listens on {}:{} for every node's (restarts of workers over several nodes, a node that failed); secret {}",
+            c.coordinator,
+            c.address,
+            c.port,
+            c.secret.display()
+        );
+    }
     if !p.recipe_schema.is_empty() {
         let _ = writeln!(o, "recipe: srt-slurm {} spelling", p.recipe_schema);
     }
@@ -451,8 +461,21 @@ fn restart_line(s: &crate::plan::ProcessSpec) -> String {
             secs(r.window)
         ),
     };
+    let restart = match &r.unit {
+        Some(u) => format!(
+            "{restart}; as one unit with the other ranks of {} ({}): the coordinator decides for the worker, counting over the whole job, and every rank stops and starts again together",
+            u.worker,
+            u.nodes.join(", ")
+        ),
+        None => restart,
+    };
     let gpus = s.gpus();
-    if r.policy != RestartPolicy::Never && !gpus.is_empty() && !r.release_wait.is_zero() {
+    // A rank's restart is the coordinator's: no wait for its GPUs (yet).
+    if r.policy != RestartPolicy::Never
+        && r.unit.is_none()
+        && !gpus.is_empty()
+        && !r.release_wait.is_zero()
+    {
         format!(
             "{restart}; each restart waits up to {} for GPU {} to be released",
             secs(r.release_wait),

@@ -22,6 +22,7 @@
 //!
 //! This module only holds the public surface; it must not grow logic of its own.
 
+pub mod control;
 pub mod machine;
 
 mod diagnose;

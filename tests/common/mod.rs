@@ -222,6 +222,7 @@ impl TestEnv {
                 max_restarts: 3,
                 window: ms(60_000),
                 release_wait: ms(5_000),
+                unit: None,
             },
             stop: StopSpec {
                 signal: SignalName::SIGTERM,
@@ -292,6 +293,7 @@ impl TestEnv {
             log_dir: self.log_dir(),
             ignored_sections: vec![],
             warnings: vec![],
+            control: None,
         }
     }
 

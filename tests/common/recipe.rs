@@ -29,6 +29,8 @@ pub struct Ports {
     pub rpc: u16,
     pub meta: u16,
     pub metrics: u16,
+    /// `mcsup.control_port`: every node of a job of several nodes dials it.
+    pub control: u16,
 }
 
 impl Ports {
@@ -37,6 +39,7 @@ impl Ports {
             rpc: free_port(),
             meta: free_port(),
             metrics: free_port(),
+            control: free_port(),
         }
     }
 }
@@ -141,6 +144,7 @@ mcsup:
     deadline_seconds: {deadline}
   log_dir: {log}
   node_addresses: {addrs}
+  control_port: {control}
 "#,
             extra = self.master_extra_args,
             sp = self.store_port,
@@ -163,6 +167,7 @@ mcsup:
             log = log_dir.display(),
             addrs = self.node_addresses,
             deadline = self.deadline_seconds,
+            control = self.ports.control,
         );
         std::fs::write(path, text).expect("write recipe");
     }

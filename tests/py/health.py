@@ -1,5 +1,6 @@
 """The `/health` endpoint the Slurm tests' stand-ins serve (mpi_endpoint.py for TRT-LLM's
-ranks, trtllm_serve_disagg.py for its orchestrator). Test support only."""
+ranks, trtllm_serve_disagg.py for its orchestrator, tests/fixtures/synthetic-dynamo's
+`dynamo.sglang` for a worker's leader rank). Test support only."""
 
 import http.server
 

@@ -63,6 +63,11 @@ enum Job {
         id: u64,
     },
     Event(Vec<u8>),
+    /// Write a whole private file of the run directory (`worker_restarts.json`), replacing it.
+    Replace {
+        path: PathBuf,
+        bytes: Vec<u8>,
+    },
     /// Write the newest [`Snapshot`] (if it was not written yet).
     Snapshot,
     /// Answer once everything before it is done.
@@ -176,6 +181,14 @@ impl RunWriter {
         let len = line.len();
         if !self.offer(Job::Event(line), len) {
             self.shared.events_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A whole file of the run directory, written 0600 through a temp file renamed over it.
+    pub fn replace(&self, path: PathBuf, bytes: Vec<u8>) {
+        let len = bytes.len();
+        if !self.offer(Job::Replace { path, bytes }, len) {
+            self.shared.failed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -394,6 +407,12 @@ impl Thread {
                     .take();
                 if let Some(s) = snap {
                     self.write_snapshot(s);
+                }
+            }
+            Job::Replace { path, bytes } => {
+                if let Err(e) = crate::supervisor::status::write_private_atomic(&path, &bytes) {
+                    self.shared.failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "cannot write {}", path.display());
                 }
             }
             Job::Sync(done) => {

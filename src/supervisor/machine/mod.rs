@@ -35,6 +35,7 @@ mod restart;
 mod start;
 mod teardown;
 mod types;
+mod unit;
 
 pub use types::*;
 
@@ -56,6 +57,9 @@ enum AfterStop {
     Restart,
     /// Readiness timed out: the process is failed with this code.
     Fail { code: i32, reason: String },
+    /// A rank of a worker over several nodes (`unit.rs`): report it down (with how it ended
+    /// when that was unasked) and wait for the coordinator.
+    RankDown { failed: Option<ExitStatus> },
 }
 
 #[derive(Debug, Clone)]
@@ -77,6 +81,9 @@ enum ProcState {
         until: Instant,
         release: Option<ReleaseWait>,
     },
+    /// A rank of a worker over several nodes, down, waiting for the coordinator to start every
+    /// rank again (`unit.rs`).
+    Rejoining,
     /// A drain reads its in-flight requests before its stop signal.
     Draining { pid: Pid, drain: Drain },
     /// Stop signal sent (or group being killed); done when the leader is reaped AND the group is
@@ -102,7 +109,7 @@ impl ProcState {
             ProcState::Spawning => UnitState::Spawning,
             ProcState::Starting { .. } => UnitState::Starting,
             ProcState::Ready { .. } => UnitState::Ready,
-            ProcState::BackingOff { .. } => UnitState::BackingOff,
+            ProcState::BackingOff { .. } | ProcState::Rejoining => UnitState::BackingOff,
             ProcState::Draining { .. } => UnitState::Draining,
             ProcState::Stopping { .. } => UnitState::Stopping,
             ProcState::Exited => UnitState::Exited,
@@ -222,6 +229,11 @@ pub struct Machine {
     next_attempt: u64,
     /// Bumped on every state change, so the runtime rewrites the status file only when needed.
     version: u64,
+    /// The job has other nodes (a control connection): a worker that failed non-critically
+    /// leaves this node up, since the job keeps serving on them (`teardown.rs`).
+    peers: bool,
+    /// That this node stays up for that reason was said.
+    stays_up_said: bool,
 }
 
 impl Machine {
@@ -332,6 +344,8 @@ impl Machine {
             next_attempt: 0,
             version: 0,
             held: Vec::new(),
+            peers: plan.control.is_some(),
+            stays_up_said: false,
         })
     }
 
@@ -547,6 +561,14 @@ impl Machine {
             } => self.on_fatal_line(proc, generation, detail, now, &mut out),
             Event::Signal(sig) => self.on_signal(sig, now, &mut out),
             Event::Released { attempt, result } => self.on_released(attempt, result, &mut out),
+            Event::RankStop { proc } => self.on_rank_stop(proc, now, &mut out),
+            Event::RankStart { proc, generation } => {
+                self.on_rank_start(proc, generation, now, &mut out)
+            }
+            Event::RankGiveUp { proc, reason } => self.on_rank_give_up(proc, reason, now, &mut out),
+            Event::PeerFailed { detail } => {
+                self.begin_teardown(ShutdownReason::PeerFailed(detail), now, &mut out)
+            }
             Event::Tick => {}
         }
         self.release_held(now, &mut out);

@@ -166,6 +166,16 @@ impl Machine {
                     self.apply_exit_policy(i, status, true, now, out);
                 }
             }
+            AfterStop::RankDown { failed } => {
+                out.push(Action::Record(
+                    rec(&name, RecordKind::Stopped).pid(pid).status(status),
+                ));
+                if self.phase == Phase::Stopping {
+                    self.set_state(i, ProcState::Exited, now);
+                } else {
+                    self.rank_is_down(i, failed, now, out);
+                }
+            }
             AfterStop::Fail { code, reason } => {
                 out.push(Action::Record(
                     rec(&name, RecordKind::Stopped).pid(pid).status(status),
@@ -184,6 +194,11 @@ impl Machine {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        if self.in_unit(i) {
+            // The coordinator decides for the whole worker, whatever the policy says.
+            self.rank_ended(i, status, liveness, now, out);
+            return;
+        }
         let p = &mut self.procs[i];
         let success = !liveness && p.last_success;
         let restart = match p.spec.restart.policy {

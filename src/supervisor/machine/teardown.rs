@@ -137,14 +137,16 @@ impl Machine {
         }
         for i in 0..self.procs.len() {
             match &mut self.procs[i].state {
-                ProcState::Waiting | ProcState::BackingOff { .. } => {
+                ProcState::Waiting | ProcState::BackingOff { .. } | ProcState::Rejoining => {
                     let r = rec(&self.procs[i].spec.name, RecordKind::Stopped)
                         .detail("never started (teardown)");
                     out.push(Action::Record(r));
                     self.set_state(i, ProcState::Exited, now);
                 }
-                // Exits during teardown are never restarted.
-                ProcState::Stopping { then, .. } if *then == AfterStop::Restart => {
+                // Exits during teardown are never restarted, nor reported to the coordinator.
+                ProcState::Stopping { then, .. }
+                    if matches!(then, AfterStop::Restart | AfterStop::RankDown { .. }) =>
+                {
                     *then = AfterStop::Teardown
                 }
                 _ => {}
@@ -212,6 +214,23 @@ impl Machine {
 
     pub(super) fn check_node_done(&mut self, now: Instant, out: &mut Vec<Action>) {
         if !matches!(self.phase, Phase::Starting | Phase::Running) {
+            return;
+        }
+        // srtctl's `critical: false`: the job keeps serving without the worker. Ending this node
+        // would end the job (the batch script drains every node once one has ended).
+        if self.peers
+            && self.procs.iter().any(|p| {
+                p.spec.kind == ProcessKind::Worker
+                    && !p.spec.critical
+                    && matches!(p.state, ProcState::Failed)
+            })
+        {
+            if !self.stays_up_said && self.procs.iter().all(|p| p.state.terminal()) {
+                self.stays_up_said = true;
+                out.push(Action::Record(rec("mcsup", RecordKind::Waiting).detail(
+                    "nothing runs here any more, and a non-critical worker failed: this node stays up while the job serves on its other nodes, until told to stop",
+                )));
+            }
             return;
         }
         let mut workers = self

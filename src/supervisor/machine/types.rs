@@ -142,6 +142,16 @@ pub enum Event {
         attempt: u64,
         result: Result<String, String>,
     },
+    /// The coordinator restarts the worker this process is a rank of (`restart.unit`): stop it
+    /// (by its stop rules) and report it down.
+    RankStop { proc: usize },
+    /// Every rank of the worker is down: start this one again (generation `generation` of the
+    /// worker), once its dependencies hold.
+    RankStart { proc: usize, generation: u64 },
+    /// The coordinator gave the worker up: this rank fails (its `critical` decides).
+    RankGiveUp { proc: usize, reason: String },
+    /// Another node failed for good, or the coordinator is gone: drain this node.
+    PeerFailed { detail: String },
     /// Time passed: act on whatever is due.
     Tick,
 }
@@ -175,6 +185,12 @@ pub enum Action {
         pgid: Pid,
         gpus: Vec<u32>,
         within: Duration,
+    },
+    /// Tell the coordinator a rank of its worker is down here: `exit` when it ended unasked
+    /// (the failure the coordinator decides on), none when it was stopped as asked or never ran.
+    RankDown {
+        proc: usize,
+        exit: Option<ExitStatus>,
     },
     /// Log this and append it to the events file.
     Record(Record),
@@ -238,6 +254,8 @@ pub enum ShutdownReason {
     NothingLeft,
     /// A critical unit failed; mcsup exits with `code`.
     CriticalFailure { unit: String, code: i32 },
+    /// Another node failed for good, or the coordinator is gone (the detail says which).
+    PeerFailed(String),
 }
 
 impl std::fmt::Display for ShutdownReason {
@@ -249,6 +267,7 @@ impl std::fmt::Display for ShutdownReason {
             ShutdownReason::CriticalFailure { unit, code } => {
                 write!(f, "critical `{unit}` failed (exit code {code})")
             }
+            ShutdownReason::PeerFailed(detail) => f.write_str(detail),
         }
     }
 }

@@ -43,6 +43,7 @@ use super::{
 use crate::domain::signature::SHOWN_CHARS;
 use crate::runfiles::{OutputLost, ServableState, ServableStatus, StatusFile};
 
+mod control;
 mod finish;
 
 use finish::with_losses;
@@ -140,6 +141,8 @@ enum Msg {
     },
     /// A periodic look at the master's admin server (on its node).
     MasterView(Result<crate::mooncake::remount::Look, String>),
+    /// What the job's control connection says (`control`).
+    Control(crate::supervisor::control::net::Incoming),
 }
 
 struct Runtime {
@@ -213,6 +216,8 @@ struct Runtime {
     losses: BTreeMap<String, OutputLost>,
     /// The GPUs' memory before anything started, when a restart may have to wait for it.
     gpu_baseline: Option<release::Baseline>,
+    /// The job's control connection (`control`).
+    control: control::ControlState,
 }
 
 /// Run a plan to completion (see [`super::run_blocking`]).
@@ -317,7 +322,9 @@ pub async fn run_with_signals(
         last_seen: None,
         losses: BTreeMap::new(),
         gpu_baseline: None,
+        control: control::ControlState::default(),
     };
+    rt.start_control()?;
     rt.read_gpu_baseline().await;
     tracing::info!(node = %node, processes = rt.plan.processes.len(), gates = rt.plan.gates.len(), "mcsup starting");
     if !rt.plan.shutdown.holds_ranks_of.is_empty() {
@@ -359,6 +366,7 @@ pub async fn run_with_signals(
         if matches!(rt.machine.phase(), Phase::Stopping | Phase::Done) {
             // The wake-up that started the teardown: the metrics' teardown duration starts here.
             rt.teardown_started.get_or_insert_with(Instant::now);
+            rt.say_bye();
             // The endpoint is going away on purpose: no more reads, no loss to report.
             if let Some(w) = rt.servable_watch.take() {
                 w.abort();
@@ -521,6 +529,7 @@ impl Runtime {
                     let _ = tx.send(Msg::Inflight { attempt, result });
                 });
             }
+            Action::RankDown { proc, exit } => self.rank_down(proc, exit, queue),
             Action::AwaitRelease {
                 attempt,
                 pgid,
@@ -1269,6 +1278,7 @@ impl Runtime {
                 }
             }
             Msg::MasterView(look) => self.on_master_view(look),
+            Msg::Control(i) => self.on_control(i),
             Msg::Seen(read) => self.on_seen(read),
             Msg::LogLoss(loss) => self.on_log_loss(loss),
             Msg::Writer(logs::News::LogDirRecreated(dir)) => self.note(

@@ -37,6 +37,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
             max_restarts: 3,
             window: d(60_000),
             release_wait: d(5_000),
+            unit: None,
         },
         stop: StopSpec {
             signal: SignalName::SIGTERM,
@@ -127,6 +128,7 @@ pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         log_dir: PathBuf::from("/nonexistent"),
         ignored_sections: vec![],
         warnings: vec![],
+        control: None,
     }
 }
 
@@ -285,3 +287,4 @@ mod probing;
 mod restart;
 mod start;
 mod teardown;
+mod unit;

@@ -1,0 +1,369 @@
+//! The coordinator's decisions (the infra node's mcsup): pure, `handle(input, now) -> outputs`.
+//!
+//! It learns the job's workers over several nodes from the nodes' hellos, counts each worker's
+//! restarts over the whole job (srtctl's `max_restarts`), and runs one restart generation at a
+//! time: `stop` to every node holding a rank, every `down` in, srtctl's backoff, `start` to
+//! every node (the start barrier). A node that goes away without saying it leaves, says it
+//! failed, or does not stop its rank in time is a failed node: every node is told to drain.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use super::wire::{Body, UnitInfo};
+use crate::runfiles::EventKind;
+
+/// Beyond a rank's own stop grace, how long the coordinator waits for its `down`.
+pub const DOWN_MARGIN: Duration = Duration::from_secs(10);
+
+/// What the coordinator hears.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Hello {
+        node: String,
+        units: Vec<UnitInfo>,
+    },
+    Down {
+        node: String,
+        worker: String,
+        generation: u64,
+        code: Option<i32>,
+        exit: Option<String>,
+    },
+    Failing {
+        node: String,
+        reason: String,
+    },
+    Leaving {
+        node: String,
+    },
+    /// The node's connection closed, or its heartbeats stopped.
+    Lost {
+        node: String,
+        why: String,
+    },
+    Tick,
+}
+
+/// What it does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Send {
+        to: String,
+        body: Body,
+    },
+    /// An event for the coordinator node's events file: about `unit` (a worker or a node).
+    Record {
+        unit: String,
+        kind: EventKind,
+        detail: String,
+    },
+    /// A worker's restart, for `worker_restarts.json`.
+    Restart(RestartRecord),
+}
+
+/// One restart decision, as srtctl's `RestartEvent` records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestartRecord {
+    pub worker: String,
+    /// The node whose rank failed.
+    pub node: String,
+    /// 1 for the first restart.
+    pub attempt: u32,
+    pub exit_code: Option<i32>,
+    /// `relaunched` or `exhausted`.
+    pub outcome: &'static str,
+    pub backoff: Duration,
+    pub policy: String,
+    pub max_restarts: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    Running,
+    Stopping {
+        waiting: BTreeSet<String>,
+        deadline: Instant,
+    },
+    BackingOff {
+        until: Instant,
+    },
+    GivenUp,
+}
+
+#[derive(Debug, Clone)]
+struct Unit {
+    info: UnitInfo,
+    generation: u64,
+    restarts: u32,
+    backoff: Duration,
+    phase: Phase,
+}
+
+/// See the module doc.
+#[derive(Debug, Default)]
+pub struct Coordinator {
+    /// Nodes with a live connection, and whether each said it leaves.
+    nodes: BTreeMap<String, bool>,
+    units: BTreeMap<String, Unit>,
+    /// A node failed: every node was told; nothing more is decided.
+    failed: bool,
+}
+
+impl Coordinator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// When [`Input::Tick`] is next due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.units
+            .values()
+            .filter_map(|u| match &u.phase {
+                Phase::Stopping { deadline, .. } => Some(*deadline),
+                Phase::BackingOff { until } => Some(*until),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// A worker's restarts so far.
+    pub fn restarts(&self, worker: &str) -> Option<u32> {
+        self.units.get(worker).map(|u| u.restarts)
+    }
+
+    pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Output> {
+        let mut out = Vec::new();
+        match input {
+            Input::Hello { node, units } => {
+                self.nodes.insert(node, false);
+                for info in units {
+                    self.units
+                        .entry(info.worker.clone())
+                        .or_insert_with(|| Unit {
+                            backoff: Duration::from_millis(info.backoff_initial_ms),
+                            info,
+                            generation: 0,
+                            restarts: 0,
+                            phase: Phase::Running,
+                        });
+                }
+            }
+            Input::Down {
+                node,
+                worker,
+                generation,
+                code,
+                exit,
+            } => self.on_down(node, worker, generation, code, exit, now, &mut out),
+            Input::Failing { node, reason } => self.node_failed(&node, reason, &mut out),
+            Input::Leaving { node } => {
+                self.nodes.insert(node, true);
+            }
+            Input::Lost { node, why } => {
+                if self.nodes.remove(&node) == Some(false) {
+                    self.node_failed(&node, why, &mut out);
+                }
+            }
+            Input::Tick => self.on_tick(now, &mut out),
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_down(
+        &mut self,
+        node: String,
+        worker: String,
+        generation: u64,
+        code: Option<i32>,
+        exit: Option<String>,
+        now: Instant,
+        out: &mut Vec<Output>,
+    ) {
+        if self.failed {
+            return;
+        }
+        let Some(u) = self.units.get_mut(&worker) else {
+            return;
+        };
+        // A report of an earlier generation is the failure already being handled.
+        if generation != u.generation {
+            return;
+        }
+        match &mut u.phase {
+            Phase::Stopping { waiting, .. } => {
+                waiting.remove(&node);
+                if waiting.is_empty() {
+                    let delay = u.backoff;
+                    u.backoff = next_backoff(&u.info, u.backoff);
+                    u.phase = Phase::BackingOff { until: now + delay };
+                    out.push(Output::Record {
+                        unit: worker.clone(),
+                        kind: EventKind::UnitRestart,
+                        detail: format!(
+                            "generation {}: every rank of {worker} is down; all start again in {}",
+                            u.generation,
+                            crate::domain::show_secs(delay)
+                        ),
+                    });
+                }
+            }
+            Phase::Running => {
+                let Some(code) = code else { return };
+                let exit = exit.unwrap_or_else(|| format!("exit code {code}"));
+                let info = u.info.clone();
+                let give_up = match info.policy.as_str() {
+                    "always" => None,
+                    "on-failure" if info.success_codes.contains(&code) => Some(format!(
+                        "its rank on {node} ended ({exit}), a success: policy on-failure does not restart it"
+                    )),
+                    "on-failure" => None,
+                    _ => Some(format!(
+                        "its rank on {node} ended ({exit}); restart policy {}",
+                        info.policy
+                    )),
+                }
+                .or_else(|| {
+                    (u.restarts >= info.max_restarts).then(|| {
+                        format!(
+                            "restart limit reached: {} restart(s) over the job (max_restarts {}); last, its rank on {node} ended ({exit})",
+                            u.restarts, info.max_restarts
+                        )
+                    })
+                });
+                let record = |outcome, attempt, backoff| RestartRecord {
+                    worker: worker.clone(),
+                    node: node.clone(),
+                    attempt,
+                    exit_code: Some(code),
+                    outcome,
+                    backoff,
+                    policy: info.policy.clone(),
+                    max_restarts: info.max_restarts,
+                };
+                if let Some(reason) = give_up {
+                    u.phase = Phase::GivenUp;
+                    out.push(Output::Restart(record(
+                        "exhausted",
+                        u.restarts + 1,
+                        Duration::ZERO,
+                    )));
+                    out.push(Output::Record {
+                        unit: worker.clone(),
+                        kind: EventKind::UnitFailed,
+                        detail: reason.clone(),
+                    });
+                    for to in &info.nodes {
+                        out.push(Output::Send {
+                            to: to.clone(),
+                            body: Body::GiveUp {
+                                worker: worker.clone(),
+                                reason: reason.clone(),
+                            },
+                        });
+                    }
+                    return;
+                }
+                u.restarts += 1;
+                u.generation += 1;
+                out.push(Output::Restart(record("relaunched", u.restarts, u.backoff)));
+                u.phase = Phase::Stopping {
+                    waiting: info.nodes.iter().cloned().collect(),
+                    deadline: now + Duration::from_millis(info.stop_ms) + DOWN_MARGIN,
+                };
+                out.push(Output::Record {
+                    unit: worker.clone(),
+                    kind: EventKind::UnitRestart,
+                    detail: format!(
+                        "generation {}: its rank on {node} ended ({exit}); every rank ({}) stops, then all start again (restart {} of at most {} over the job)",
+                        u.generation,
+                        info.nodes.join(", "),
+                        u.restarts,
+                        info.max_restarts
+                    ),
+                });
+                for to in &info.nodes {
+                    out.push(Output::Send {
+                        to: to.clone(),
+                        body: Body::Stop {
+                            worker: worker.clone(),
+                            generation: u.generation,
+                        },
+                    });
+                }
+            }
+            Phase::BackingOff { .. } | Phase::GivenUp => {}
+        }
+    }
+
+    fn on_tick(&mut self, now: Instant, out: &mut Vec<Output>) {
+        let mut late = None;
+        for (worker, u) in &mut self.units {
+            match &u.phase {
+                Phase::Stopping { waiting, deadline } if *deadline <= now => {
+                    let node = waiting.iter().next().cloned().unwrap_or_default();
+                    late.get_or_insert((
+                        node.clone(),
+                        format!(
+                            "{node} did not report its rank of {worker} down within {} of the stop",
+                            crate::domain::show_secs(
+                                Duration::from_millis(u.info.stop_ms) + DOWN_MARGIN
+                            )
+                        ),
+                    ));
+                }
+                Phase::BackingOff { until } if *until <= now => {
+                    u.phase = Phase::Running;
+                    for to in &u.info.nodes {
+                        out.push(Output::Send {
+                            to: to.clone(),
+                            body: Body::Start {
+                                worker: worker.clone(),
+                                generation: u.generation,
+                            },
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some((node, why)) = late {
+            self.node_failed(&node, why, out);
+        }
+    }
+
+    /// `node` failed for good: every other node is told to drain, once.
+    fn node_failed(&mut self, node: &str, reason: String, out: &mut Vec<Output>) {
+        if self.failed {
+            return;
+        }
+        self.failed = true;
+        for u in self.units.values_mut() {
+            u.phase = Phase::GivenUp;
+        }
+        out.push(Output::Record {
+            unit: node.to_string(),
+            kind: EventKind::PeerFailed,
+            detail: format!("node {node} failed: {reason}; every node drains"),
+        });
+        for to in self.nodes.keys().filter(|n| n.as_str() != node) {
+            out.push(Output::Send {
+                to: to.clone(),
+                body: Body::NodeFailed {
+                    node: node.to_string(),
+                    reason: reason.clone(),
+                },
+            });
+        }
+    }
+}
+
+fn next_backoff(info: &UnitInfo, now: Duration) -> Duration {
+    let next = now.as_secs_f64() * info.backoff_factor.max(1.0);
+    Duration::try_from_secs_f64(next)
+        .unwrap_or(Duration::MAX)
+        .min(Duration::from_millis(info.backoff_max_ms))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,212 @@
+use super::*;
+
+fn unit(policy: &str, max_restarts: u32) -> UnitInfo {
+    UnitInfo {
+        worker: "decode[0]".into(),
+        nodes: vec!["n2".into(), "n3".into()],
+        policy: policy.into(),
+        success_codes: vec![0],
+        max_restarts,
+        backoff_initial_ms: 1000,
+        backoff_factor: 2.0,
+        backoff_max_ms: 1500,
+        stop_ms: 5000,
+    }
+}
+
+fn started(policy: &str, max_restarts: u32) -> (Coordinator, Instant) {
+    let mut c = Coordinator::new();
+    let t = Instant::now();
+    for node in ["n1", "n2", "n3"] {
+        let units = if node == "n1" {
+            Vec::new()
+        } else {
+            vec![unit(policy, max_restarts)]
+        };
+        let out = c.handle(
+            Input::Hello {
+                node: node.into(),
+                units,
+            },
+            t,
+        );
+        assert!(out.is_empty());
+    }
+    (c, t)
+}
+
+fn down(node: &str, generation: u64, code: Option<i32>) -> Input {
+    Input::Down {
+        node: node.into(),
+        worker: "decode[0]".into(),
+        generation,
+        code,
+        exit: None,
+    }
+}
+
+fn sent(out: &[Output]) -> Vec<(String, Body)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send { to, body } => Some((to.clone(), body.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn kinds(out: &[Output]) -> Vec<EventKind> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Record { kind, .. } => Some(*kind),
+            _ => None,
+        })
+        .collect()
+}
+
+fn to_both(body: Body) -> Vec<(String, Body)> {
+    vec![("n2".into(), body.clone()), ("n3".into(), body)]
+}
+
+fn stop(generation: u64) -> Body {
+    Body::Stop {
+        worker: "decode[0]".into(),
+        generation,
+    }
+}
+
+fn start(generation: u64) -> Body {
+    Body::Start {
+        worker: "decode[0]".into(),
+        generation,
+    }
+}
+
+/// One generation: the failure, every rank down (in any order, a failure of the stopped
+/// generation counting as down), the backoff, the start barrier.
+fn restart_once(c: &mut Coordinator, t: Instant, generation: u64, backoff: Duration) -> Instant {
+    let out = c.handle(down("n3", generation - 1, Some(137)), t);
+    assert_eq!(sent(&out), to_both(stop(generation)));
+    assert_eq!(kinds(&out), [EventKind::UnitRestart]);
+    // Its peer broke with it: the same failure, not another restart.
+    assert!(c.handle(down("n2", generation - 1, Some(1)), t).is_empty());
+    assert!(c.handle(down("n2", generation, None), t).is_empty());
+    assert_eq!(
+        c.next_deadline(),
+        Some(t + Duration::from_secs(5) + DOWN_MARGIN)
+    );
+    let out = c.handle(down("n3", generation, Some(137)), t);
+    assert!(sent(&out).is_empty());
+    assert_eq!(c.next_deadline(), Some(t + backoff));
+    assert!(c
+        .handle(Input::Tick, t + backoff - Duration::from_millis(1))
+        .is_empty());
+    let t = t + backoff;
+    assert_eq!(sent(&c.handle(Input::Tick, t)), to_both(start(generation)));
+    assert_eq!(c.next_deadline(), None);
+    t
+}
+
+#[test]
+fn a_failed_rank_restarts_every_rank_in_one_generation_after_srtctls_backoff() {
+    let (mut c, t) = started("on-failure", 3);
+    let t = restart_once(&mut c, t, 1, Duration::from_millis(1000));
+    // Doubled, capped at backoff_max.
+    let t = restart_once(&mut c, t, 2, Duration::from_millis(1500));
+    restart_once(&mut c, t, 3, Duration::from_millis(1500));
+    assert_eq!(c.restarts("decode[0]"), Some(3));
+}
+
+#[test]
+fn past_max_restarts_over_the_job_the_worker_is_given_up_on_every_node() {
+    let (mut c, t) = started("always", 1);
+    let t = restart_once(&mut c, t, 1, Duration::from_millis(1000));
+    let out = c.handle(down("n2", 1, Some(9)), t);
+    let [(_, Body::GiveUp { reason, .. }), _] = &sent(&out)[..] else {
+        panic!("{out:?}")
+    };
+    assert!(
+        reason.contains("restart limit reached: 1 restart(s) over the job"),
+        "{reason}"
+    );
+    assert_eq!(sent(&out).len(), 2);
+    assert_eq!(kinds(&out), [EventKind::UnitFailed]);
+    assert!(out
+        .iter()
+        .any(|o| matches!(o, Output::Restart(r) if r.outcome == "exhausted")));
+    // Nothing more for it.
+    assert!(c.handle(down("n3", 1, Some(9)), t).is_empty());
+}
+
+#[test]
+fn the_policy_decides_first() {
+    let (mut c, t) = started("never", 3);
+    let out = c.handle(down("n2", 0, Some(1)), t);
+    assert!(
+        matches!(&sent(&out)[0].1, Body::GiveUp { reason, .. } if reason.contains("restart policy never"))
+    );
+    let (mut c, t) = started("on-failure", 3);
+    let out = c.handle(down("n2", 0, Some(0)), t);
+    assert!(
+        matches!(&sent(&out)[0].1, Body::GiveUp { reason, .. } if reason.contains("a success"))
+    );
+    // A down that is not a failure starts nothing.
+    let (mut c, t) = started("always", 3);
+    assert!(c.handle(down("n2", 0, None), t).is_empty());
+}
+
+#[test]
+fn a_node_gone_without_leaving_or_failing_drains_every_other_node_once() {
+    let (mut c, t) = started("always", 3);
+    let out = c.handle(
+        Input::Lost {
+            node: "n3".into(),
+            why: "its connection closed".into(),
+        },
+        t,
+    );
+    let to: Vec<String> = sent(&out).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(to, ["n1", "n2"]);
+    assert!(matches!(&sent(&out)[0].1, Body::NodeFailed { node, .. } if node == "n3"));
+    assert_eq!(kinds(&out), [EventKind::PeerFailed]);
+    assert!(c
+        .handle(
+            Input::Failing {
+                node: "n2".into(),
+                reason: "x".into()
+            },
+            t
+        )
+        .is_empty());
+    // A node that said it leaves may go.
+    let (mut c, t) = started("always", 3);
+    c.handle(Input::Leaving { node: "n2".into() }, t);
+    let lost = Input::Lost {
+        node: "n2".into(),
+        why: "closed".into(),
+    };
+    assert!(c.handle(lost, t).is_empty());
+    let out = c.handle(
+        Input::Failing {
+            node: "n3".into(),
+            reason: "critical `w` failed".into(),
+        },
+        t,
+    );
+    let to: Vec<String> = sent(&out).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(to, ["n1"]);
+}
+
+#[test]
+fn a_node_that_does_not_stop_its_rank_in_time_is_a_failed_node() {
+    let (mut c, t) = started("always", 3);
+    c.handle(down("n2", 0, Some(1)), t);
+    c.handle(down("n2", 1, None), t);
+    let due = c.next_deadline().unwrap();
+    assert!(c
+        .handle(Input::Tick, due - Duration::from_millis(1))
+        .is_empty());
+    let out = c.handle(Input::Tick, due);
+    assert!(
+        matches!(&sent(&out)[0].1, Body::NodeFailed { node, reason } if node == "n3" && reason.contains("did not report its rank of decode[0] down"))
+    );
+}

@@ -1,0 +1,604 @@
+//! The control connection's sockets: the coordinator's listener and hub (on the infra node),
+//! and every node's link to it (the coordinator's node included, over the same TCP path).
+//! Tasks on the runtime's thread; what they hear reaches the loop through `deliver`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
+
+use super::coordinator::{Coordinator, Input, Output, RestartRecord};
+use super::wire::{self, Body, Opener, Sealer, UnitInfo, MAX_LINE};
+use crate::plan::ControlSpec;
+use crate::runfiles::EventKind;
+
+/// How often each side says it is alive.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+/// A peer silent this long is gone (a node that lost power sends no FIN).
+pub const SILENT: Duration = Duration::from_secs(10);
+/// How long a node keeps trying to reach the coordinator at start (it may start later, and
+/// writes the secret first).
+pub const REACH_WITHIN: Duration = Duration::from_secs(60);
+/// How long the two nonces may take.
+const HANDSHAKE: Duration = Duration::from_secs(5);
+
+/// What the loop hears from the control connection.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Stop {
+        worker: String,
+        generation: u64,
+    },
+    Start {
+        worker: String,
+        generation: u64,
+    },
+    GiveUp {
+        worker: String,
+        reason: String,
+    },
+    NodeFailed {
+        node: String,
+        reason: String,
+    },
+    /// The link to the coordinator is up.
+    Joined,
+    /// The coordinator could not be reached at start: no restart across nodes.
+    Unavailable(String),
+    /// The link to the coordinator is gone.
+    Lost(String),
+    /// A message refused: from whom, why.
+    Refused {
+        peer: String,
+        why: String,
+    },
+    /// The coordinator's own record (on its node): about a worker or a node.
+    Record {
+        unit: String,
+        kind: EventKind,
+        detail: String,
+    },
+    /// A restart decision, for `worker_restarts.json` (on the coordinator's node).
+    Restart(RestartRecord),
+}
+
+/// What the loop tells the coordinator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outgoing {
+    Down {
+        worker: String,
+        generation: u64,
+        code: Option<i32>,
+        exit: Option<String>,
+    },
+    Failing(String),
+    Leaving,
+}
+
+pub type Deliver = Box<dyn Fn(Incoming) + Send + Sync>;
+
+/// This node's end: send to the coordinator; dropping it ends the tasks.
+pub struct Link {
+    tx: UnboundedSender<Outgoing>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Link {
+    pub fn send(&self, o: Outgoing) {
+        let _ = self.tx.send(o);
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Start this node's side: on the coordinator's node the secret, the listener and the hub
+/// first; then the link. Fails only when the coordinator's node cannot listen or write the
+/// secret.
+pub fn start(
+    spec: &ControlSpec,
+    node: &str,
+    job: &str,
+    units: Vec<UnitInfo>,
+    deliver: Deliver,
+) -> Result<Link, String> {
+    let deliver = std::sync::Arc::new(deliver);
+    let mut tasks = Vec::new();
+    if node == spec.coordinator {
+        let secret = new_secret(&spec.secret)?;
+        // On the address the nodes dial; on every interface when that is not one of this
+        // node's (a name that resolves elsewhere).
+        let std_listener = std::net::TcpListener::bind((spec.address.as_str(), spec.port))
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::AddrInUse => Err(e),
+                _ => std::net::TcpListener::bind(("0.0.0.0", spec.port)),
+            })
+            .map_err(|e| {
+                format!(
+                    "the control port {} cannot be listened on ({e}): set mcsup.control_port to a free port",
+                    spec.port
+                )
+            })?;
+        std_listener
+            .set_nonblocking(true)
+            .map_err(|e| e.to_string())?;
+        let listener = TcpListener::from_std(std_listener).map_err(|e| e.to_string())?;
+        let d = deliver.clone();
+        tasks.push(tokio::spawn(serve(
+            listener,
+            secret,
+            job.to_string(),
+            node.to_string(),
+            Box::new(move |i| d(i)),
+        )));
+    }
+    let (tx, rx) = unbounded_channel();
+    let d = deliver.clone();
+    tasks.push(tokio::spawn(link(
+        spec.clone(),
+        node.to_string(),
+        job.to_string(),
+        units,
+        rx,
+        Box::new(move |i| d(i)),
+    )));
+    Ok(Link { tx, tasks })
+}
+
+/// The coordinator's secret: 32 random bytes in hex, written 0600 through an exclusive temp file
+/// renamed into place (whatever an earlier run or someone else left at the name is replaced,
+/// never written through).
+fn new_secret(path: &Path) -> Result<Vec<u8>, String> {
+    let secret = hex::encode(wire::random().map_err(|e| format!("no random bytes: {e}"))?);
+    crate::supervisor::status::write_private_atomic(path, secret.as_bytes())
+        .map_err(|e| format!("cannot write the control secret: {e}"))?;
+    Ok(secret.into_bytes())
+}
+
+/// The secret as another node reads it: a regular file of this user's, readable by nobody else,
+/// not through a link, holding 64 hex digits.
+pub fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
+    use crate::supervisor::logs::{open_private, OpenMode};
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt;
+    let f = open_private(path, OpenMode::Read).map_err(|e| format!("{}: {e}", path.display()))?;
+    let m = f.metadata().map_err(|e| e.to_string())?;
+    let me = nix::unistd::geteuid().as_raw();
+    if m.uid() != me {
+        return Err(format!(
+            "{} is owned by uid {}, not by you (uid {me}): not this job's secret",
+            path.display(),
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable or writable by others (mode {:o}): not this job's secret",
+            path.display(),
+            m.mode() & 0o777
+        ));
+    }
+    let mut s = String::new();
+    f.take(256)
+        .read_to_string(&mut s)
+        .map_err(|e| e.to_string())?;
+    let s = s.trim();
+    if s.len() != 2 * wire::RANDOM_BYTES || hex::decode(s).is_err() {
+        return Err(format!("{} does not hold a secret", path.display()));
+    }
+    Ok(s.as_bytes().to_vec())
+}
+
+/// One line, at most [`MAX_LINE`] bytes, within `within`: `None` at the end of the stream.
+async fn read_line(
+    r: &mut BufReader<OwnedReadHalf>,
+    within: Duration,
+) -> Result<Option<String>, String> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let n = tokio::time::timeout(
+        within,
+        r.take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf),
+    )
+    .await
+    .map_err(|_| format!("silent for {}", crate::domain::show_secs(within)))?
+    .map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() != Some(&b'\n') {
+        return Err(if buf.len() > MAX_LINE {
+            format!("a line longer than {MAX_LINE} bytes")
+        } else {
+            "the connection closed inside a line".into()
+        });
+    }
+    String::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| "a line that is not UTF-8".into())
+}
+
+async fn write(w: &mut OwnedWriteHalf, line: &str) -> Result<(), String> {
+    tokio::time::timeout(SILENT, w.write_all(line.as_bytes()))
+        .await
+        .map_err(|_| "a write did not go through".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Both nonces: ours out, theirs in.
+async fn handshake(
+    stream: TcpStream,
+) -> Result<
+    (
+        BufReader<OwnedReadHalf>,
+        OwnedWriteHalf,
+        [u8; wire::RANDOM_BYTES],
+        [u8; wire::RANDOM_BYTES],
+    ),
+    String,
+> {
+    let _ = stream.set_nodelay(true);
+    let (r, mut w) = stream.into_split();
+    let mut r = BufReader::new(r);
+    let mine = wire::random().map_err(|e| e.to_string())?;
+    write(&mut w, &wire::nonce_line(&mine)).await?;
+    let line = read_line(&mut r, HANDSHAKE)
+        .await?
+        .ok_or("closed before its nonce")?;
+    let theirs = wire::parse_nonce(&line).map_err(|e| e.to_string())?;
+    Ok((r, w, mine, theirs))
+}
+
+// ---------------------------------------------------------------------------------------------
+// A node's link
+// ---------------------------------------------------------------------------------------------
+
+struct Joined {
+    r: BufReader<OwnedReadHalf>,
+    w: OwnedWriteHalf,
+    sealer: Sealer,
+    opener: Opener,
+}
+
+/// Connect, authenticate and say hello; the coordinator's first message (a heartbeat) proves it
+/// holds the same secret. Retried until [`REACH_WITHIN`]: the coordinator may start later, and a
+/// stale secret of an earlier run may be read before the coordinator replaces it.
+async fn join(
+    spec: &ControlSpec,
+    node: &str,
+    job: &str,
+    units: &[UnitInfo],
+) -> Result<Joined, String> {
+    let until = tokio::time::Instant::now() + REACH_WITHIN;
+    let mut last = String::from("not tried");
+    while tokio::time::Instant::now() < until {
+        match try_join(spec, node, job, units).await {
+            Ok(j) => return Ok(j),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(format!(
+        "the coordinator's mcsup ({} at {}:{}) could not be reached within {}: {last}",
+        spec.coordinator,
+        spec.address,
+        spec.port,
+        crate::domain::show_secs(REACH_WITHIN)
+    ))
+}
+
+async fn try_join(
+    spec: &ControlSpec,
+    node: &str,
+    job: &str,
+    units: &[UnitInfo],
+) -> Result<Joined, String> {
+    let secret = read_secret(&spec.secret)?;
+    let stream = tokio::time::timeout(
+        HANDSHAKE,
+        TcpStream::connect((spec.address.as_str(), spec.port)),
+    )
+    .await
+    .map_err(|_| "the connection was not accepted in time".to_string())?
+    .map_err(|e| e.to_string())?;
+    let (mut r, mut w, mine, theirs) = handshake(stream).await?;
+    let mut sealer = Sealer::new(&secret, theirs, job, node);
+    let mut opener = Opener::new(&secret, mine, job);
+    write(
+        &mut w,
+        &sealer.seal(Body::Hello {
+            units: units.to_vec(),
+        }),
+    )
+    .await?;
+    let line = read_line(&mut r, HANDSHAKE)
+        .await?
+        .ok_or("the coordinator closed the connection: it holds another secret")?;
+    let env = opener.open(&line).map_err(|e| e.to_string())?;
+    if env.from != spec.coordinator {
+        return Err(format!("{} answered, not the coordinator", env.from));
+    }
+    Ok(Joined {
+        r,
+        w,
+        sealer,
+        opener,
+    })
+}
+
+async fn link(
+    spec: ControlSpec,
+    node: String,
+    job: String,
+    units: Vec<UnitInfo>,
+    mut rx: UnboundedReceiver<Outgoing>,
+    deliver: Deliver,
+) {
+    let Joined {
+        mut r,
+        mut w,
+        mut sealer,
+        mut opener,
+    } = match join(&spec, &node, &job, &units).await {
+        Ok(j) => j,
+        Err(e) => return deliver(Incoming::Unavailable(e)),
+    };
+    deliver(Incoming::Joined);
+    let mut beat = tokio::time::interval(HEARTBEAT);
+    let mut leaving = false;
+    let why = loop {
+        tokio::select! {
+            line = read_line(&mut r, SILENT) => {
+                let line = match line {
+                    Ok(Some(l)) => l,
+                    Ok(None) => break "the coordinator closed the connection".to_string(),
+                    Err(e) => break e,
+                };
+                match opener.open(&line) {
+                    Ok(env) => match env.body {
+                        Body::Stop { worker, generation } => deliver(Incoming::Stop { worker, generation }),
+                        Body::Start { worker, generation } => deliver(Incoming::Start { worker, generation }),
+                        Body::GiveUp { worker, reason } => deliver(Incoming::GiveUp { worker, reason }),
+                        Body::NodeFailed { node, reason } => deliver(Incoming::NodeFailed { node, reason }),
+                        _ => {}
+                    },
+                    Err(e) => deliver(Incoming::Refused {
+                        peer: format!("{}:{} (the coordinator's address)", spec.address, spec.port),
+                        why: e.to_string(),
+                    }),
+                }
+            }
+            o = rx.recv() => {
+                let Some(o) = o else { return };
+                let body = match o {
+                    Outgoing::Down { worker, generation, code, exit } => Body::Down { worker, generation, code, exit },
+                    Outgoing::Failing(reason) => Body::Failing { reason },
+                    Outgoing::Leaving => { leaving = true; Body::Leaving }
+                };
+                if let Err(e) = write(&mut w, &sealer.seal(body)).await {
+                    break e;
+                }
+            }
+            _ = beat.tick() => {
+                if let Err(e) = write(&mut w, &sealer.seal(Body::Heartbeat)).await {
+                    break e;
+                }
+            }
+        }
+    };
+    if !leaving {
+        deliver(Incoming::Lost(format!(
+            "the control connection to the coordinator ({} at {}:{}) is gone: {why}",
+            spec.coordinator, spec.address, spec.port
+        )));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The coordinator's listener and hub
+// ---------------------------------------------------------------------------------------------
+
+enum Hub {
+    /// A node's hello on a new connection, and where its messages go.
+    Joined {
+        node: String,
+        units: Vec<UnitInfo>,
+        tx: UnboundedSender<Body>,
+        conn: u64,
+    },
+    Input(Input),
+    Gone {
+        node: String,
+        conn: u64,
+        why: String,
+    },
+    Refused {
+        peer: String,
+        why: String,
+    },
+}
+
+async fn serve(listener: TcpListener, secret: Vec<u8>, job: String, me: String, deliver: Deliver) {
+    let (hub_tx, hub_rx) = unbounded_channel();
+    // Dropped with this task (the node's link dropped): the hub and every connection end too.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(hub(hub_rx, deliver));
+    let mut next = 0u64;
+    loop {
+        let Ok((stream, addr)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        while tasks.try_join_next().is_some() {}
+        next += 1;
+        tasks.spawn(connection(
+            stream,
+            Conn {
+                peer: addr.to_string(),
+                secret: secret.clone(),
+                job: job.clone(),
+                me: me.clone(),
+                hub: hub_tx.clone(),
+                id: next,
+            },
+        ));
+    }
+}
+
+/// One accepted connection's particulars.
+struct Conn {
+    peer: String,
+    secret: Vec<u8>,
+    job: String,
+    /// The coordinator's node, the sender of its messages.
+    me: String,
+    hub: UnboundedSender<Hub>,
+    id: u64,
+}
+
+async fn connection(stream: TcpStream, c: Conn) {
+    let refuse = |why: String| {
+        let _ = c.hub.send(Hub::Refused {
+            peer: c.peer.clone(),
+            why,
+        });
+    };
+    let (mut r, mut w, mine, theirs) = match handshake(stream).await {
+        Ok(x) => x,
+        Err(e) => return refuse(format!("no handshake: {e}")),
+    };
+    let mut opener = Opener::new(&c.secret, mine, &c.job);
+    let first = match read_line(&mut r, HANDSHAKE).await {
+        Ok(Some(l)) => l,
+        Ok(None) => return refuse("closed before its hello".into()),
+        Err(e) => return refuse(e),
+    };
+    let (node, units) = match opener.open(&first) {
+        Ok(wire::Envelope {
+            from,
+            body: Body::Hello { units },
+            ..
+        }) => (from, units),
+        Ok(_) => return refuse("its first message is not a hello".into()),
+        Err(e) => return refuse(e.to_string()),
+    };
+    let mut sealer = Sealer::new(&c.secret, theirs, &c.job, &c.me);
+    // The welcome: proof to the node that this end holds the job's secret.
+    if write(&mut w, &sealer.seal(Body::Heartbeat)).await.is_err() {
+        return;
+    }
+    let (tx, mut rx) = unbounded_channel();
+    let _ = c.hub.send(Hub::Joined {
+        node: node.clone(),
+        units,
+        tx,
+        conn: c.id,
+    });
+    let mut beat = tokio::time::interval(HEARTBEAT);
+    let why = loop {
+        tokio::select! {
+            line = read_line(&mut r, SILENT) => {
+                let line = match line {
+                    Ok(Some(l)) => l,
+                    Ok(None) => break "its connection closed".to_string(),
+                    Err(e) => break e,
+                };
+                match opener.open(&line) {
+                    Ok(env) => {
+                        let input = match env.body {
+                            Body::Down { worker, generation, code, exit } => Input::Down { node: node.clone(), worker, generation, code, exit },
+                            Body::Failing { reason } => Input::Failing { node: node.clone(), reason },
+                            Body::Leaving => Input::Leaving { node: node.clone() },
+                            _ => continue,
+                        };
+                        let _ = c.hub.send(Hub::Input(input));
+                    }
+                    // Nothing a refused line says is acted on; the node's own messages go on.
+                    Err(e) => refuse(format!("{e} (on {node}'s connection)")),
+                }
+            }
+            b = rx.recv() => {
+                let Some(b) = b else { break "replaced by a newer connection".into() };
+                if let Err(e) = write(&mut w, &sealer.seal(b)).await {
+                    break e;
+                }
+            }
+            _ = beat.tick() => {
+                if let Err(e) = write(&mut w, &sealer.seal(Body::Heartbeat)).await {
+                    break e;
+                }
+            }
+        }
+    };
+    let _ = c.hub.send(Hub::Gone {
+        node,
+        conn: c.id,
+        why,
+    });
+}
+
+/// The coordinator's state, fed by every connection; its sends go to the nodes' connections,
+/// its records to this node's loop.
+async fn hub(mut rx: UnboundedReceiver<Hub>, deliver: Deliver) {
+    let mut coordinator = Coordinator::new();
+    let mut nodes: HashMap<String, (u64, UnboundedSender<Body>)> = HashMap::new();
+    loop {
+        let due = coordinator.next_deadline();
+        let input = tokio::select! {
+            m = rx.recv() => match m {
+                None => return,
+                Some(Hub::Joined { node, units, tx, conn }) => {
+                    // A node's newer connection replaces its older one (whose task then ends).
+                    nodes.insert(node.clone(), (conn, tx));
+                    Input::Hello { node, units }
+                }
+                Some(Hub::Input(i)) => i,
+                Some(Hub::Gone { node, conn, why }) => {
+                    if nodes.get(&node).map(|(c, _)| *c) != Some(conn) {
+                        continue;
+                    }
+                    nodes.remove(&node);
+                    Input::Lost { node, why }
+                }
+                Some(Hub::Refused { peer, why }) => {
+                    deliver(Incoming::Refused { peer, why });
+                    continue;
+                }
+            },
+            _ = sleep_until(due) => Input::Tick,
+        };
+        for o in coordinator.handle(input, std::time::Instant::now()) {
+            match o {
+                Output::Send { to, body } => {
+                    if let Some((_, tx)) = nodes.get(&to) {
+                        let _ = tx.send(body);
+                    }
+                }
+                Output::Record { unit, kind, detail } => {
+                    deliver(Incoming::Record { unit, kind, detail })
+                }
+                Output::Restart(r) => deliver(Incoming::Restart(r)),
+            }
+        }
+    }
+}
+
+async fn sleep_until(due: Option<std::time::Instant>) {
+    match due {
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests;

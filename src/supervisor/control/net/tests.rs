@@ -1,0 +1,216 @@
+//! The control connection over real sockets on 127.0.0.1: three nodes join a coordinator, a
+//! rank's failure becomes one generation for both nodes holding the worker, a forged client is
+//! refused, a node that vanishes drains the others, and the secret is read only when it is safe.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spec(dir: &Path, port: u16) -> ControlSpec {
+    ControlSpec {
+        coordinator: "n1".into(),
+        address: "127.0.0.1".into(),
+        port,
+        secret: dir.join("control.secret"),
+        nodes: vec!["n1".into(), "n2".into(), "n3".into()],
+    }
+}
+
+fn unit() -> UnitInfo {
+    UnitInfo {
+        worker: "decode[0]".into(),
+        nodes: vec!["n2".into(), "n3".into()],
+        policy: "on-failure".into(),
+        success_codes: vec![0],
+        max_restarts: 3,
+        backoff_initial_ms: 50,
+        backoff_factor: 2.0,
+        backoff_max_ms: 1000,
+        stop_ms: 1000,
+    }
+}
+
+type Heard = Arc<Mutex<Vec<Incoming>>>;
+
+fn recorder() -> (Heard, Deliver) {
+    let heard: Heard = Arc::default();
+    let h = heard.clone();
+    (heard, Box::new(move |i| h.lock().unwrap().push(i)))
+}
+
+async fn until(heard: &Heard, what: &str, f: impl Fn(&Incoming) -> bool) {
+    for _ in 0..200 {
+        if heard.lock().unwrap().iter().any(&f) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("never heard {what}: {:?}", heard.lock().unwrap());
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), free_port());
+    rt().block_on(async {
+        let (h1, d1) = recorder();
+        let (h2, d2) = recorder();
+        let (h3, d3) = recorder();
+        let n1 = start(&spec, "n1", "77", vec![], d1).unwrap();
+        let n2 = start(&spec, "n2", "77", vec![unit()], d2).unwrap();
+        let n3 = start(&spec, "n3", "77", vec![unit()], d3).unwrap();
+        for h in [&h1, &h2, &h3] {
+            until(h, "joined", |i| *i == Incoming::Joined).await;
+        }
+        // The secret is private.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&spec.secret).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        // A forged message: the handshake is fine, the MAC is not.
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", spec.port)).await.unwrap();
+        let (r, mut w) = s.split();
+        let mut r = tokio::io::BufReader::new(r);
+        let mut line = String::new();
+        r.read_line(&mut line).await.unwrap();
+        let theirs = wire::parse_nonce(&line).unwrap();
+        w.write_all(wire::nonce_line(&wire::random().unwrap()).as_bytes()).await.unwrap();
+        let mut forger = Sealer::new(b"a guess at the secret", theirs, "77", "n2");
+        w.write_all(forger.seal(Body::Failing { reason: "forged".into() }).as_bytes()).await.unwrap();
+        until(&h1, "the refusal", |i| {
+            matches!(i, Incoming::Refused { why, .. } if why.contains("MAC does not match"))
+        })
+        .await;
+        // Its connection is closed; nobody was told to drain.
+        line.clear();
+        assert_eq!(r.read_line(&mut line).await.unwrap(), 0);
+        drop(s);
+
+        // n3's rank dies: both n2 and n3 stop, report, then start generation 1.
+        n3.send(Outgoing::Down {
+            worker: "decode[0]".into(),
+            generation: 0,
+            code: Some(137),
+            exit: Some("killed by SIGKILL (137)".into()),
+        });
+        let stop = Incoming::Stop {
+            worker: "decode[0]".into(),
+            generation: 1,
+        };
+        until(&h2, "stop", |i| *i == stop).await;
+        until(&h3, "stop", |i| *i == stop).await;
+        assert!(!h1.lock().unwrap().contains(&stop), "n1 holds no rank");
+        for n in [&n2, &n3] {
+            n.send(Outgoing::Down {
+                worker: "decode[0]".into(),
+                generation: 1,
+                code: None,
+                exit: None,
+            });
+        }
+        let start_ = Incoming::Start {
+            worker: "decode[0]".into(),
+            generation: 1,
+        };
+        until(&h2, "start", |i| *i == start_).await;
+        until(&h3, "start", |i| *i == start_).await;
+        until(&h1, "the coordinator's record", |i| {
+            matches!(i, Incoming::Restart(r) if r.node == "n3" && r.attempt == 1 && r.outcome == "relaunched")
+        })
+        .await;
+        for h in [&h1, &h2, &h3] {
+            assert!(
+                !h.lock().unwrap().iter().any(|i| matches!(i, Incoming::NodeFailed { .. } | Incoming::Lost(_))),
+                "{:?}",
+                h.lock().unwrap()
+            );
+        }
+
+        // n3's mcsup vanishes (its tasks end without a word): the others drain.
+        drop(n3);
+        let failed = |i: &Incoming| matches!(i, Incoming::NodeFailed { node, .. } if node == "n3");
+        until(&h2, "n3 failed", failed).await;
+        until(&h1, "n3 failed", failed).await;
+        // n2 leaves in order: nothing more.
+        n2.send(Outgoing::Leaving);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(n2);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            h1.lock().unwrap().iter().filter(|i| matches!(i, Incoming::NodeFailed { .. })).count(),
+            1
+        );
+        drop(n1);
+    });
+}
+
+#[test]
+fn the_coordinator_gone_is_a_lost_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), free_port());
+    rt().block_on(async {
+        let (_h1, d1) = recorder();
+        let (h2, d2) = recorder();
+        let n1 = start(&spec, "n1", "77", vec![], d1).unwrap();
+        let _n2 = start(&spec, "n2", "77", vec![], d2).unwrap();
+        until(&h2, "joined", |i| *i == Incoming::Joined).await;
+        drop(n1);
+        until(
+            &h2,
+            "lost",
+            |i| matches!(i, Incoming::Lost(why) if why.contains("coordinator")),
+        )
+        .await;
+    });
+}
+
+#[test]
+fn a_second_coordinator_on_a_taken_port_says_how_to_fix_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let spec = spec(dir.path(), held.local_addr().unwrap().port());
+    rt().block_on(async {
+        let (_h, d) = recorder();
+        let e = start(&spec, "n1", "77", vec![], d).err().unwrap();
+        assert!(e.contains("set mcsup.control_port"), "{e}");
+    });
+}
+
+#[test]
+fn the_secret_is_read_only_when_it_is_this_users_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("control.secret");
+    let good = "ab".repeat(32);
+    std::fs::write(&path, &good).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(read_secret(&path).unwrap(), good.as_bytes());
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(read_secret(&path)
+        .unwrap_err()
+        .contains("readable or writable by others"));
+    let link = dir.path().join("link.secret");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    assert!(read_secret(&link).is_err());
+    std::fs::write(&path, "not hex").unwrap();
+    assert!(read_secret(&path)
+        .unwrap_err()
+        .contains("does not hold a secret"));
+    assert!(read_secret(&dir.path().join("absent")).is_err());
+}

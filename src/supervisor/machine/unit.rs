@@ -1,0 +1,152 @@
+//! Ranks of a worker over several nodes (`restart.unit`): the coordinator decides for the whole
+//! worker (docs/supervision.md, "Across nodes"). This node only reports its rank down (it died,
+//! or it was stopped as asked), and stops, starts or fails it when told. A rank never restarts
+//! on its own: alone, it could not rejoin its group while its peers wait in a collective.
+
+use std::time::Instant;
+
+use super::*;
+
+impl Machine {
+    /// Whether process `i` is a rank whose restarts the coordinator decides.
+    pub(super) fn in_unit(&self, i: usize) -> bool {
+        self.procs[i].spec.restart.unit.is_some()
+    }
+
+    /// A rank ended unasked (or failed its liveness, `group_gone`): wait for its group to be
+    /// empty, then report it down with how it ended.
+    pub(super) fn rank_ended(
+        &mut self,
+        i: usize,
+        status: ExitStatus,
+        group_gone: bool,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(pid) = self.procs[i].last_pid.filter(|_| !group_gone) else {
+            self.rank_is_down(i, Some(status), now, out);
+            return;
+        };
+        let state = ProcState::Stopping {
+            pid,
+            leader: Some(status),
+            group_empty: false,
+            kill_at: now,
+            killed: true,
+            then: AfterStop::RankDown {
+                failed: Some(status),
+            },
+        };
+        self.set_state(i, state, now);
+        out.push(Action::WatchGroup { pgid: pid });
+    }
+
+    /// The rank's group is empty: it waits for the coordinator, which is told.
+    pub(super) fn rank_is_down(
+        &mut self,
+        i: usize,
+        exit: Option<ExitStatus>,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let p = &self.procs[i];
+        let worker = p
+            .spec
+            .restart
+            .unit
+            .as_ref()
+            .map_or("", |u| u.worker.as_str());
+        let detail = match exit {
+            Some(s) => {
+                format!("{s}: the coordinator decides for {worker}, whose ranks restart together")
+            }
+            None => format!("stopped for the restart of {worker}; waiting for its other ranks"),
+        };
+        out.push(Action::Record(
+            rec(&p.spec.name, RecordKind::RankDown).detail(detail.clone()),
+        ));
+        self.procs[i].detail = Some(detail);
+        self.set_state(i, ProcState::Rejoining, now);
+        out.push(Action::RankDown { proc: i, exit });
+    }
+
+    /// The coordinator restarts the worker: stop this rank if it runs, else say it is down.
+    pub(super) fn on_rank_stop(&mut self, i: usize, now: Instant, out: &mut Vec<Action>) {
+        if i >= self.procs.len() || !self.in_unit(i) || self.phase == Phase::Stopping {
+            return;
+        }
+        match self.procs[i].state {
+            ProcState::Starting { .. } | ProcState::Ready { .. } => {
+                self.begin_stop(i, AfterStop::RankDown { failed: None }, now, out)
+            }
+            // Down already (the rank that failed): the coordinator counts it for this generation.
+            ProcState::Rejoining => out.push(Action::RankDown {
+                proc: i,
+                exit: None,
+            }),
+            ProcState::Waiting | ProcState::BackingOff { .. } => {
+                self.rank_is_down(i, None, now, out)
+            }
+            // Stopping (its answer follows), spawning (its stop follows the spawn), or done.
+            _ => {}
+        }
+    }
+
+    /// Every rank is down: this one starts again once its dependencies hold.
+    pub(super) fn on_rank_start(
+        &mut self,
+        i: usize,
+        generation: u64,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        if i >= self.procs.len() || self.phase == Phase::Stopping {
+            return;
+        }
+        if !matches!(self.procs[i].state, ProcState::Rejoining) {
+            return;
+        }
+        let p = &mut self.procs[i];
+        p.restarts += 1;
+        let worker = p
+            .spec
+            .restart
+            .unit
+            .as_ref()
+            .map_or("", |u| u.worker.as_str());
+        let detail = format!("generation {generation} of {worker}: every rank starts again");
+        out.push(Action::Record(
+            rec(&p.spec.name, RecordKind::Restarting).detail(detail),
+        ));
+        self.procs[i].detail = None;
+        self.set_state(i, ProcState::Waiting, now);
+    }
+
+    /// The coordinator gave the worker up: this rank fails, stopped first if it runs.
+    pub(super) fn on_rank_give_up(
+        &mut self,
+        i: usize,
+        reason: String,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        if i >= self.procs.len() || matches!(self.phase, Phase::Stopping | Phase::Done) {
+            return;
+        }
+        let code = self.procs[i]
+            .last_exit
+            .map(ExitStatus::code)
+            .filter(|c| *c != 0)
+            .unwrap_or(1);
+        match self.procs[i].state {
+            ProcState::Starting { .. } | ProcState::Ready { .. } => {
+                self.begin_stop(i, AfterStop::Fail { code, reason }, now, out)
+            }
+            ProcState::Waiting
+            | ProcState::Spawning
+            | ProcState::BackingOff { .. }
+            | ProcState::Rejoining => self.fail(i, code, reason, now, out),
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The loop's end of the job's control connection (`supervisor::control`): what this node
+//! tells the coordinator (a rank down, the node failing or leaving) and what it is told (stop,
+//! start or give up a rank; another node failed). On the coordinator's node, also its records
+//! and `worker_restarts.json`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::SystemTime;
+
+use super::{Msg, Runtime};
+use crate::plan::RestartPolicy;
+use crate::supervisor::control::coordinator::RestartRecord;
+use crate::supervisor::control::net::{self, Incoming, Outgoing};
+use crate::supervisor::control::wire::UnitInfo;
+use crate::supervisor::machine::{Event, ExitStatus, RecordKind, ShutdownReason};
+
+/// srtctl's name for the restarts' record, in the log directory.
+pub const WORKER_RESTARTS: &str = "worker_restarts.json";
+
+/// The control connection's state on this node.
+#[derive(Default)]
+pub(super) struct ControlState {
+    link: Option<net::Link>,
+    /// Joined the coordinator (restarts across nodes can be decided).
+    up: bool,
+    /// Why there is none, once that is known.
+    down_why: Option<String>,
+    /// Each worker's current generation, as the coordinator last said.
+    generations: BTreeMap<String, u64>,
+    /// This node said it is leaving or failing.
+    said_bye: bool,
+    /// The coordinator's restart records (its node only), for `worker_restarts.json`.
+    restarts: Vec<(RestartRecord, SystemTime)>,
+}
+
+/// The units this node holds ranks of, for its hello.
+fn units(plan: &crate::plan::Plan) -> Vec<UnitInfo> {
+    let mut seen = BTreeMap::new();
+    for p in &plan.processes {
+        let Some(u) = &p.restart.unit else { continue };
+        let r = &p.restart;
+        seen.entry(u.worker.clone()).or_insert_with(|| UnitInfo {
+            worker: u.worker.clone(),
+            nodes: u.nodes.clone(),
+            policy: match r.policy {
+                RestartPolicy::Never => "never",
+                RestartPolicy::OnFailure => "on-failure",
+                RestartPolicy::Always => "always",
+            }
+            .to_string(),
+            success_codes: r.success_codes.clone(),
+            max_restarts: r.max_restarts,
+            backoff_initial_ms: r.backoff_initial.as_millis() as u64,
+            backoff_factor: r.backoff_factor,
+            backoff_max_ms: r.backoff_max.as_millis() as u64,
+            stop_ms: p.stop.grace.as_millis() as u64,
+        });
+    }
+    seen.into_values().collect()
+}
+
+impl Runtime {
+    /// Start this node's side of the control connection, when the plan has one.
+    pub(super) fn start_control(&mut self) -> Result<(), crate::supervisor::SupervisorError> {
+        let Some(spec) = self.plan.control.clone() else {
+            return Ok(());
+        };
+        let job = super::job_of(&self.plan).unwrap_or_else(|| "local".into());
+        let tx = self.tx.clone();
+        let deliver: net::Deliver = Box::new(move |i| {
+            let _ = tx.send(Msg::Control(i));
+        });
+        let node = self.plan.node.name.clone();
+        match net::start(&spec, &node, &job, units(&self.plan), deliver) {
+            Ok(link) => self.control.link = Some(link),
+            Err(e) => {
+                return Err(crate::supervisor::SupervisorError::Setup(format!(
+                    "the job's control connection on {node} (the coordinator): {e}"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The processes that are ranks of `worker` here.
+    fn ranks_of(&self, worker: &str) -> Vec<usize> {
+        self.plan
+            .processes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.restart.unit.as_ref().is_some_and(|u| u.worker == worker))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    pub(super) fn on_control(&mut self, i: Incoming) {
+        match i {
+            Incoming::Joined => {
+                self.control.up = true;
+                tracing::info!("joined the job's control connection");
+            }
+            Incoming::Unavailable(why) => {
+                tracing::error!("{why}: a worker over several nodes is given up at its first failure, and another node's failure reaches this node only through the batch script");
+                self.control.down_why = Some(why);
+            }
+            Incoming::Lost(why) => {
+                self.control.up = false;
+                self.control.down_why = Some(why.clone());
+                if !self.control.said_bye {
+                    self.note(
+                        "mcsup",
+                        RecordKind::PeerFailed,
+                        format!("{why}: this node drains"),
+                    );
+                    self.feed(Event::PeerFailed { detail: why });
+                }
+            }
+            Incoming::NodeFailed { node, reason } => {
+                let detail = format!("node {node} failed: {reason}");
+                self.note(
+                    "mcsup",
+                    RecordKind::PeerFailed,
+                    format!("{detail}: this node drains"),
+                );
+                self.feed(Event::PeerFailed { detail });
+            }
+            Incoming::Refused { peer, why } => {
+                self.note(
+                    "mcsup",
+                    RecordKind::ControlRefused,
+                    format!("from {peer}: {why}"),
+                );
+            }
+            Incoming::Record { unit, kind, detail } => self.note(&unit, kind, detail),
+            Incoming::Restart(r) => {
+                self.control.restarts.push((r, SystemTime::now()));
+                self.write_restarts();
+            }
+            Incoming::Stop { worker, generation } => {
+                self.control.generations.insert(worker.clone(), generation);
+                for proc in self.ranks_of(&worker) {
+                    self.feed(Event::RankStop { proc });
+                }
+            }
+            Incoming::Start { worker, generation } => {
+                for proc in self.ranks_of(&worker) {
+                    self.feed(Event::RankStart { proc, generation });
+                }
+            }
+            Incoming::GiveUp { worker, reason } => {
+                for proc in self.ranks_of(&worker) {
+                    self.feed(Event::RankGiveUp {
+                        proc,
+                        reason: format!("{worker} given up: {reason}"),
+                    });
+                }
+            }
+        }
+    }
+
+    /// A rank is down here: the coordinator is told; without a connection, the worker cannot
+    /// restart as one unit and the rank fails.
+    pub(super) fn rank_down(
+        &mut self,
+        proc: usize,
+        exit: Option<ExitStatus>,
+        queue: &mut VecDeque<Event>,
+    ) {
+        let Some(unit) = self.plan.processes[proc].restart.unit.clone() else {
+            return;
+        };
+        match (&self.control.link, self.control.up) {
+            (Some(link), true) => link.send(Outgoing::Down {
+                generation: self
+                    .control
+                    .generations
+                    .get(&unit.worker)
+                    .copied()
+                    .unwrap_or(0),
+                worker: unit.worker,
+                code: exit.map(ExitStatus::code),
+                exit: exit.map(|e| e.to_string()),
+            }),
+            _ => queue.push_back(Event::RankGiveUp {
+                proc,
+                reason: format!(
+                    "{} cannot restart as one unit without the job's control connection ({})",
+                    unit.worker,
+                    self.control.down_why.as_deref().unwrap_or("not joined yet")
+                ),
+            }),
+        }
+    }
+
+    /// Once the teardown starts: the coordinator hears why (a failure drains every node).
+    pub(super) fn say_bye(&mut self) {
+        if self.control.said_bye {
+            return;
+        }
+        self.control.said_bye = true;
+        let Some(link) = &self.control.link else {
+            return;
+        };
+        match self.machine.reason() {
+            Some(r @ ShutdownReason::CriticalFailure { .. }) => {
+                link.send(Outgoing::Failing(r.to_string()))
+            }
+            _ => link.send(Outgoing::Leaving),
+        }
+    }
+
+    /// `worker_restarts.json` in srtctl's shape (`core/supervisor.py`'s `summary()`), from the
+    /// coordinator's decisions so far.
+    fn write_restarts(&mut self) {
+        let mut endpoints = serde_json::Map::new();
+        let mut events = Vec::new();
+        let mut total = 0u64;
+        for (r, at) in &self.control.restarts {
+            let (mode, index) = split_worker(&r.worker);
+            let label = format!("{mode}_{index}");
+            let exhausted = r.outcome == "exhausted";
+            let restarts = if exhausted { r.attempt - 1 } else { r.attempt };
+            endpoints.insert(
+                label,
+                serde_json::json!({
+                    "policy": r.policy,
+                    "restarts": restarts,
+                    "max_restarts": r.max_restarts,
+                    "exhausted": exhausted,
+                }),
+            );
+            events.push(serde_json::json!({
+                "worker": format!("{mode}_{index}_{}", r.node),
+                "mode": mode,
+                "index": index,
+                "node": r.node,
+                "attempt": r.attempt,
+                "exit_code": r.exit_code,
+                "exited_at": humantime::format_rfc3339_seconds(*at).to_string(),
+                "outcome": r.outcome,
+                "backoff_seconds": r.backoff.as_secs_f64(),
+                "relaunched_at": null,
+                "ready_at": null,
+                "ready_seconds": null,
+                "crash_log": null,
+                "engine": 0,
+            }));
+        }
+        for v in endpoints.values() {
+            total += v["restarts"].as_u64().unwrap_or(0);
+        }
+        let doc = serde_json::json!({
+            "total_restarts": total,
+            "endpoints": endpoints,
+            "events": events,
+        });
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+        let path = self.plan.log_dir.join(WORKER_RESTARTS);
+        self.writer.replace(path, text.into_bytes());
+    }
+}
+
+/// `decode[0]` as (`decode`, 0).
+fn split_worker(worker: &str) -> (String, u64) {
+    match worker.split_once('[') {
+        Some((mode, rest)) => (
+            mode.to_string(),
+            rest.trim_end_matches(']').parse().unwrap_or(0),
+        ),
+        None => (worker.to_string(), 0),
+    }
+}
