@@ -2309,6 +2309,16 @@ fn a_trtllm_serve_job_starts_its_orchestrator_after_the_workers() {
 /// max_restarts: 1}`, `critical: false`. Written to `<env>/unit.yaml`, with the stand-ins'
 /// directory in the job's environment (`MCSUP_TEST_DIR`); returns the recipe and the control port.
 fn unit_recipe(env: &TestEnv, dir: &std::path::Path) -> (PathBuf, u16) {
+    unit_recipe_with(env, dir, "false", 1)
+}
+
+/// [`unit_recipe`] with decode's `critical` and `max_restarts`.
+fn unit_recipe_with(
+    env: &TestEnv,
+    dir: &std::path::Path,
+    critical: &str,
+    max_restarts: u32,
+) -> (PathBuf, u16) {
     let extra = format!(
         r#", MCSUP_TEST_DIR: "{}", PYTHONPATH: "{}""#,
         dir.display(),
@@ -2336,8 +2346,8 @@ roles:
     nodes: 2
     workers: 1
     gpus: 2
-    critical: false
-    restart: {{policy: on-failure, max_restarts: 1, backoff_seconds: 1}}
+    critical: {critical}
+    restart: {{policy: on-failure, max_restarts: {max_restarts}, backoff_seconds: 1}}
     args: {{disaggregation-mode: decode, tensor-parallel-size: 2, served-model-name: test/tiny}}
 {local}"#
         ),
@@ -2476,20 +2486,53 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
             restarting.raw
         );
     }
+    // Each rank's first life's log is kept beside the new one (srtctl's `.out.<n>`).
+    for (node, line) in [("n2", "rank 1 (pid"), ("n3", "joined rank 0")] {
+        let old = std::fs::read_to_string(logs.join(format!("{node}.{decode}.log.1"))).unwrap();
+        assert!(old.contains(line), "{node}: {old}");
+    }
+    // `status --job` counts the restart on both nodes (NODE PROCESS KIND STATE PID RESTARTS).
+    let restarted = |status: &str, node: &str| {
+        status.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.first() == Some(&node) && w.get(1) == Some(&decode) && w.get(5) == Some(&"1")
+        })
+    };
+    wait_for(
+        "status --job with the restart",
+        Duration::from_secs(10),
+        || {
+            let o = Command::new(MCSUP)
+                .args(["status", "--job"])
+                .arg(&logs)
+                .output()
+                .unwrap();
+            let status = String::from_utf8_lossy(&o.stdout).into_owned();
+            (restarted(&status, "n2") && restarted(&status, "n3")).then_some(())
+        },
+    );
     // Only the ranks of decode[0] moved.
     assert_eq!(count("n1", "sglang-prefill-0", "spawned"), 1);
     assert_eq!(count("n1", "frontend_0", "spawned"), 1);
+    // The trigger is the first report of the generation: n3's SIGKILL, or n2's own exit when its
+    // connection broke (they race, as srtctl's `exited[0]` does); either way one generation.
     let unit = events("n1")
         .into_iter()
         .find(|e| e.process == "decode[0]" && e.event == "unit-restart")
         .unwrap();
+    let detail = unit.raw["detail"].as_str().unwrap();
+    let (node, code) = if detail.contains("its rank on n3 ended (killed by SIGKILL (137))") {
+        ("n3", 137)
+    } else {
+        assert!(
+            detail.contains("its rank on n2 ended (exit code 1)"),
+            "{detail}"
+        );
+        ("n2", 1)
+    };
     assert!(
-        unit.raw["detail"]
-            .as_str()
-            .unwrap()
-            .contains("generation 1: its rank on n3 ended (killed by SIGKILL (137)); every rank (n2, n3) stops"),
-        "{:?}",
-        unit.raw
+        detail.starts_with("generation 1: ") && detail.contains("every rank (n2, n3) stops"),
+        "{detail}"
     );
     let restarts = || -> serde_json::Value {
         serde_json::from_str(
@@ -2513,10 +2556,10 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
             &e["outcome"]
         ),
         (
-            &"decode_0_n3".into(),
-            &"n3".into(),
+            &format!("decode_0_{node}").into(),
+            &node.into(),
             &1.into(),
-            &137.into(),
+            &code.into(),
             &"relaunched".into()
         ),
         "{r}"
@@ -2541,6 +2584,180 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
     cluster.wait_gone(&id, Duration::from_secs(KILL_WAIT + 30));
     assert!(
         cluster.job_state(&id).starts_with("COMPLETED"),
+        "{}",
+        job_out()
+    );
+    assert_job_leaves_nothing(&env);
+}
+
+/// Issue 32: the unit recipe's three nodes started by a batch script that forwards nothing (one
+/// `mcsup run --role auto` step per node, then `wait`). SIGKILL of n3's mcsup: the coordinator
+/// sees its connection close and tells n1 and n2, which drain on their own; the job ends.
+#[test]
+fn a_node_whose_mcsup_is_killed_drains_the_others_without_the_batch_script() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18090, 3);
+    let dir = env.path("ranks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (recipe, _) = unit_recipe(&env, &dir);
+    let script = env.path("plain.sbatch");
+    std::fs::write(
+        &script,
+        "#!/bin/bash\n#SBATCH --nodes=3\n#SBATCH --ntasks-per-node=1\n# Test: each node's mcsup on its own; nothing is forwarded between them.\nfor n in $(scontrol show hostnames \"$SLURM_JOB_NODELIST\"); do\n  srun --nodes=1 --ntasks=1 --cpus-per-task=\"${SLURM_CPUS_ON_NODE:-1}\" -w \"$n\" --job-name=\"mcsup-$n\" --kill-on-bad-exit=0 \"$MCSUP\" run --role auto --recipe \"$RECIPE\" &\ndone\nwait\n",
+    )
+    .unwrap();
+    let out = env.path("plain.out");
+    let o = cluster
+        .cmd("sbatch")
+        .args(["--parsable", "--time=10", "-o"])
+        .arg(&out)
+        .arg(format!("--chdir={}", env.dir.path().display()))
+        .arg(&script)
+        .env("MCSUP", MCSUP)
+        .env("RECIPE", &recipe)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let logs = env.path("logs").join(&id);
+    let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
+    let has = |node: &str, process: &str, event: &str| {
+        events(node)
+            .iter()
+            .any(|e| e.process == process && e.event == event)
+    };
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the job servable", Duration::from_secs(90), || {
+        assert!(
+            !cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty(),
+            "job {id} left the queue early:\n{}",
+            job_out()
+        );
+        (has("n1", "frontend_0", "servable") && has("n2", "sglang-decode-0", "ready")).then_some(())
+    });
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(logs.join("n3.status.json")).unwrap())
+            .unwrap();
+    let pid = status["mcsup_pid"].as_i64().unwrap() as i32;
+    let killed = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let finished = |node: &str| has(node, "mcsup", "finished");
+    wait_for("n1 and n2 drained", Duration::from_secs(60), || {
+        (finished("n1") && finished("n2")).then_some(())
+    });
+    eprintln!(
+        "n1 and n2 finished {} ms after n3's mcsup was SIGKILLed",
+        killed.elapsed().as_millis()
+    );
+    for node in ["n1", "n2"] {
+        let e = events(node)
+            .into_iter()
+            .find(|e| e.event == "peer-failed")
+            .unwrap_or_else(|| panic!("{node}: no peer-failed"));
+        let detail = e.raw["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("node n3 failed: its connection closed"),
+            "{node}: {detail}"
+        );
+        let stop = events(node)
+            .into_iter()
+            .find(|e| e.event == "shutdown-requested")
+            .unwrap();
+        assert!(
+            stop.raw["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("node n3 failed"),
+            "{node}: {:?}",
+            stop.raw
+        );
+    }
+    assert!(!has("n1", "mcsup", "control-refused"));
+    cluster.wait_gone(&id, Duration::from_secs(KILL_WAIT + 30));
+    assert!(
+        !job_out().contains("USR1"),
+        "nothing forwarded:\n{}",
+        job_out()
+    );
+    assert_job_leaves_nothing(&env);
+}
+
+/// Issue 32, `critical: true` (`max_restarts: 0`): rank 1's death gives decode[0] up on both
+/// nodes; their mcsups fail and say so, and the coordinator's node drains at once: the whole job
+/// ends, failed, with nothing left.
+#[test]
+fn a_critical_worker_over_two_nodes_given_up_drains_the_job() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18110, 3);
+    let dir = env.path("ranks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (recipe, _) = unit_recipe_with(&env, &dir, "true", 0);
+    let (id, logs, out) = submit_job(&env, &cluster, &recipe, &env.path("bin"));
+    let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the job servable", Duration::from_secs(90), || {
+        assert!(
+            !cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty(),
+            "job {id} left the queue early:\n{}",
+            job_out()
+        );
+        events("n1")
+            .iter()
+            .any(|e| e.process == "frontend_0" && e.event == "servable")
+            .then_some(())
+    });
+    sigkill_unit(&logs, "n3", "sglang-decode-0");
+    cluster.wait_gone(&id, Duration::from_secs(KILL_WAIT + 30));
+    let given_up = events("n1")
+        .into_iter()
+        .find(|e| e.process == "decode[0]" && e.event == "unit-failed")
+        .expect("decode[0] given up");
+    assert!(
+        given_up.raw["detail"]
+            .as_str()
+            .unwrap()
+            .contains("restart limit reached: 0 restart(s) over the job (max_restarts 0)"),
+        "{:?}",
+        given_up.raw
+    );
+    for node in ["n2", "n3"] {
+        assert!(
+            events(node)
+                .iter()
+                .any(|e| e.process == "sglang-decode-0" && e.event == "failed"),
+            "{node}"
+        );
+        assert_eq!(
+            events(node)
+                .iter()
+                .filter(|e| e.process == "sglang-decode-0" && e.event == "spawned")
+                .count(),
+            1,
+            "{node}: never started again"
+        );
+    }
+    let drained = events("n1")
+        .into_iter()
+        .find(|e| e.event == "shutdown-requested")
+        .unwrap();
+    let why = drained.raw["detail"].as_str().unwrap();
+    // Told by the coordinator as n2's or n3's teardown started, before the batch script saw
+    // either step end.
+    assert!(
+        why.starts_with("node n2 failed: critical `sglang-decode-0` failed")
+            || why.starts_with("node n3 failed: critical `sglang-decode-0` failed"),
+        "{why}"
+    );
+    assert!(
+        events("n1").iter().any(|e| e.event == "peer-failed"),
+        "n1 was told"
+    );
+    assert!(
+        !cluster.job_state(&id).starts_with("COMPLETED"),
         "{}",
         job_out()
     );

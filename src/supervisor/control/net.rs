@@ -68,7 +68,7 @@ pub enum Incoming {
 }
 
 /// What the loop tells the coordinator.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Outgoing {
     Down {
         worker: String,
@@ -78,6 +78,8 @@ pub enum Outgoing {
     },
     Failing(String),
     Leaving,
+    /// Answered once everything sent before it is written.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 pub type Deliver = Box<dyn Fn(Incoming) + Send + Sync>;
@@ -91,6 +93,13 @@ pub struct Link {
 impl Link {
     pub fn send(&self, o: Outgoing) {
         let _ = self.tx.send(o);
+    }
+
+    /// Wait at most `within` for everything sent so far to be written (or the link to be gone).
+    pub async fn flush(&self, within: Duration) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(Outgoing::Flush(tx));
+        let _ = tokio::time::timeout(within, rx).await;
     }
 }
 
@@ -382,8 +391,11 @@ async fn link(
                 let Some(o) = o else { return };
                 let body = match o {
                     Outgoing::Down { worker, generation, code, exit } => Body::Down { worker, generation, code, exit },
-                    Outgoing::Failing(reason) => Body::Failing { reason },
                     Outgoing::Leaving => { leaving = true; Body::Leaving }
+                    // A failing node's connection closing is no news either.
+                    Outgoing::Failing(reason) if !leaving => { leaving = true; Body::Failing { reason } }
+                    Outgoing::Failing(_) => continue,
+                    Outgoing::Flush(done) => { let _ = done.send(()); continue }
                 };
                 if let Err(e) = write(&mut w, &sealer.seal(body)).await {
                     break e;

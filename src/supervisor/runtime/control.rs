@@ -208,6 +208,14 @@ impl Runtime {
         }
     }
 
+    /// Wait (at most a second) until what this node said is written to the coordinator.
+    pub(super) async fn flush_control(&mut self) {
+        self.say_bye();
+        if let Some(link) = &self.control.link {
+            link.flush(std::time::Duration::from_secs(1)).await;
+        }
+    }
+
     /// `worker_restarts.json` in srtctl's shape (`core/supervisor.py`'s `summary()`), from the
     /// coordinator's decisions so far.
     fn write_restarts(&mut self) {

@@ -69,6 +69,8 @@ impl Runtime {
         for (&pid, _) in self.exec_probes.iter() {
             let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
         }
+        // The coordinator hears why this node leaves before its connection closes.
+        self.flush_control().await;
         self.sweep_orphans(sigchld).await;
         self.check_ports_released();
         self.check_gpus_released();
