@@ -2540,8 +2540,19 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
         )
         .unwrap_or_default()
     };
-    let r = restarts();
+    // The leader told the coordinator it is ready again: srtctl's outcome `ready`.
+    let r = wait_for("the restart recorded ready", Duration::from_secs(10), || {
+        let r = restarts();
+        (r["events"][0]["outcome"] == "ready").then_some(r)
+    });
+    eprintln!("worker_restarts.json: {r}");
     assert_eq!(r["total_restarts"], 1, "{r}");
+    let e = &r["events"][0];
+    for k in ["exited_at", "relaunched_at", "ready_at"] {
+        assert!(e[k].as_str().is_some_and(|t| t.ends_with('Z')), "{k}: {r}");
+    }
+    assert!(e["ready_seconds"].as_f64().is_some(), "{r}");
+    assert_eq!(e["backoff_seconds"], 1.0, "{r}");
     assert_eq!(
         r["endpoints"]["decode_0"],
         serde_json::json!({"policy": "on-failure", "restarts": 1, "max_restarts": 1, "exhausted": false})
@@ -2560,7 +2571,7 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
             &node.into(),
             &1.into(),
             &code.into(),
-            &"relaunched".into()
+            &"ready".into()
         ),
         "{r}"
     );

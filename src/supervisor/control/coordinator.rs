@@ -29,6 +29,11 @@ pub enum Input {
         code: Option<i32>,
         exit: Option<String>,
     },
+    /// The worker's leader rank is ready again after generation `generation`'s start.
+    Ready {
+        worker: String,
+        generation: u64,
+    },
     Failing {
         node: String,
         reason: String,
@@ -57,8 +62,16 @@ pub enum Output {
         kind: EventKind,
         detail: String,
     },
-    /// A worker's restart, for `worker_restarts.json`.
+    /// A worker's restart decided, for `worker_restarts.json`.
     Restart(RestartRecord),
+    /// Its ranks were told to start again (srtctl's `relaunched`).
+    Relaunched {
+        worker: String,
+    },
+    /// Its leader rank is ready again (srtctl's `ready`).
+    ReadyAgain {
+        worker: String,
+    },
 }
 
 /// One restart decision, as srtctl's `RestartEvent` records it.
@@ -70,7 +83,8 @@ pub struct RestartRecord {
     /// 1 for the first restart.
     pub attempt: u32,
     pub exit_code: Option<i32>,
-    /// `relaunched` or `exhausted`.
+    /// `scheduled` (then `relaunched`, `ready`: [`Output::Relaunched`], [`Output::ReadyAgain`]),
+    /// or `exhausted`.
     pub outcome: &'static str,
     pub backoff: Duration,
     pub policy: String,
@@ -155,6 +169,13 @@ impl Coordinator {
                 code,
                 exit,
             } => self.on_down(node, worker, generation, code, exit, now, &mut out),
+            Input::Ready { worker, generation } => {
+                if self.units.get(&worker).is_some_and(|u| {
+                    u.generation == generation && generation > 0 && u.phase == Phase::Running
+                }) {
+                    out.push(Output::ReadyAgain { worker });
+                }
+            }
             Input::Failing { node, reason } => self.node_failed(&node, reason, &mut out),
             Input::Leaving { node } => {
                 self.nodes.insert(node, true);
@@ -266,7 +287,7 @@ impl Coordinator {
                 }
                 u.restarts += 1;
                 u.generation += 1;
-                out.push(Output::Restart(record("relaunched", u.restarts, u.backoff)));
+                out.push(Output::Restart(record("scheduled", u.restarts, u.backoff)));
                 u.phase = Phase::Stopping {
                     waiting: info.nodes.iter().cloned().collect(),
                     deadline: now + Duration::from_millis(info.stop_ms) + DOWN_MARGIN,
@@ -314,6 +335,9 @@ impl Coordinator {
                 }
                 Phase::BackingOff { until } if *until <= now => {
                     u.phase = Phase::Running;
+                    out.push(Output::Relaunched {
+                        worker: worker.clone(),
+                    });
                     for to in &u.info.nodes {
                         out.push(Output::Send {
                             to: to.clone(),

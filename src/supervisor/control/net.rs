@@ -65,6 +65,10 @@ pub enum Incoming {
     },
     /// A restart decision, for `worker_restarts.json` (on the coordinator's node).
     Restart(RestartRecord),
+    /// The worker's ranks were told to start again.
+    Relaunched(String),
+    /// The worker's leader rank is ready again.
+    ReadyAgain(String),
 }
 
 /// What the loop tells the coordinator.
@@ -75,6 +79,11 @@ pub enum Outgoing {
         generation: u64,
         code: Option<i32>,
         exit: Option<String>,
+    },
+    /// This node's leader rank of `worker` is ready again in `generation`.
+    Ready {
+        worker: String,
+        generation: u64,
     },
     Failing(String),
     Leaving,
@@ -391,6 +400,7 @@ async fn link(
                 let Some(o) = o else { return };
                 let body = match o {
                     Outgoing::Down { worker, generation, code, exit } => Body::Down { worker, generation, code, exit },
+                    Outgoing::Ready { worker, generation } => Body::Ready { worker, generation },
                     Outgoing::Leaving => { leaving = true; Body::Leaving }
                     // A failing node's connection closing is no news either.
                     Outgoing::Failing(reason) if !leaving => { leaving = true; Body::Failing { reason } }
@@ -529,6 +539,7 @@ async fn connection(stream: TcpStream, c: Conn) {
                     Ok(env) => {
                         let input = match env.body {
                             Body::Down { worker, generation, code, exit } => Input::Down { node: node.clone(), worker, generation, code, exit },
+                            Body::Ready { worker, generation } => Input::Ready { worker, generation },
                             Body::Failing { reason } => Input::Failing { node: node.clone(), reason },
                             Body::Leaving => Input::Leaving { node: node.clone() },
                             _ => continue,
@@ -600,6 +611,8 @@ async fn hub(mut rx: UnboundedReceiver<Hub>, deliver: Deliver) {
                     deliver(Incoming::Record { unit, kind, detail })
                 }
                 Output::Restart(r) => deliver(Incoming::Restart(r)),
+                Output::Relaunched { worker } => deliver(Incoming::Relaunched(worker)),
+                Output::ReadyAgain { worker } => deliver(Incoming::ReadyAgain(worker)),
             }
         }
     }

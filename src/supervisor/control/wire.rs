@@ -38,7 +38,7 @@ pub struct UnitInfo {
     pub stop_ms: u64,
 }
 
-/// What travels. Nodes send `hello`, `heartbeat`, `down`, `failing`, `leaving`; the coordinator
+/// What travels. Nodes send `hello`, `heartbeat`, `down`, `ready`, `failing`, `leaving`; the coordinator
 /// sends `heartbeat`, `stop`, `start`, `give-up`, `node-failed`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
@@ -57,6 +57,11 @@ pub enum Body {
         code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit: Option<String>,
+    },
+    /// The leader rank of `worker`, started again in `generation`, is ready (on the sender's node).
+    Ready {
+        worker: String,
+        generation: u64,
     },
     /// The sender's node failed for good (a critical failure): every node drains.
     Failing {

@@ -29,7 +29,15 @@ pub(super) struct ControlState {
     /// This node said it is leaving or failing.
     said_bye: bool,
     /// The coordinator's restart records (its node only), for `worker_restarts.json`.
-    restarts: Vec<(RestartRecord, SystemTime)>,
+    restarts: Vec<Restart>,
+}
+
+/// One restart as `worker_restarts.json` tells it.
+struct Restart {
+    record: RestartRecord,
+    exited_at: SystemTime,
+    relaunched_at: Option<SystemTime>,
+    ready_at: Option<SystemTime>,
 }
 
 /// The units this node holds ranks of, for its hello.
@@ -131,9 +139,28 @@ impl Runtime {
                 );
             }
             Incoming::Record { unit, kind, detail } => self.note(&unit, kind, detail),
-            Incoming::Restart(r) => {
-                self.control.restarts.push((r, SystemTime::now()));
+            Incoming::Restart(record) => {
+                self.control.restarts.push(Restart {
+                    record,
+                    exited_at: SystemTime::now(),
+                    relaunched_at: None,
+                    ready_at: None,
+                });
                 self.write_restarts();
+            }
+            Incoming::Relaunched(worker) => {
+                if let Some(r) = self.last_restart(&worker, "scheduled") {
+                    r.record.outcome = "relaunched";
+                    r.relaunched_at = Some(SystemTime::now());
+                    self.write_restarts();
+                }
+            }
+            Incoming::ReadyAgain(worker) => {
+                if let Some(r) = self.last_restart(&worker, "relaunched") {
+                    r.record.outcome = "ready";
+                    r.ready_at = Some(SystemTime::now());
+                    self.write_restarts();
+                }
             }
             Incoming::Stop { worker, generation } => {
                 self.control.generations.insert(worker.clone(), generation);
@@ -154,6 +181,44 @@ impl Runtime {
                     });
                 }
             }
+        }
+    }
+
+    /// The worker's last restart record, if its outcome is `outcome`.
+    fn last_restart(&mut self, worker: &str, outcome: &str) -> Option<&mut Restart> {
+        self.control
+            .restarts
+            .iter_mut()
+            .rev()
+            .find(|r| r.record.worker == worker)
+            .filter(|r| r.record.outcome == outcome)
+    }
+
+    /// A process became ready: when it is the leader rank of a worker that was started again,
+    /// the coordinator hears it (srtctl records when a relaunched worker is ready).
+    pub(super) fn rank_ready(&mut self, process: &str) {
+        let me = &self.plan.node.name;
+        let Some(unit) = self
+            .plan
+            .processes
+            .iter()
+            .find(|p| p.name == process)
+            .and_then(|p| p.restart.unit.as_ref())
+            .filter(|u| u.nodes.first() == Some(me))
+        else {
+            return;
+        };
+        let generation = self
+            .control
+            .generations
+            .get(&unit.worker)
+            .copied()
+            .unwrap_or(0);
+        if let (Some(link), true) = (&self.control.link, generation > 0) {
+            link.send(Outgoing::Ready {
+                worker: unit.worker.clone(),
+                generation,
+            });
         }
     }
 
@@ -222,7 +287,9 @@ impl Runtime {
         let mut endpoints = serde_json::Map::new();
         let mut events = Vec::new();
         let mut total = 0u64;
-        for (r, at) in &self.control.restarts {
+        let iso = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
+        for x in &self.control.restarts {
+            let r = &x.record;
             let (mode, index) = split_worker(&r.worker);
             let label = format!("{mode}_{index}");
             let exhausted = r.outcome == "exhausted";
@@ -236,6 +303,11 @@ impl Runtime {
                     "exhausted": exhausted,
                 }),
             );
+            let ready_seconds = x
+                .ready_at
+                .zip(x.relaunched_at)
+                .and_then(|(ready, launched)| ready.duration_since(launched).ok())
+                .map(|d| (d.as_secs_f64() * 10.0).round() / 10.0);
             events.push(serde_json::json!({
                 "worker": format!("{mode}_{index}_{}", r.node),
                 "mode": mode,
@@ -243,12 +315,12 @@ impl Runtime {
                 "node": r.node,
                 "attempt": r.attempt,
                 "exit_code": r.exit_code,
-                "exited_at": humantime::format_rfc3339_seconds(*at).to_string(),
+                "exited_at": iso(x.exited_at),
                 "outcome": r.outcome,
                 "backoff_seconds": r.backoff.as_secs_f64(),
-                "relaunched_at": null,
-                "ready_at": null,
-                "ready_seconds": null,
+                "relaunched_at": x.relaunched_at.map(iso),
+                "ready_at": x.ready_at.map(iso),
+                "ready_seconds": ready_seconds,
                 "crash_log": null,
                 "engine": 0,
             }));

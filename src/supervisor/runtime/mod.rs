@@ -549,6 +549,7 @@ impl Runtime {
             Action::Record(mut r) => {
                 if r.kind == RecordKind::Ready {
                     self.after_ready(&r.unit);
+                    self.rank_ready(&r.unit);
                 }
                 let servable = r.kind == RecordKind::Ready;
                 if r.kind == RecordKind::Finished {

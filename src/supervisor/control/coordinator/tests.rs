@@ -101,8 +101,24 @@ fn restart_once(c: &mut Coordinator, t: Instant, generation: u64, backoff: Durat
         .handle(Input::Tick, t + backoff - Duration::from_millis(1))
         .is_empty());
     let t = t + backoff;
-    assert_eq!(sent(&c.handle(Input::Tick, t)), to_both(start(generation)));
+    let out = c.handle(Input::Tick, t);
+    assert_eq!(sent(&out), to_both(start(generation)));
+    assert!(out.contains(&Output::Relaunched {
+        worker: "decode[0]".into()
+    }));
     assert_eq!(c.next_deadline(), None);
+    // The leader's ready of this generation, once; an older one is not news.
+    let ready = |generation| Input::Ready {
+        worker: "decode[0]".into(),
+        generation,
+    };
+    assert!(c.handle(ready(generation - 1), t).is_empty());
+    assert_eq!(
+        c.handle(ready(generation), t),
+        [Output::ReadyAgain {
+            worker: "decode[0]".into()
+        }]
+    );
     t
 }
 
