@@ -576,8 +576,11 @@ fn a_1mb_line_without_newline_keeps_memory_bounded() {
         .expect("VmHWM");
     m.signal(Signal::SIGTERM);
     assert_eq!(m.wait_exit(T), 0);
+    // The bound: the log writer's queue (16 MiB, when the disk is slower than the child, as on a
+    // loaded machine) and the console's (4 MiB), plus mcsup itself; 24 MiB left it no room
+    // (24.6 MiB seen with the whole suite running beside it).
     assert!(
-        hwm_kb < 24 * 1024,
+        hwm_kb < 28 * 1024,
         "mcsup peak RSS {hwm_kb} kB while a 64 MiB line went through"
     );
     let log = std::fs::read(env.log_dir().join("n1.worker.log")).unwrap();
