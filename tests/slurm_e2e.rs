@@ -2306,14 +2306,9 @@ fn a_trtllm_serve_job_starts_its_orchestrator_after_the_workers() {
 /// decode as one worker over n2 and n3 (tests/fixtures/synthetic-dynamo on the job's PYTHONPATH:
 /// `dynamo.sglang`'s two ranks hold a TCP connection, each exiting when it breaks; its
 /// `dynamo.frontend` lists the live workers), `roles.decode.restart: {policy: on-failure,
-/// max_restarts: 1}`, `critical: false`. Written to `<env>/unit.yaml`, with the stand-ins'
+/// max_restarts}` and `critical` as given. Written to `<env>/unit.yaml`, with the stand-ins'
 /// directory in the job's environment (`MCSUP_TEST_DIR`); returns the recipe and the control port.
-fn unit_recipe(env: &TestEnv, dir: &std::path::Path) -> (PathBuf, u16) {
-    unit_recipe_with(env, dir, "false", 1)
-}
-
-/// [`unit_recipe`] with decode's `critical` and `max_restarts`.
-fn unit_recipe_with(
+fn unit_recipe(
     env: &TestEnv,
     dir: &std::path::Path,
     critical: &str,
@@ -2360,6 +2355,38 @@ roles:
         std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
     }
     (recipe, port)
+}
+
+/// Three fake nodes from `port_base` and the unit recipe (decode's `critical`, `max_restarts`):
+/// the cluster, the stand-ins' directory, the recipe and its control port.
+fn unit_cluster(
+    env: &TestEnv,
+    port_base: u16,
+    critical: &str,
+    max_restarts: u32,
+) -> (Cluster, PathBuf, PathBuf, u16) {
+    let cluster = Cluster::start_n(env, "cgroup", port_base, 3);
+    let dir = env.path("ranks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (recipe, port) = unit_recipe(env, &dir, critical, max_restarts);
+    (cluster, dir, recipe, port)
+}
+
+/// Wait until the unit job `id` is servable (its frontend on n1) and decode[0] is ready (on n2).
+fn wait_unit_servable(cluster: &Cluster, id: &str, logs: &std::path::Path, out: &std::path::Path) {
+    let has = |node: &str, process: &str, event: &str| {
+        read_events(&logs.join(format!("{node}.events.jsonl")))
+            .iter()
+            .any(|e| e.process == process && e.event == event)
+    };
+    wait_for("the job servable", Duration::from_secs(90), || {
+        assert!(
+            !cluster.run("squeue", &["-h", "-j", id]).stdout.is_empty(),
+            "job {id} left the queue early:\n{}",
+            std::fs::read_to_string(out).unwrap_or_default()
+        );
+        (has("n1", "frontend_0", "servable") && has("n2", "sglang-decode-0", "ready")).then_some(())
+    });
 }
 
 /// The groups `dynamo.sglang` (synthetic) formed so far: the pids of rank 0 and rank 1 of each.
@@ -2412,10 +2439,7 @@ fn forge_control_message(port: u16, job: &str) {
 #[test]
 fn a_worker_over_two_nodes_restarts_as_one_unit() {
     let env = TestEnv::new();
-    let cluster = Cluster::start_n(&env, "cgroup", 18070, 3);
-    let dir = env.path("ranks");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (recipe, port) = unit_recipe(&env, &dir);
+    let (cluster, dir, recipe, port) = unit_cluster(&env, 18070, "false", 1);
     let (id, logs, out) = submit_job(&env, &cluster, &recipe, &env.path("bin"));
     let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
     let count = |node: &str, process: &str, event: &str| {
@@ -2427,10 +2451,7 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
     let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
     let queued = || !cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty();
     let decode = "sglang-decode-0";
-    wait_for("the job servable", Duration::from_secs(90), || {
-        assert!(queued(), "job {id} left the queue early:\n{}", job_out());
-        (count("n1", "frontend_0", "servable") == 1).then_some(())
-    });
+    wait_unit_servable(&cluster, &id, &logs, &out);
     assert_eq!(count("n2", decode, "ready"), 1);
     let first = unit_groups(&dir);
     assert_eq!(first.len(), 1, "one group formed");
@@ -2541,10 +2562,14 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
         .unwrap_or_default()
     };
     // The leader told the coordinator it is ready again: srtctl's outcome `ready`.
-    let r = wait_for("the restart recorded ready", Duration::from_secs(10), || {
-        let r = restarts();
-        (r["events"][0]["outcome"] == "ready").then_some(r)
-    });
+    let r = wait_for(
+        "the restart recorded ready",
+        Duration::from_secs(10),
+        || {
+            let r = restarts();
+            (r["events"][0]["outcome"] == "ready").then_some(r)
+        },
+    );
     eprintln!("worker_restarts.json: {r}");
     assert_eq!(r["total_restarts"], 1, "{r}");
     let e = &r["events"][0];
@@ -2607,10 +2632,7 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
 #[test]
 fn a_node_whose_mcsup_is_killed_drains_the_others_without_the_batch_script() {
     let env = TestEnv::new();
-    let cluster = Cluster::start_n(&env, "cgroup", 18090, 3);
-    let dir = env.path("ranks");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (recipe, _) = unit_recipe(&env, &dir);
+    let (cluster, _, recipe, _) = unit_cluster(&env, 18090, "false", 1);
     let script = env.path("plain.sbatch");
     std::fs::write(
         &script,
@@ -2638,14 +2660,7 @@ fn a_node_whose_mcsup_is_killed_drains_the_others_without_the_batch_script() {
             .any(|e| e.process == process && e.event == event)
     };
     let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
-    wait_for("the job servable", Duration::from_secs(90), || {
-        assert!(
-            !cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty(),
-            "job {id} left the queue early:\n{}",
-            job_out()
-        );
-        (has("n1", "frontend_0", "servable") && has("n2", "sglang-decode-0", "ready")).then_some(())
-    });
+    wait_unit_servable(&cluster, &id, &logs, &out);
     let status: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(logs.join("n3.status.json")).unwrap())
             .unwrap();
@@ -2703,24 +2718,11 @@ fn a_node_whose_mcsup_is_killed_drains_the_others_without_the_batch_script() {
 #[test]
 fn a_critical_worker_over_two_nodes_given_up_drains_the_job() {
     let env = TestEnv::new();
-    let cluster = Cluster::start_n(&env, "cgroup", 18110, 3);
-    let dir = env.path("ranks");
-    std::fs::create_dir_all(&dir).unwrap();
-    let (recipe, _) = unit_recipe_with(&env, &dir, "true", 0);
+    let (cluster, _, recipe, _) = unit_cluster(&env, 18110, "true", 0);
     let (id, logs, out) = submit_job(&env, &cluster, &recipe, &env.path("bin"));
     let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
     let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
-    wait_for("the job servable", Duration::from_secs(90), || {
-        assert!(
-            !cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty(),
-            "job {id} left the queue early:\n{}",
-            job_out()
-        );
-        events("n1")
-            .iter()
-            .any(|e| e.process == "frontend_0" && e.event == "servable")
-            .then_some(())
-    });
+    wait_unit_servable(&cluster, &id, &logs, &out);
     sigkill_unit(&logs, "n3", "sglang-decode-0");
     cluster.wait_gone(&id, Duration::from_secs(KILL_WAIT + 30));
     let given_up = events("n1")

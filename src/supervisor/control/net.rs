@@ -30,22 +30,8 @@ const HANDSHAKE: Duration = Duration::from_secs(5);
 /// What the loop hears from the control connection.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Incoming {
-    Stop {
-        worker: String,
-        generation: u64,
-    },
-    Start {
-        worker: String,
-        generation: u64,
-    },
-    GiveUp {
-        worker: String,
-        reason: String,
-    },
-    NodeFailed {
-        node: String,
-        reason: String,
-    },
+    /// What the coordinator said: `stop`, `start`, `give-up` or `node-failed`.
+    Said(Body),
     /// The link to the coordinator is up.
     Joined,
     /// The coordinator could not be reached at start: no restart across nodes.
@@ -53,10 +39,7 @@ pub enum Incoming {
     /// The link to the coordinator is gone.
     Lost(String),
     /// A message refused: from whom, why.
-    Refused {
-        peer: String,
-        why: String,
-    },
+    Refused { peer: String, why: String },
     /// The coordinator's own record (on its node): about a worker or a node.
     Record {
         unit: String,
@@ -74,19 +57,8 @@ pub enum Incoming {
 /// What the loop tells the coordinator.
 #[derive(Debug)]
 pub enum Outgoing {
-    Down {
-        worker: String,
-        generation: u64,
-        code: Option<i32>,
-        exit: Option<String>,
-    },
-    /// This node's leader rank of `worker` is ready again in `generation`.
-    Ready {
-        worker: String,
-        generation: u64,
-    },
-    Failing(String),
-    Leaving,
+    /// `down`, `ready`, `failing` or `leaving`.
+    Say(Body),
     /// Answered once everything sent before it is written.
     Flush(tokio::sync::oneshot::Sender<()>),
 }
@@ -384,11 +356,8 @@ async fn link(
                 };
                 match opener.open(&line) {
                     Ok(env) => match env.body {
-                        Body::Stop { worker, generation } => deliver(Incoming::Stop { worker, generation }),
-                        Body::Start { worker, generation } => deliver(Incoming::Start { worker, generation }),
-                        Body::GiveUp { worker, reason } => deliver(Incoming::GiveUp { worker, reason }),
-                        Body::NodeFailed { node, reason } => deliver(Incoming::NodeFailed { node, reason }),
-                        _ => {}
+                        Body::Heartbeat => {}
+                        body => deliver(Incoming::Said(body)),
                     },
                     Err(e) => deliver(Incoming::Refused {
                         peer: format!("{}:{} (the coordinator's address)", spec.address, spec.port),
@@ -399,14 +368,12 @@ async fn link(
             o = rx.recv() => {
                 let Some(o) = o else { return };
                 let body = match o {
-                    Outgoing::Down { worker, generation, code, exit } => Body::Down { worker, generation, code, exit },
-                    Outgoing::Ready { worker, generation } => Body::Ready { worker, generation },
-                    Outgoing::Leaving => { leaving = true; Body::Leaving }
-                    // A failing node's connection closing is no news either.
-                    Outgoing::Failing(reason) if !leaving => { leaving = true; Body::Failing { reason } }
-                    Outgoing::Failing(_) => continue,
                     Outgoing::Flush(done) => { let _ = done.send(()); continue }
+                    // After `leaving` or `failing`, the connection's end is no news.
+                    Outgoing::Say(_) if leaving => continue,
+                    Outgoing::Say(body) => body,
                 };
+                leaving = matches!(body, Body::Leaving | Body::Failing { .. });
                 if let Err(e) = write(&mut w, &sealer.seal(body)).await {
                     break e;
                 }

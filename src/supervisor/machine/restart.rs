@@ -88,16 +88,7 @@ impl Machine {
                 if self.phase == Phase::Stopping {
                     // Exiting on its own during teardown (e.g. Slurm linuxproc sent it SIGTERM
                     // too): fine, never restarted, not a failure. Wait for the group to empty.
-                    let state = ProcState::Stopping {
-                        pid,
-                        leader: Some(status),
-                        group_empty: false,
-                        kill_at: now,
-                        killed: true,
-                        then: AfterStop::Teardown,
-                    };
-                    self.set_state(i, state, now);
-                    out.push(Action::WatchGroup { pgid: pid });
+                    self.await_group(i, pid, status, AfterStop::Teardown, now, out);
                 } else {
                     if was_starting {
                         self.procs[i].detail = Some(format!("died before ready ({status})"));
@@ -107,6 +98,29 @@ impl Machine {
             }
             _ => {}
         }
+    }
+
+    /// Its leader `pid` ended with `status` (its group SIGKILLed): wait for the group to be
+    /// empty, then `then`.
+    pub(super) fn await_group(
+        &mut self,
+        i: usize,
+        pid: Pid,
+        status: ExitStatus,
+        then: AfterStop,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) {
+        let state = ProcState::Stopping {
+            pid,
+            leader: Some(status),
+            group_empty: false,
+            kill_at: now,
+            killed: true,
+            then,
+        };
+        self.set_state(i, state, now);
+        out.push(Action::WatchGroup { pgid: pid });
     }
 
     pub(super) fn on_group_empty(&mut self, pgid: Pid, now: Instant, out: &mut Vec<Action>) {

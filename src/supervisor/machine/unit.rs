@@ -13,6 +13,12 @@ impl Machine {
         self.procs[i].spec.restart.unit.is_some()
     }
 
+    /// The worker process `i` is a rank of (`decode[0]`).
+    fn worker_of(&self, i: usize) -> String {
+        let unit = self.procs[i].spec.restart.unit.as_ref();
+        unit.map_or_else(String::new, |u| u.worker.clone())
+    }
+
     /// A rank ended unasked (or failed its liveness, `group_gone`): wait for its group to be
     /// empty, then report it down with how it ended.
     pub(super) fn rank_ended(
@@ -27,18 +33,10 @@ impl Machine {
             self.rank_is_down(i, Some(status), now, out);
             return;
         };
-        let state = ProcState::Stopping {
-            pid,
-            leader: Some(status),
-            group_empty: false,
-            kill_at: now,
-            killed: true,
-            then: AfterStop::RankDown {
-                failed: Some(status),
-            },
+        let then = AfterStop::RankDown {
+            failed: Some(status),
         };
-        self.set_state(i, state, now);
-        out.push(Action::WatchGroup { pgid: pid });
+        self.await_group(i, pid, status, then, now, out);
     }
 
     /// The rank's group is empty: it waits for the coordinator, which is told.
@@ -49,13 +47,8 @@ impl Machine {
         now: Instant,
         out: &mut Vec<Action>,
     ) {
+        let worker = self.worker_of(i);
         let p = &self.procs[i];
-        let worker = p
-            .spec
-            .restart
-            .unit
-            .as_ref()
-            .map_or("", |u| u.worker.as_str());
         let detail = match exit {
             Some(s) => {
                 format!("{s}: the coordinator decides for {worker}, whose ranks restart together")
@@ -106,14 +99,9 @@ impl Machine {
         if !matches!(self.procs[i].state, ProcState::Rejoining) {
             return;
         }
+        let worker = self.worker_of(i);
         let p = &mut self.procs[i];
         p.restarts += 1;
-        let worker = p
-            .spec
-            .restart
-            .unit
-            .as_ref()
-            .map_or("", |u| u.worker.as_str());
         let detail = format!("generation {generation} of {worker}: every rank starts again");
         out.push(Action::Record(
             rec(&p.spec.name, RecordKind::Restarting).detail(detail),

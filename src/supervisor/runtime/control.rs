@@ -10,7 +10,7 @@ use super::{Msg, Runtime};
 use crate::plan::RestartPolicy;
 use crate::supervisor::control::coordinator::RestartRecord;
 use crate::supervisor::control::net::{self, Incoming, Outgoing};
-use crate::supervisor::control::wire::UnitInfo;
+use crate::supervisor::control::wire::{Body, UnitInfo};
 use crate::supervisor::machine::{Event, ExitStatus, RecordKind, ShutdownReason};
 
 /// srtctl's name for the restarts' record, in the log directory.
@@ -122,15 +122,6 @@ impl Runtime {
                     self.feed(Event::PeerFailed { detail: why });
                 }
             }
-            Incoming::NodeFailed { node, reason } => {
-                let detail = format!("node {node} failed: {reason}");
-                self.note(
-                    "mcsup",
-                    RecordKind::PeerFailed,
-                    format!("{detail}: this node drains"),
-                );
-                self.feed(Event::PeerFailed { detail });
-            }
             Incoming::Refused { peer, why } => {
                 self.note(
                     "mcsup",
@@ -162,18 +153,25 @@ impl Runtime {
                     self.write_restarts();
                 }
             }
-            Incoming::Stop { worker, generation } => {
+            Incoming::Said(body) => self.told(body),
+        }
+    }
+
+    /// What the coordinator said.
+    fn told(&mut self, body: Body) {
+        match body {
+            Body::Stop { worker, generation } => {
                 self.control.generations.insert(worker.clone(), generation);
                 for proc in self.ranks_of(&worker) {
                     self.feed(Event::RankStop { proc });
                 }
             }
-            Incoming::Start { worker, generation } => {
+            Body::Start { worker, generation } => {
                 for proc in self.ranks_of(&worker) {
                     self.feed(Event::RankStart { proc, generation });
                 }
             }
-            Incoming::GiveUp { worker, reason } => {
+            Body::GiveUp { worker, reason } => {
                 for proc in self.ranks_of(&worker) {
                     self.feed(Event::RankGiveUp {
                         proc,
@@ -181,7 +179,22 @@ impl Runtime {
                     });
                 }
             }
+            Body::NodeFailed { node, reason } => {
+                let detail = format!("node {node} failed: {reason}");
+                self.note(
+                    "mcsup",
+                    RecordKind::PeerFailed,
+                    format!("{detail}: this node drains"),
+                );
+                self.feed(Event::PeerFailed { detail });
+            }
+            _ => {}
         }
+    }
+
+    /// `worker`'s generation, as the coordinator last said (0 before its first restart).
+    fn generation(&self, worker: &str) -> u64 {
+        self.control.generations.get(worker).copied().unwrap_or(0)
     }
 
     /// The worker's last restart record, if its outcome is `outcome`.
@@ -215,10 +228,10 @@ impl Runtime {
             .copied()
             .unwrap_or(0);
         if let (Some(link), true) = (&self.control.link, generation > 0) {
-            link.send(Outgoing::Ready {
+            link.send(Outgoing::Say(Body::Ready {
                 worker: unit.worker.clone(),
                 generation,
-            });
+            }));
         }
     }
 
@@ -234,17 +247,12 @@ impl Runtime {
             return;
         };
         match (&self.control.link, self.control.up) {
-            (Some(link), true) => link.send(Outgoing::Down {
-                generation: self
-                    .control
-                    .generations
-                    .get(&unit.worker)
-                    .copied()
-                    .unwrap_or(0),
+            (Some(link), true) => link.send(Outgoing::Say(Body::Down {
+                generation: self.generation(&unit.worker),
                 worker: unit.worker,
                 code: exit.map(ExitStatus::code),
                 exit: exit.map(|e| e.to_string()),
-            }),
+            })),
             _ => queue.push_back(Event::RankGiveUp {
                 proc,
                 reason: format!(
@@ -267,9 +275,11 @@ impl Runtime {
         };
         match self.machine.reason() {
             Some(r @ ShutdownReason::CriticalFailure { .. }) => {
-                link.send(Outgoing::Failing(r.to_string()))
+                link.send(Outgoing::Say(Body::Failing {
+                    reason: r.to_string(),
+                }))
             }
-            _ => link.send(Outgoing::Leaving),
+            _ => link.send(Outgoing::Say(Body::Leaving)),
         }
     }
 

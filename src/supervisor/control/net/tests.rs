@@ -102,31 +102,31 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
         drop(s);
 
         // n3's rank dies: both n2 and n3 stop, report, then start generation 1.
-        n3.send(Outgoing::Down {
+        n3.send(Outgoing::Say(Body::Down {
             worker: "decode[0]".into(),
             generation: 0,
             code: Some(137),
             exit: Some("killed by SIGKILL (137)".into()),
-        });
-        let stop = Incoming::Stop {
+        }));
+        let stop = Incoming::Said(Body::Stop {
             worker: "decode[0]".into(),
             generation: 1,
-        };
+        });
         until(&h2, "stop", |i| *i == stop).await;
         until(&h3, "stop", |i| *i == stop).await;
         assert!(!h1.lock().unwrap().contains(&stop), "n1 holds no rank");
         for n in [&n2, &n3] {
-            n.send(Outgoing::Down {
+            n.send(Outgoing::Say(Body::Down {
                 worker: "decode[0]".into(),
                 generation: 1,
                 code: None,
                 exit: None,
-            });
+            }));
         }
-        let start_ = Incoming::Start {
+        let start_ = Incoming::Said(Body::Start {
             worker: "decode[0]".into(),
             generation: 1,
-        };
+        });
         until(&h2, "start", |i| *i == start_).await;
         until(&h3, "start", |i| *i == start_).await;
         until(&h1, "relaunched", |i| *i == Incoming::Relaunched("decode[0]".into())).await;
@@ -136,7 +136,7 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
         .await;
         for h in [&h1, &h2, &h3] {
             assert!(
-                !h.lock().unwrap().iter().any(|i| matches!(i, Incoming::NodeFailed { .. } | Incoming::Lost(_))),
+                !h.lock().unwrap().iter().any(|i| matches!(i, Incoming::Said(Body::NodeFailed { .. }) | Incoming::Lost(_))),
                 "{:?}",
                 h.lock().unwrap()
             );
@@ -144,16 +144,17 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
 
         // n3's mcsup vanishes (its tasks end without a word): the others drain.
         drop(n3);
-        let failed = |i: &Incoming| matches!(i, Incoming::NodeFailed { node, .. } if node == "n3");
+        let failed =
+            |i: &Incoming| matches!(i, Incoming::Said(Body::NodeFailed { node, .. }) if node == "n3");
         until(&h2, "n3 failed", failed).await;
         until(&h1, "n3 failed", failed).await;
         // n2 leaves in order: nothing more.
-        n2.send(Outgoing::Leaving);
+        n2.send(Outgoing::Say(Body::Leaving));
         tokio::time::sleep(Duration::from_millis(100)).await;
         drop(n2);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(
-            h1.lock().unwrap().iter().filter(|i| matches!(i, Incoming::NodeFailed { .. })).count(),
+            h1.lock().unwrap().iter().filter(|i| matches!(i, Incoming::Said(Body::NodeFailed { .. }))).count(),
             1
         );
         drop(n1);
