@@ -100,6 +100,18 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
                 "restart".to_string(),
                 format!("{} restarting: {detail}", e.process),
             )),
+            // The coordinator's decisions for a worker over several nodes (its own row on the
+            // infra node, named after the worker).
+            EventKind::UnitRestart => marks.push((
+                t,
+                "restart".to_string(),
+                format!("{}: {detail}", e.process),
+            )),
+            EventKind::UnitFailed => marks.push((
+                t,
+                "failed".to_string(),
+                format!("{} given up: {detail}", e.process),
+            )),
             EventKind::Exited | EventKind::Stopped | EventKind::Completed => {
                 let code = e
                     .exit_code
@@ -802,6 +814,32 @@ mod tests {
                 .collect(),
             marks: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_coordinators_decisions_are_marks_on_the_workers_row() {
+        let ev = |t: u64, event: EventKind, detail: &str| EventRecord {
+            ts_ms: t,
+            t_ms: t as f64,
+            node: "n1".into(),
+            process: "decode[0]".into(),
+            event,
+            pid: None,
+            exit_code: None,
+            signal: None,
+            detail: Some(detail.into()),
+            diagnosis: None,
+        };
+        let evs = [
+            ev(10, EventKind::UnitRestart, "generation 1: its rank on n3 ended"),
+            ev(20, EventKind::UnitFailed, "restart limit reached"),
+        ];
+        let refs: Vec<&EventRecord> = evs.iter().collect();
+        let (spans, marks) = spans_of(&refs, 100);
+        assert!(spans.is_empty());
+        let kinds: Vec<(u64, &str)> = marks.iter().map(|(t, k, _)| (*t, k.as_str())).collect();
+        assert_eq!(kinds, [(10, "restart"), (20, "failed")]);
+        assert!(marks[0].2.contains("generation 1"));
     }
 
     #[test]
