@@ -470,12 +470,7 @@ fn restart_line(s: &crate::plan::ProcessSpec) -> String {
         None => restart,
     };
     let gpus = s.gpus();
-    // A rank's restart is the coordinator's: no wait for its GPUs (yet).
-    if r.policy != RestartPolicy::Never
-        && r.unit.is_none()
-        && !gpus.is_empty()
-        && !r.release_wait.is_zero()
-    {
+    if r.policy != RestartPolicy::Never && !gpus.is_empty() && !r.release_wait.is_zero() {
         format!(
             "{restart}; each restart waits up to {} for GPU {} to be released",
             secs(r.release_wait),

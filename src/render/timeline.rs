@@ -102,11 +102,9 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
             )),
             // The coordinator's decisions for a worker over several nodes (its own row on the
             // infra node, named after the worker).
-            EventKind::UnitRestart => marks.push((
-                t,
-                "restart".to_string(),
-                format!("{}: {detail}", e.process),
-            )),
+            EventKind::UnitRestart => {
+                marks.push((t, "restart".to_string(), format!("{}: {detail}", e.process)))
+            }
             EventKind::UnitFailed => marks.push((
                 t,
                 "failed".to_string(),
@@ -831,7 +829,11 @@ mod tests {
             diagnosis: None,
         };
         let evs = [
-            ev(10, EventKind::UnitRestart, "generation 1: its rank on n3 ended"),
+            ev(
+                10,
+                EventKind::UnitRestart,
+                "generation 1: its rank on n3 ended",
+            ),
             ev(20, EventKind::UnitFailed, "restart limit reached"),
         ];
         let refs: Vec<&EventRecord> = evs.iter().collect();

@@ -82,8 +82,11 @@ enum ProcState {
         release: Option<ReleaseWait>,
     },
     /// A rank of a worker over several nodes, down, waiting for the coordinator to start every
-    /// rank again (`unit.rs`).
-    Rejoining,
+    /// rank again (`unit.rs`); first, on GPUs, for them to be released before it is reported
+    /// down (with how it ended).
+    Rejoining {
+        release: Option<(ReleaseWait, Option<ExitStatus>)>,
+    },
     /// A drain reads its in-flight requests before its stop signal.
     Draining { pid: Pid, drain: Drain },
     /// Stop signal sent (or group being killed); done when the leader is reaped AND the group is
@@ -109,7 +112,7 @@ impl ProcState {
             ProcState::Spawning => UnitState::Spawning,
             ProcState::Starting { .. } => UnitState::Starting,
             ProcState::Ready { .. } => UnitState::Ready,
-            ProcState::BackingOff { .. } | ProcState::Rejoining => UnitState::BackingOff,
+            ProcState::BackingOff { .. } | ProcState::Rejoining { .. } => UnitState::BackingOff,
             ProcState::Draining { .. } => UnitState::Draining,
             ProcState::Stopping { .. } => UnitState::Stopping,
             ProcState::Exited => UnitState::Exited,
@@ -417,6 +420,9 @@ impl Machine {
                         _ => *until,
                     }))
                 }
+                ProcState::Rejoining {
+                    release: Some((r, _)),
+                } if !stopping => consider(Some(r.deadline)),
                 ProcState::Stopping {
                     killed: false,
                     kill_at,
@@ -616,6 +622,7 @@ impl Machine {
             if matches!(self.phase, Phase::Starting | Phase::Running) {
                 self.settle_gates(now, out);
                 self.settle_running(now, out);
+                self.settle_rejoining(now, out);
                 self.settle_waiting(now, out);
                 self.check_node_done(now, out);
             }

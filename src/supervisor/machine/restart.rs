@@ -331,24 +331,35 @@ impl Machine {
         result: Result<String, String>,
         out: &mut Vec<Action>,
     ) {
-        let Some(p) = self.procs.iter_mut().find(|p| {
-            matches!(&p.state, ProcState::BackingOff { release: Some(r), .. }
-                if r.attempt == attempt && !r.answered)
+        let Some(i) = self.procs.iter().position(|p| match &p.state {
+            ProcState::BackingOff {
+                release: Some(r), ..
+            }
+            | ProcState::Rejoining {
+                release: Some((r, _)),
+            } => r.attempt == attempt && !r.answered,
+            _ => false,
         }) else {
             return;
         };
-        if let ProcState::BackingOff {
-            release: Some(r), ..
-        } = &mut p.state
-        {
-            r.answered = true;
-        }
         let (kind, detail) = match result {
             Ok(d) => (RecordKind::GpuReleased, d),
             Err(d) => (RecordKind::GpuReleaseLate, d),
         };
-        out.push(Action::Record(rec(&p.spec.name, kind).detail(detail)));
+        out.push(Action::Record(
+            rec(&self.procs[i].spec.name, kind).detail(detail),
+        ));
         self.version += 1;
+        match &mut self.procs[i].state {
+            ProcState::BackingOff {
+                release: Some(r), ..
+            } => r.answered = true,
+            ProcState::Rejoining { release } => {
+                let exit = release.take().and_then(|(_, exit)| exit);
+                out.push(Action::RankDown { proc: i, exit });
+            }
+            _ => {}
+        }
     }
 
     pub(super) fn fail(

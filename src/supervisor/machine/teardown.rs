@@ -137,7 +137,7 @@ impl Machine {
         }
         for i in 0..self.procs.len() {
             match &mut self.procs[i].state {
-                ProcState::Waiting | ProcState::BackingOff { .. } | ProcState::Rejoining => {
+                ProcState::Waiting | ProcState::BackingOff { .. } | ProcState::Rejoining { .. } => {
                     let r = rec(&self.procs[i].spec.name, RecordKind::Stopped)
                         .detail("never started (teardown)");
                     out.push(Action::Record(r));

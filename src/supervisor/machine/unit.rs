@@ -39,7 +39,8 @@ impl Machine {
         self.await_group(i, pid, status, then, now, out);
     }
 
-    /// The rank's group is empty: it waits for the coordinator, which is told.
+    /// The rank's group is empty: it waits for the coordinator, which is told, once the rank's
+    /// GPUs are released (as a restart of one process waits for them: `restart.release_wait`).
     pub(super) fn rank_is_down(
         &mut self,
         i: usize,
@@ -49,18 +50,68 @@ impl Machine {
     ) {
         let worker = self.worker_of(i);
         let p = &self.procs[i];
-        let detail = match exit {
+        let mut detail = match exit {
             Some(s) => {
                 format!("{s}: the coordinator decides for {worker}, whose ranks restart together")
             }
             None => format!("stopped for the restart of {worker}; waiting for its other ranks"),
         };
+        let gpus = p.spec.gpus().to_vec();
+        let within = p.spec.restart.release_wait;
+        let release = match p.last_pid {
+            Some(pgid) if !gpus.is_empty() && !within.is_zero() => {
+                detail.push_str(&format!(
+                    " (reported once GPU {} {} released, at most {})",
+                    crate::domain::gpu_list(&gpus),
+                    if gpus.len() == 1 { "is" } else { "are" },
+                    crate::domain::show_secs(within)
+                ));
+                self.next_attempt += 1;
+                out.push(Action::AwaitRelease {
+                    attempt: self.next_attempt,
+                    pgid,
+                    gpus,
+                    within,
+                });
+                Some((
+                    ReleaseWait {
+                        attempt: self.next_attempt,
+                        deadline: now + within + restart::RELEASE_ANSWER_GRACE,
+                        answered: false,
+                    },
+                    exit,
+                ))
+            }
+            _ => None,
+        };
+        let name = self.procs[i].spec.name.clone();
         out.push(Action::Record(
-            rec(&p.spec.name, RecordKind::RankDown).detail(detail.clone()),
+            rec(&name, RecordKind::RankDown).detail(detail.clone()),
         ));
+        if release.is_none() {
+            out.push(Action::RankDown { proc: i, exit });
+        }
         self.procs[i].detail = Some(detail);
-        self.set_state(i, ProcState::Rejoining, now);
-        out.push(Action::RankDown { proc: i, exit });
+        self.set_state(i, ProcState::Rejoining { release }, now);
+    }
+
+    /// A rank whose GPU release check did not answer in time is reported down anyway.
+    pub(super) fn settle_rejoining(&mut self, now: Instant, out: &mut Vec<Action>) {
+        for i in 0..self.procs.len() {
+            let ProcState::Rejoining { release } = &mut self.procs[i].state else {
+                continue;
+            };
+            if !release.as_ref().is_some_and(|(r, _)| r.deadline <= now) {
+                continue;
+            }
+            let exit = release.take().and_then(|(_, exit)| exit);
+            let late = "no answer from the GPU release check in time: reported down anyway";
+            out.push(Action::Record(
+                rec(&self.procs[i].spec.name, RecordKind::GpuReleaseLate).detail(late),
+            ));
+            out.push(Action::RankDown { proc: i, exit });
+            self.version += 1;
+        }
     }
 
     /// The coordinator restarts the worker: stop this rank if it runs, else say it is down.
@@ -72,8 +123,9 @@ impl Machine {
             ProcState::Starting { .. } | ProcState::Ready { .. } => {
                 self.begin_stop(i, AfterStop::RankDown { failed: None }, now, out)
             }
-            // Down already (the rank that failed): the coordinator counts it for this generation.
-            ProcState::Rejoining => out.push(Action::RankDown {
+            // Down already (the rank that failed): the coordinator counts it for this generation
+            // (once its GPUs are released, when that is still awaited: the report follows).
+            ProcState::Rejoining { release: None } => out.push(Action::RankDown {
                 proc: i,
                 exit: None,
             }),
@@ -96,7 +148,7 @@ impl Machine {
         if i >= self.procs.len() || self.phase == Phase::Stopping {
             return;
         }
-        if !matches!(self.procs[i].state, ProcState::Rejoining) {
+        if !matches!(self.procs[i].state, ProcState::Rejoining { release: None }) {
             return;
         }
         let worker = self.worker_of(i);
@@ -133,7 +185,7 @@ impl Machine {
             ProcState::Waiting
             | ProcState::Spawning
             | ProcState::BackingOff { .. }
-            | ProcState::Rejoining => self.fail(i, code, reason, now, out),
+            | ProcState::Rejoining { .. } => self.fail(i, code, reason, now, out),
             _ => {}
         }
     }

@@ -164,3 +164,69 @@ fn without_a_unit_nothing_changes() {
     let a = h.ev(Event::RankStop { proc: 1 });
     assert!(a.is_empty());
 }
+
+#[test]
+fn a_rank_on_gpus_is_reported_down_once_they_are_released_or_the_wait_runs_out() {
+    let mut p = rank_plan();
+    p.processes[1].placement = Some(crate::plan::WorkerPlacement {
+        endpoint: "decode[0]".into(),
+        nodes: vec!["n2".into(), "n3".into()],
+        rank: 0,
+        gpus: vec![0, 1],
+        ports: vec![],
+    });
+    for answered in [true, false] {
+        let mut h = H::new(p.clone());
+        h.start_all();
+        let mut a = h.ev(Event::Exited {
+            pid: pid(1),
+            status: ExitStatus::Code(1),
+        });
+        a.extend(h.ev(Event::GroupEmpty { pgid: pid(1) }));
+        let attempt = a
+            .iter()
+            .find_map(|a| match a {
+                Action::AwaitRelease {
+                    attempt,
+                    pgid,
+                    gpus,
+                    ..
+                } if *pgid == pid(1) && *gpus == [0, 1] => Some(*attempt),
+                _ => None,
+            })
+            .expect("a release wait");
+        assert!(downs(&a).is_empty(), "not before its GPUs are free");
+        assert!(detail(&a, "w", RecordKind::RankDown).contains("once GPU 0,1 are released"));
+        // Told to stop meanwhile: its report is still to come, not a second one.
+        assert!(downs(&h.ev(Event::RankStop { proc: 1 })).is_empty());
+        let a = if answered {
+            h.ev(Event::Released {
+                attempt,
+                result: Ok("released 0.4 s after the exit".into()),
+            })
+        } else {
+            // 5 s of release wait, 5 s of grace for the answer.
+            assert!(downs(&h.at(9_999)).is_empty());
+            h.at(10_000)
+        };
+        assert_eq!(
+            downs(&a),
+            [(1, Some(ExitStatus::Code(1)))],
+            "answered: {answered}"
+        );
+        let kind = if answered {
+            RecordKind::GpuReleased
+        } else {
+            RecordKind::GpuReleaseLate
+        };
+        assert!(has(&a, "w", kind));
+        assert_eq!(h.m.next_deadline(), None);
+        assert_eq!(
+            spawns(&h.ev(Event::RankStart {
+                proc: 1,
+                generation: 1
+            })),
+            [1]
+        );
+    }
+}
