@@ -101,7 +101,7 @@ impl Machine {
             let ProcState::Rejoining { release } = &mut self.procs[i].state else {
                 continue;
             };
-            if !release.as_ref().is_some_and(|(r, _)| r.deadline <= now) {
+            if release.as_ref().is_none_or(|(r, _)| r.deadline > now) {
                 continue;
             }
             let exit = release.take().and_then(|(_, exit)| exit);
