@@ -2307,24 +2307,19 @@ fn a_trtllm_serve_job_starts_its_orchestrator_after_the_workers() {
 /// `dynamo.sglang`'s two ranks hold a TCP connection, each exiting when it breaks; its
 /// `dynamo.frontend` lists the live workers), `roles.decode.restart: {policy: on-failure,
 /// max_restarts}` and `critical` as given. Written to `<env>/unit.yaml`, with the stand-ins'
-/// directory in the job's environment (`MCSUP_TEST_DIR`); returns the recipe and the control port.
-fn unit_recipe(
-    env: &TestEnv,
-    dir: &std::path::Path,
-    critical: &str,
-    max_restarts: u32,
-) -> (PathBuf, u16) {
+/// directory in the job's environment (`MCSUP_TEST_DIR`).
+fn unit_recipe(env: &TestEnv, dir: &std::path::Path, critical: &str, max_restarts: u32) -> PathBuf {
     let extra = format!(
         r#", MCSUP_TEST_DIR: "{}", PYTHONPATH: "{}""#,
         dir.display(),
         repo().join("tests/fixtures/synthetic-dynamo").display()
     );
-    let local = local_cluster_keys(env, 3, &extra, 1);
-    let port: u16 = local
+    // No mcsup.control_port: the coordinator takes a free port and writes it with the secret.
+    let local: String = local_cluster_keys(env, 3, &extra, 1)
         .lines()
-        .find_map(|l| l.trim().strip_prefix("control_port: "))
-        .and_then(|p| p.parse().ok())
-        .expect("local_cluster_keys sets mcsup.control_port");
+        .filter(|l| !l.trim().starts_with("control_port:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     let recipe = env.path("unit.yaml");
     std::fs::write(
         &recipe,
@@ -2354,22 +2349,22 @@ roles:
         std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
         std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
     }
-    (recipe, port)
+    recipe
 }
 
 /// Three fake nodes from `port_base` and the unit recipe (decode's `critical`, `max_restarts`):
-/// the cluster, the stand-ins' directory, the recipe and its control port.
+/// the cluster, the stand-ins' directory and the recipe.
 fn unit_cluster(
     env: &TestEnv,
     port_base: u16,
     critical: &str,
     max_restarts: u32,
-) -> (Cluster, PathBuf, PathBuf, u16) {
+) -> (Cluster, PathBuf, PathBuf) {
     let cluster = Cluster::start_n(env, "cgroup", port_base, 3);
     let dir = env.path("ranks");
     std::fs::create_dir_all(&dir).unwrap();
-    let (recipe, port) = unit_recipe(env, &dir, critical, max_restarts);
-    (cluster, dir, recipe, port)
+    let recipe = unit_recipe(env, &dir, critical, max_restarts);
+    (cluster, dir, recipe)
 }
 
 /// Wait until the unit job `id` is servable (its frontend on n1) and decode[0] is ready (on n2).
@@ -2401,8 +2396,8 @@ fn unit_groups(dir: &std::path::Path) -> Vec<(i32, i32)> {
         .collect()
 }
 
-/// A message on the job's control connection sealed with a secret that is not the job's: the
-/// handshake succeeds, the message is refused.
+/// A restart request on the job's control connection sealed with a secret that is not the job's:
+/// the handshake succeeds, the message is refused.
 fn forge_control_message(port: u16, job: &str) {
     use mcsup::supervisor::control::wire::{self, Body, Sealer};
     use std::io::{BufRead, Write};
@@ -2415,11 +2410,15 @@ fn forge_control_message(port: u16, job: &str) {
     let mut w = s;
     w.write_all(wire::nonce_line(&wire::random().unwrap()).as_bytes())
         .unwrap();
-    let mut forger = Sealer::new(b"a guess", theirs, job, "n2");
+    // A restart of decode[0], as n3 would ask for it when its rank died.
+    let mut forger = Sealer::new(b"a guess", theirs, job, "n3");
     w.write_all(
         forger
-            .seal(Body::Failing {
-                reason: "forged".into(),
+            .seal(Body::Down {
+                worker: "decode[0]".into(),
+                generation: 0,
+                code: Some(137),
+                exit: Some("killed by SIGKILL (137)".into()),
             })
             .as_bytes(),
     )
@@ -2439,7 +2438,7 @@ fn forge_control_message(port: u16, job: &str) {
 #[test]
 fn a_worker_over_two_nodes_restarts_as_one_unit() {
     let env = TestEnv::new();
-    let (cluster, dir, recipe, port) = unit_cluster(&env, 18070, "false", 1);
+    let (cluster, dir, recipe) = unit_cluster(&env, 18070, "false", 1);
     let (id, logs, out) = submit_job(&env, &cluster, &recipe, &env.path("bin"));
     let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
     let count = |node: &str, process: &str, event: &str| {
@@ -2456,7 +2455,10 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
     let first = unit_groups(&dir);
     assert_eq!(first.len(), 1, "one group formed");
 
-    // A forged message is refused and logged; nothing else happens.
+    // A forged message is refused and logged; nothing else happens. The port: the free one
+    // the coordinator took, as every node reads it.
+    let (port, _) =
+        mcsup::supervisor::control::net::read_secret(&logs.join("control.secret")).unwrap();
     forge_control_message(port, &id);
     let refused = wait_for(
         "the refusal in n1's events",
@@ -2469,6 +2471,9 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
         },
     );
     assert!(refused.contains("MAC does not match"), "{refused}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(count("n1", "decode[0]", "unit-restart"), 0, "no restart from it");
+    assert_eq!(count("n3", decode, "spawned"), 1);
 
     // Rank 1 dies: one generation for both ranks.
     let killed = Instant::now();
@@ -2632,7 +2637,7 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
 #[test]
 fn a_node_whose_mcsup_is_killed_drains_the_others_without_the_batch_script() {
     let env = TestEnv::new();
-    let (cluster, _, recipe, _) = unit_cluster(&env, 18090, "false", 1);
+    let (cluster, _, recipe) = unit_cluster(&env, 18090, "false", 1);
     let script = env.path("plain.sbatch");
     std::fs::write(
         &script,
@@ -2718,7 +2723,7 @@ fn a_node_whose_mcsup_is_killed_drains_the_others_without_the_batch_script() {
 #[test]
 fn a_critical_worker_over_two_nodes_given_up_drains_the_job() {
     let env = TestEnv::new();
-    let (cluster, _, recipe, _) = unit_cluster(&env, 18110, "true", 0);
+    let (cluster, _, recipe) = unit_cluster(&env, 18110, "true", 0);
     let (id, logs, out) = submit_job(&env, &cluster, &recipe, &env.path("bin"));
     let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
     let job_out = || std::fs::read_to_string(&out).unwrap_or_default();

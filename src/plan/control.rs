@@ -7,8 +7,9 @@ use super::spec::ControlSpec;
 use crate::node::NodeContext;
 use crate::recipe::McsupSection;
 
-/// `mcsup.control_port` when the recipe does not say.
-pub const DEFAULT_PORT: u16 = 8390;
+/// `mcsup.control_port` when the recipe does not say: a free port, chosen by the coordinator
+/// at start and written beside the secret.
+pub const ANY_PORT: u16 = 0;
 
 /// The secret's file name in the log directory.
 pub const SECRET_FILE: &str = "control.secret";
@@ -21,7 +22,7 @@ pub fn spec(ctx: &NodeContext, mc: &McsupSection, log_dir: &Path) -> Option<Cont
     Some(ControlSpec {
         coordinator: ctx.infra_node.clone(),
         address: ctx.infra_ip.clone(),
-        port: mc.control_port.map_or(DEFAULT_PORT, |p| p.0),
+        port: mc.control_port.map_or(ANY_PORT, |p| p.0),
         secret: log_dir.join(SECRET_FILE),
         nodes: ctx.nodelist.clone(),
     })

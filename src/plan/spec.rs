@@ -160,8 +160,9 @@ pub struct ControlSpec {
     pub coordinator: String,
     /// Its address, as every node reaches it.
     pub address: String,
+    /// `mcsup.control_port`; 0: a free port, chosen at start and written into `secret`'s file.
     pub port: u16,
-    /// The job's secret: `<log_dir>/control.secret`.
+    /// The coordinator's port and the job's secret: `<log_dir>/control.secret`.
     pub secret: PathBuf,
     /// Every node of the job, in the node list's order.
     pub nodes: Vec<String>,

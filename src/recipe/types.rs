@@ -290,7 +290,7 @@ pub struct McsupSection {
     pub network: NetworkConfig,
     /// The TCP port of the job's control connection on the infra node (its mcsup coordinates
     /// the restarts of workers over several nodes and tells every node when one failed).
-    /// Default 8390.
+    /// Default: a free port, chosen at start and written with the secret into the log directory.
     #[serde(default)]
     pub control_port: Option<Port>,
 }

@@ -233,10 +233,12 @@ fn plan_header(o: &mut String, p: &Plan) {
     if let Some(c) = &p.control {
         let _ = writeln!(
             o,
-            "control: the mcsup of {} listens on {}:{} for every node's (restarts of workers over several nodes, a node that failed); secret {}",
+            "control: the mcsup of {} listens on {} for every node's (restarts of workers over several nodes, a node that failed); port and secret in {}",
             c.coordinator,
-            c.address,
-            c.port,
+            match c.port {
+                0 => format!("{} (a free port)", c.address),
+                port => format!("{}:{port}", c.address),
+            },
             c.secret.display()
         );
     }

@@ -105,9 +105,8 @@ pub fn start(
     let deliver = std::sync::Arc::new(deliver);
     let mut tasks = Vec::new();
     if node == spec.coordinator {
-        let secret = new_secret(&spec.secret)?;
         // On the address the nodes dial; on every interface when that is not one of this
-        // node's (a name that resolves elsewhere).
+        // node's (a name that resolves elsewhere). Port 0: a free one, published below.
         let std_listener = std::net::TcpListener::bind((spec.address.as_str(), spec.port))
             .or_else(|e| match e.kind() {
                 std::io::ErrorKind::AddrInUse => Err(e),
@@ -115,10 +114,12 @@ pub fn start(
             })
             .map_err(|e| {
                 format!(
-                    "the control port {} cannot be listened on ({e}): set mcsup.control_port to a free port",
+                    "the control port {} cannot be listened on ({e}): set mcsup.control_port to a free port, or leave it out (a free port is chosen)",
                     spec.port
                 )
             })?;
+        let port = std_listener.local_addr().map_err(|e| e.to_string())?.port();
+        let secret = new_secret(&spec.secret, port)?;
         std_listener
             .set_nonblocking(true)
             .map_err(|e| e.to_string())?;
@@ -145,19 +146,19 @@ pub fn start(
     Ok(Link { tx, tasks })
 }
 
-/// The coordinator's secret: 32 random bytes in hex, written 0600 through an exclusive temp file
-/// renamed into place (whatever an earlier run or someone else left at the name is replaced,
-/// never written through).
-fn new_secret(path: &Path) -> Result<Vec<u8>, String> {
+/// The coordinator's port and secret (32 random bytes in hex) in one line, written 0600 through
+/// an exclusive temp file renamed into place (whatever an earlier run or someone else left at the
+/// name is replaced, never written through).
+fn new_secret(path: &Path, port: u16) -> Result<Vec<u8>, String> {
     let secret = hex::encode(wire::random().map_err(|e| format!("no random bytes: {e}"))?);
-    crate::supervisor::status::write_private_atomic(path, secret.as_bytes())
+    crate::supervisor::status::write_private_atomic(path, format!("{port} {secret}\n").as_bytes())
         .map_err(|e| format!("cannot write the control secret: {e}"))?;
     Ok(secret.into_bytes())
 }
 
-/// The secret as another node reads it: a regular file of this user's, readable by nobody else,
-/// not through a link, holding 64 hex digits.
-pub fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
+/// The coordinator's port and the job's secret as another node reads them: a regular file of
+/// this user's, readable by nobody else, not through a link, holding a port and 64 hex digits.
+pub fn read_secret(path: &Path) -> Result<(u16, Vec<u8>), String> {
     use crate::supervisor::logs::{open_private, OpenMode};
     use std::io::Read as _;
     use std::os::unix::fs::MetadataExt;
@@ -182,11 +183,13 @@ pub fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
     f.take(256)
         .read_to_string(&mut s)
         .map_err(|e| e.to_string())?;
-    let s = s.trim();
-    if s.len() != 2 * wire::RANDOM_BYTES || hex::decode(s).is_err() {
-        return Err(format!("{} does not hold a secret", path.display()));
+    let bad = || format!("{} does not hold a port and a secret", path.display());
+    let (port, secret) = s.trim().split_once(' ').ok_or_else(bad)?;
+    let port: u16 = port.parse().ok().filter(|p| *p != 0).ok_or_else(bad)?;
+    if secret.len() != 2 * wire::RANDOM_BYTES || hex::decode(secret).is_err() {
+        return Err(bad());
     }
-    Ok(s.as_bytes().to_vec())
+    Ok((port, secret.as_bytes().to_vec()))
 }
 
 /// One line, at most [`MAX_LINE`] bytes, within `within`: `None` at the end of the stream.
@@ -254,6 +257,8 @@ async fn handshake(
 // ---------------------------------------------------------------------------------------------
 
 struct Joined {
+    /// The coordinator's port, as its file says.
+    port: u16,
     r: BufReader<OwnedReadHalf>,
     w: OwnedWriteHalf,
     sealer: Sealer,
@@ -279,10 +284,10 @@ async fn join(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     Err(format!(
-        "the coordinator's mcsup ({} at {}:{}) could not be reached within {}: {last}",
+        "the coordinator's mcsup ({} at {}, its port in {}) could not be reached within {}: {last}",
         spec.coordinator,
         spec.address,
-        spec.port,
+        spec.secret.display(),
         crate::domain::show_secs(REACH_WITHIN)
     ))
 }
@@ -293,14 +298,11 @@ async fn try_join(
     job: &str,
     units: &[UnitInfo],
 ) -> Result<Joined, String> {
-    let secret = read_secret(&spec.secret)?;
-    let stream = tokio::time::timeout(
-        HANDSHAKE,
-        TcpStream::connect((spec.address.as_str(), spec.port)),
-    )
-    .await
-    .map_err(|_| "the connection was not accepted in time".to_string())?
-    .map_err(|e| e.to_string())?;
+    let (port, secret) = read_secret(&spec.secret)?;
+    let stream = tokio::time::timeout(HANDSHAKE, TcpStream::connect((spec.address.as_str(), port)))
+        .await
+        .map_err(|_| "the connection was not accepted in time".to_string())?
+        .map_err(|e| e.to_string())?;
     let (mut r, mut w, mine, theirs) = handshake(stream).await?;
     let mut sealer = Sealer::new(&secret, theirs, job, node);
     let mut opener = Opener::new(&secret, mine, job);
@@ -319,6 +321,7 @@ async fn try_join(
         return Err(format!("{} answered, not the coordinator", env.from));
     }
     Ok(Joined {
+        port,
         r,
         w,
         sealer,
@@ -335,6 +338,7 @@ async fn link(
     deliver: Deliver,
 ) {
     let Joined {
+        port,
         mut r,
         mut w,
         mut sealer,
@@ -360,7 +364,7 @@ async fn link(
                         body => deliver(Incoming::Said(body)),
                     },
                     Err(e) => deliver(Incoming::Refused {
-                        peer: format!("{}:{} (the coordinator's address)", spec.address, spec.port),
+                        peer: format!("{}:{port} (the coordinator's address)", spec.address),
                         why: e.to_string(),
                     }),
                 }
@@ -387,8 +391,8 @@ async fn link(
     };
     if !leaving {
         deliver(Incoming::Lost(format!(
-            "the control connection to the coordinator ({} at {}:{}) is gone: {why}",
-            spec.coordinator, spec.address, spec.port
+            "the control connection to the coordinator ({} at {}:{port}) is gone: {why}",
+            spec.coordinator, spec.address
         )));
     }
 }

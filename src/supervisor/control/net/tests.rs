@@ -66,7 +66,8 @@ fn rt() -> tokio::runtime::Runtime {
 #[test]
 fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = spec(dir.path(), free_port());
+    // A free port, chosen by the coordinator and read from the secret's file by every node.
+    let spec = spec(dir.path(), 0);
     rt().block_on(async {
         let (h1, d1) = recorder();
         let (h2, d2) = recorder();
@@ -83,7 +84,8 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
         assert_eq!(mode & 0o777, 0o600);
 
         // A forged message: the handshake is fine, the MAC is not.
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", spec.port)).await.unwrap();
+        let (port, _) = read_secret(&spec.secret).unwrap();
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         let (r, mut w) = s.split();
         let mut r = tokio::io::BufReader::new(r);
         let mut line = String::new();
@@ -199,9 +201,12 @@ fn the_secret_is_read_only_when_it_is_this_users_private_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("control.secret");
     let good = "ab".repeat(32);
-    std::fs::write(&path, &good).unwrap();
+    std::fs::write(&path, format!("4242 {good}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    assert_eq!(read_secret(&path).unwrap(), good.as_bytes());
+    assert_eq!(
+        read_secret(&path).unwrap(),
+        (4242, good.as_bytes().to_vec())
+    );
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(read_secret(&path)
         .unwrap_err()
@@ -210,9 +215,20 @@ fn the_secret_is_read_only_when_it_is_this_users_private_file() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     std::os::unix::fs::symlink(&path, &link).unwrap();
     assert!(read_secret(&link).is_err());
-    std::fs::write(&path, "not hex").unwrap();
-    assert!(read_secret(&path)
-        .unwrap_err()
-        .contains("does not hold a secret"));
+    for bad in [
+        "not hex",
+        &good,
+        &format!("0 {good}"),
+        &format!("70000 {good}"),
+        "4242 abcd",
+    ] {
+        std::fs::write(&path, bad).unwrap();
+        assert!(
+            read_secret(&path)
+                .unwrap_err()
+                .contains("does not hold a port and a secret"),
+            "{bad}"
+        );
+    }
     assert!(read_secret(&dir.path().join("absent")).is_err());
 }
