@@ -2472,7 +2472,11 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
     );
     assert!(refused.contains("MAC does not match"), "{refused}");
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(count("n1", "decode[0]", "unit-restart"), 0, "no restart from it");
+    assert_eq!(
+        count("n1", "decode[0]", "unit-restart"),
+        0,
+        "no restart from it"
+    );
     assert_eq!(count("n3", decode, "spawned"), 1);
 
     // Rank 1 dies: one generation for both ranks.

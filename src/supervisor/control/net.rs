@@ -125,11 +125,15 @@ pub fn start(
             .map_err(|e| e.to_string())?;
         let listener = TcpListener::from_std(std_listener).map_err(|e| e.to_string())?;
         let d = deliver.clone();
+        let served = Served {
+            secret,
+            job: job.to_string(),
+            nodes: spec.nodes.clone(),
+            me: node.to_string(),
+        };
         tasks.push(tokio::spawn(serve(
             listener,
-            secret,
-            job.to_string(),
-            node.to_string(),
+            served,
             Box::new(move |i| d(i)),
         )));
     }
@@ -421,11 +425,23 @@ enum Hub {
     },
 }
 
-async fn serve(listener: TcpListener, secret: Vec<u8>, job: String, me: String, deliver: Deliver) {
+/// What the coordinator's listener serves: the job, its nodes, the secret, its own name.
+struct Served {
+    secret: Vec<u8>,
+    job: String,
+    nodes: Vec<String>,
+    me: String,
+}
+
+async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
     let (hub_tx, hub_rx) = unbounded_channel();
     // Dropped with this task (the node's link dropped): the hub and every connection end too.
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(hub(hub_rx, deliver));
+    // Every node's, a reconnecting node's, and a few strangers' at a time (each stranger is
+    // closed within the handshake's bound): a flood of connections cannot exhaust descriptors.
+    let most = 2 * served.nodes.len() + 32;
+    let mut over_said = false;
     let mut next = 0u64;
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
@@ -433,14 +449,27 @@ async fn serve(listener: TcpListener, secret: Vec<u8>, job: String, me: String, 
             continue;
         };
         while tasks.try_join_next().is_some() {}
+        if tasks.len() > most {
+            if !over_said {
+                over_said = true;
+                let _ = hub_tx.send(Hub::Refused {
+                    peer: addr.to_string(),
+                    why: format!(
+                        "{most} connections are open already: new ones are closed at once until fewer are (said once)"
+                    ),
+                });
+            }
+            continue;
+        }
         next += 1;
         tasks.spawn(connection(
             stream,
             Conn {
                 peer: addr.to_string(),
-                secret: secret.clone(),
-                job: job.clone(),
-                me: me.clone(),
+                secret: served.secret.clone(),
+                job: served.job.clone(),
+                nodes: served.nodes.clone(),
+                me: served.me.clone(),
                 hub: hub_tx.clone(),
                 id: next,
             },
@@ -453,6 +482,8 @@ struct Conn {
     peer: String,
     secret: Vec<u8>,
     job: String,
+    /// The job's nodes: a hello from another name is refused.
+    nodes: Vec<String>,
     /// The coordinator's node, the sender of its messages.
     me: String,
     hub: UnboundedSender<Hub>,
@@ -485,6 +516,9 @@ async fn connection(stream: TcpStream, c: Conn) {
         Ok(_) => return refuse("its first message is not a hello".into()),
         Err(e) => return refuse(e.to_string()),
     };
+    if !c.nodes.contains(&node) {
+        return refuse(format!("{node} is not a node of this job"));
+    }
     let mut sealer = Sealer::new(&c.secret, theirs, &c.job, &c.me);
     // The welcome: proof to the node that this end holds the job's secret.
     if write(&mut w, &sealer.seal(Body::Heartbeat)).await.is_err() {

@@ -232,3 +232,47 @@ fn the_secret_is_read_only_when_it_is_this_users_private_file() {
     }
     assert!(read_secret(&dir.path().join("absent")).is_err());
 }
+
+#[test]
+fn a_stranger_with_the_secret_and_a_flood_of_connections_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), 0);
+    rt().block_on(async {
+        let (h1, d1) = recorder();
+        let _n1 = start(&spec, "n1", "77", vec![], d1).unwrap();
+        until(&h1, "joined", |i| *i == Incoming::Joined).await;
+        // The job's secret, but a name the job does not have.
+        let mut other = spec.clone();
+        other.coordinator = "n1".into();
+        let (h9, d9) = recorder();
+        let _n9 = start(&other, "n9", "77", vec![], d9).unwrap();
+        until(&h1, "the stranger refused", |i| {
+            matches!(i, Incoming::Refused { why, .. } if why == "n9 is not a node of this job")
+        })
+        .await;
+        assert!(!h9.lock().unwrap().contains(&Incoming::Joined));
+        // 2 x 3 nodes + 32 connections may be open; more are closed at once, said once.
+        let (port, _) = read_secret(&spec.secret).unwrap();
+        let mut flood = Vec::new();
+        for _ in 0..60 {
+            flood.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+        }
+        until(&h1, "the cap said", |i| {
+            matches!(i, Incoming::Refused { why, .. } if why.contains("38 connections are open already"))
+        })
+        .await;
+        drop(flood);
+        // Once they are gone, a node of the job joins.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (h2, d2) = recorder();
+        let _n2 = start(&spec, "n2", "77", vec![], d2).unwrap();
+        until(&h2, "n2 joined", |i| *i == Incoming::Joined).await;
+        let said = h1
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|i| matches!(i, Incoming::Refused { why, .. } if why.contains("open already")))
+            .count();
+        assert_eq!(said, 1);
+    });
+}
