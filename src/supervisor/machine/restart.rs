@@ -285,31 +285,13 @@ impl Machine {
             .unwrap_or(spec.backoff_max)
             .min(spec.backoff_max);
         let mut detail = format!("restart {} in {} ms", p.restarts, ms(delay));
-        let release = match p.last_pid {
-            Some(pgid) if !p.spec.gpus().is_empty() && !spec.release_wait.is_zero() => {
-                let within = spec.release_wait;
-                let gpus = p.spec.gpus().to_vec();
-                detail.push_str(&format!(
-                    ", once GPU {} {} released by this run (at most {})",
-                    gpu_list(&gpus),
-                    if gpus.len() == 1 { "is" } else { "are" },
-                    show_secs(within)
-                ));
-                self.next_attempt += 1;
-                out.push(Action::AwaitRelease {
-                    attempt: self.next_attempt,
-                    pgid,
-                    gpus,
-                    within,
-                });
-                Some(ReleaseWait {
-                    attempt: self.next_attempt,
-                    deadline: now + within + RELEASE_ANSWER_GRACE,
-                    answered: false,
-                })
-            }
-            _ => None,
-        };
+        let release = self.ask_release(i, now, out).map(|(wait, gpus, within)| {
+            detail.push_str(&format!(
+                ", once {gpus} released by this run (at most {})",
+                show_secs(within)
+            ));
+            wait
+        });
         let p = &self.procs[i];
         out.push(Action::Record(
             rec(&p.spec.name, RecordKind::Restarting)
@@ -321,6 +303,40 @@ impl Machine {
             release,
         };
         self.set_state(i, state, now);
+    }
+
+    /// Ask the runtime to wait until process `i`'s last run has released its GPUs (when it ran,
+    /// has GPUs and a release wait): the wait, the GPUs said (`GPU 0,1 are`) and its bound.
+    pub(super) fn ask_release(
+        &mut self,
+        i: usize,
+        now: Instant,
+        out: &mut Vec<Action>,
+    ) -> Option<(ReleaseWait, String, Duration)> {
+        let p = &self.procs[i];
+        let within = p.spec.restart.release_wait;
+        let gpus = p.spec.gpus().to_vec();
+        let pgid = p
+            .last_pid
+            .filter(|_| !gpus.is_empty() && !within.is_zero())?;
+        let said = format!(
+            "GPU {} {}",
+            gpu_list(&gpus),
+            if gpus.len() == 1 { "is" } else { "are" }
+        );
+        self.next_attempt += 1;
+        out.push(Action::AwaitRelease {
+            attempt: self.next_attempt,
+            pgid,
+            gpus,
+            within,
+        });
+        let wait = ReleaseWait {
+            attempt: self.next_attempt,
+            deadline: now + within + RELEASE_ANSWER_GRACE,
+            answered: false,
+        };
+        Some((wait, said, within))
     }
 
     /// The runtime's answer to [`Action::AwaitRelease`]: the restart may go ahead once its

@@ -49,41 +49,19 @@ impl Machine {
         out: &mut Vec<Action>,
     ) {
         let worker = self.worker_of(i);
-        let p = &self.procs[i];
         let mut detail = match exit {
             Some(s) => {
                 format!("{s}: the coordinator decides for {worker}, whose ranks restart together")
             }
             None => format!("stopped for the restart of {worker}; waiting for its other ranks"),
         };
-        let gpus = p.spec.gpus().to_vec();
-        let within = p.spec.restart.release_wait;
-        let release = match p.last_pid {
-            Some(pgid) if !gpus.is_empty() && !within.is_zero() => {
-                detail.push_str(&format!(
-                    " (reported once GPU {} {} released, at most {})",
-                    crate::domain::gpu_list(&gpus),
-                    if gpus.len() == 1 { "is" } else { "are" },
-                    crate::domain::show_secs(within)
-                ));
-                self.next_attempt += 1;
-                out.push(Action::AwaitRelease {
-                    attempt: self.next_attempt,
-                    pgid,
-                    gpus,
-                    within,
-                });
-                Some((
-                    ReleaseWait {
-                        attempt: self.next_attempt,
-                        deadline: now + within + restart::RELEASE_ANSWER_GRACE,
-                        answered: false,
-                    },
-                    exit,
-                ))
-            }
-            _ => None,
-        };
+        let release = self.ask_release(i, now, out).map(|(wait, gpus, within)| {
+            detail.push_str(&format!(
+                " (reported once {gpus} released, at most {})",
+                crate::domain::show_secs(within)
+            ));
+            (wait, exit)
+        });
         let name = self.procs[i].spec.name.clone();
         out.push(Action::Record(
             rec(&name, RecordKind::RankDown).detail(detail.clone()),
