@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use super::wire::{Body, UnitInfo};
+use crate::plan::RestartPolicy;
 use crate::runfiles::EventKind;
 
 /// Beyond a rank's own stop grace, how long the coordinator waits for its `down`.
@@ -87,7 +88,7 @@ pub struct RestartRecord {
     /// or `exhausted`.
     pub outcome: &'static str,
     pub backoff: Duration,
-    pub policy: String,
+    pub policy: RestartPolicy,
     pub max_restarts: u32,
 }
 
@@ -233,13 +234,13 @@ impl Coordinator {
                 let Some(code) = code else { return };
                 let exit = exit.unwrap_or_else(|| format!("exit code {code}"));
                 let info = u.info.clone();
-                let give_up = match info.policy.as_str() {
-                    "always" => None,
-                    "on-failure" if info.success_codes.contains(&code) => Some(format!(
+                let give_up = match info.policy {
+                    RestartPolicy::Always => None,
+                    RestartPolicy::OnFailure if info.success_codes.contains(&code) => Some(format!(
                         "its rank on {node} ended ({exit}), a success: policy on-failure does not restart it"
                     )),
-                    "on-failure" => None,
-                    _ => Some(format!(
+                    RestartPolicy::OnFailure => None,
+                    RestartPolicy::Never => Some(format!(
                         "its rank on {node} ended ({exit}); restart policy {}",
                         info.policy
                     )),
@@ -259,7 +260,7 @@ impl Coordinator {
                     exit_code: Some(code),
                     outcome,
                     backoff,
-                    policy: info.policy.clone(),
+                    policy: info.policy,
                     max_restarts: info.max_restarts,
                 };
                 if let Some(reason) = give_up {

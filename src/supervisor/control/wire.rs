@@ -11,6 +11,8 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use crate::plan::RestartPolicy;
+
 /// The longest line either side reads; a longer one ends the connection.
 pub const MAX_LINE: usize = 64 * 1024;
 
@@ -25,8 +27,7 @@ pub struct UnitInfo {
     pub worker: String,
     /// Its nodes; the first is its leader.
     pub nodes: Vec<String>,
-    /// `never`, `on-failure`, `always`.
-    pub policy: String,
+    pub policy: RestartPolicy,
     /// Exit codes that count as success.
     pub success_codes: Vec<i32>,
     /// Restarts over the whole job.

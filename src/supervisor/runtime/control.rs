@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::SystemTime;
 
 use super::{Msg, Runtime};
-use crate::plan::RestartPolicy;
 use crate::supervisor::control::coordinator::RestartRecord;
 use crate::supervisor::control::net::{self, Incoming, Outgoing};
 use crate::supervisor::control::wire::{Body, UnitInfo};
@@ -49,12 +48,7 @@ fn units(plan: &crate::plan::Plan) -> Vec<UnitInfo> {
         seen.entry(u.worker.clone()).or_insert_with(|| UnitInfo {
             worker: u.worker.clone(),
             nodes: u.nodes.clone(),
-            policy: match r.policy {
-                RestartPolicy::Never => "never",
-                RestartPolicy::OnFailure => "on-failure",
-                RestartPolicy::Always => "always",
-            }
-            .to_string(),
+            policy: r.policy,
             success_codes: r.success_codes.clone(),
             max_restarts: r.max_restarts,
             backoff_initial_ms: r.backoff_initial.as_millis() as u64,
@@ -307,7 +301,7 @@ impl Runtime {
             endpoints.insert(
                 label,
                 serde_json::json!({
-                    "policy": r.policy,
+                    "policy": r.policy.to_string(),
                     "restarts": restarts,
                     "max_restarts": r.max_restarts,
                     "exhausted": exhausted,

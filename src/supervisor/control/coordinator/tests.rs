@@ -1,10 +1,10 @@
 use super::*;
 
-fn unit(policy: &str, max_restarts: u32) -> UnitInfo {
+fn unit(policy: RestartPolicy, max_restarts: u32) -> UnitInfo {
     UnitInfo {
         worker: "decode[0]".into(),
         nodes: vec!["n2".into(), "n3".into()],
-        policy: policy.into(),
+        policy,
         success_codes: vec![0],
         max_restarts,
         backoff_initial_ms: 1000,
@@ -14,7 +14,7 @@ fn unit(policy: &str, max_restarts: u32) -> UnitInfo {
     }
 }
 
-fn started(policy: &str, max_restarts: u32) -> (Coordinator, Instant) {
+fn started(policy: RestartPolicy, max_restarts: u32) -> (Coordinator, Instant) {
     let mut c = Coordinator::new();
     let t = Instant::now();
     for node in ["n1", "n2", "n3"] {
@@ -124,7 +124,7 @@ fn restart_once(c: &mut Coordinator, t: Instant, generation: u64, backoff: Durat
 
 #[test]
 fn a_failed_rank_restarts_every_rank_in_one_generation_after_srtctls_backoff() {
-    let (mut c, t) = started("on-failure", 3);
+    let (mut c, t) = started(RestartPolicy::OnFailure, 3);
     let t = restart_once(&mut c, t, 1, Duration::from_millis(1000));
     // Doubled, capped at backoff_max.
     let t = restart_once(&mut c, t, 2, Duration::from_millis(1500));
@@ -134,7 +134,7 @@ fn a_failed_rank_restarts_every_rank_in_one_generation_after_srtctls_backoff() {
 
 #[test]
 fn past_max_restarts_over_the_job_the_worker_is_given_up_on_every_node() {
-    let (mut c, t) = started("always", 1);
+    let (mut c, t) = started(RestartPolicy::Always, 1);
     let t = restart_once(&mut c, t, 1, Duration::from_millis(1000));
     let out = c.handle(down("n2", 1, Some(9)), t);
     let [(_, Body::GiveUp { reason, .. }), _] = &sent(&out)[..] else {
@@ -155,24 +155,24 @@ fn past_max_restarts_over_the_job_the_worker_is_given_up_on_every_node() {
 
 #[test]
 fn the_policy_decides_first() {
-    let (mut c, t) = started("never", 3);
+    let (mut c, t) = started(RestartPolicy::Never, 3);
     let out = c.handle(down("n2", 0, Some(1)), t);
     assert!(
         matches!(&sent(&out)[0].1, Body::GiveUp { reason, .. } if reason.contains("restart policy never"))
     );
-    let (mut c, t) = started("on-failure", 3);
+    let (mut c, t) = started(RestartPolicy::OnFailure, 3);
     let out = c.handle(down("n2", 0, Some(0)), t);
     assert!(
         matches!(&sent(&out)[0].1, Body::GiveUp { reason, .. } if reason.contains("a success"))
     );
     // A down that is not a failure starts nothing.
-    let (mut c, t) = started("always", 3);
+    let (mut c, t) = started(RestartPolicy::Always, 3);
     assert!(c.handle(down("n2", 0, None), t).is_empty());
 }
 
 #[test]
 fn a_node_gone_without_leaving_or_failing_drains_every_other_node_once() {
-    let (mut c, t) = started("always", 3);
+    let (mut c, t) = started(RestartPolicy::Always, 3);
     let out = c.handle(
         Input::Lost {
             node: "n3".into(),
@@ -194,7 +194,7 @@ fn a_node_gone_without_leaving_or_failing_drains_every_other_node_once() {
         )
         .is_empty());
     // A node that said it leaves may go.
-    let (mut c, t) = started("always", 3);
+    let (mut c, t) = started(RestartPolicy::Always, 3);
     c.handle(Input::Leaving { node: "n2".into() }, t);
     let lost = Input::Lost {
         node: "n2".into(),
@@ -214,7 +214,7 @@ fn a_node_gone_without_leaving_or_failing_drains_every_other_node_once() {
 
 #[test]
 fn a_node_that_does_not_stop_its_rank_in_time_is_a_failed_node() {
-    let (mut c, t) = started("always", 3);
+    let (mut c, t) = started(RestartPolicy::Always, 3);
     c.handle(down("n2", 0, Some(1)), t);
     c.handle(down("n2", 1, None), t);
     let due = c.next_deadline().unwrap();

@@ -28,7 +28,7 @@ fn unit() -> UnitInfo {
     UnitInfo {
         worker: "decode[0]".into(),
         nodes: vec!["n2".into(), "n3".into()],
-        policy: "on-failure".into(),
+        policy: crate::plan::RestartPolicy::OnFailure,
         success_codes: vec![0],
         max_restarts: 3,
         backoff_initial_ms: 50,
