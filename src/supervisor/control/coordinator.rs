@@ -19,28 +19,11 @@ pub const DOWN_MARGIN: Duration = Duration::from_secs(10);
 /// What the coordinator hears.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
-    Hello {
+    /// What `node` said on its connection: `hello`, `down`, `ready`, `failing` or `leaving`
+    /// (anything else is no news).
+    Said {
         node: String,
-        units: Vec<UnitInfo>,
-    },
-    Down {
-        node: String,
-        worker: String,
-        generation: u64,
-        code: Option<i32>,
-        exit: Option<String>,
-    },
-    /// The worker's leader rank is ready again after generation `generation`'s start.
-    Ready {
-        worker: String,
-        generation: u64,
-    },
-    Failing {
-        node: String,
-        reason: String,
-    },
-    Leaving {
-        node: String,
+        body: Body,
     },
     /// The node's connection closed, or its heartbeats stopped.
     Lost {
@@ -149,38 +132,40 @@ impl Coordinator {
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Output> {
         let mut out = Vec::new();
         match input {
-            Input::Hello { node, units } => {
-                self.nodes.insert(node, false);
-                for info in units {
-                    self.units
-                        .entry(info.worker.clone())
-                        .or_insert_with(|| Unit {
-                            backoff: Duration::from_millis(info.backoff_initial_ms),
-                            info,
-                            generation: 0,
-                            restarts: 0,
-                            phase: Phase::Running,
-                        });
+            Input::Said { node, body } => match body {
+                Body::Hello { units } => {
+                    self.nodes.insert(node, false);
+                    for info in units {
+                        self.units
+                            .entry(info.worker.clone())
+                            .or_insert_with(|| Unit {
+                                backoff: Duration::from_millis(info.backoff_initial_ms),
+                                info,
+                                generation: 0,
+                                restarts: 0,
+                                phase: Phase::Running,
+                            });
+                    }
                 }
-            }
-            Input::Down {
-                node,
-                worker,
-                generation,
-                code,
-                exit,
-            } => self.on_down(node, worker, generation, code, exit, now, &mut out),
-            Input::Ready { worker, generation } => {
-                if self.units.get(&worker).is_some_and(|u| {
-                    u.generation == generation && generation > 0 && u.phase == Phase::Running
-                }) {
+                Body::Down {
+                    worker,
+                    generation,
+                    code,
+                    exit,
+                } => self.on_down(node, worker, generation, code, exit, now, &mut out),
+                Body::Ready { worker, generation }
+                    if self.units.get(&worker).is_some_and(|u| {
+                        u.generation == generation && generation > 0 && u.phase == Phase::Running
+                    }) =>
+                {
                     out.push(Output::ReadyAgain { worker });
                 }
-            }
-            Input::Failing { node, reason } => self.node_failed(&node, reason, &mut out),
-            Input::Leaving { node } => {
-                self.nodes.insert(node, true);
-            }
+                Body::Failing { reason } => self.node_failed(&node, reason, &mut out),
+                Body::Leaving => {
+                    self.nodes.insert(node, true);
+                }
+                _ => {}
+            },
             Input::Lost { node, why } => {
                 if self.nodes.remove(&node) == Some(false) {
                     self.node_failed(&node, why, &mut out);

@@ -541,15 +541,9 @@ async fn connection(stream: TcpStream, c: Conn) {
                     Err(e) => break e,
                 };
                 match opener.open(&line) {
+                    Ok(env) if env.body == Body::Heartbeat => {}
                     Ok(env) => {
-                        let input = match env.body {
-                            Body::Down { worker, generation, code, exit } => Input::Down { node: node.clone(), worker, generation, code, exit },
-                            Body::Ready { worker, generation } => Input::Ready { worker, generation },
-                            Body::Failing { reason } => Input::Failing { node: node.clone(), reason },
-                            Body::Leaving => Input::Leaving { node: node.clone() },
-                            _ => continue,
-                        };
-                        let _ = c.hub.send(Hub::Input(input));
+                        let _ = c.hub.send(Hub::Input(Input::Said { node: node.clone(), body: env.body }));
                     }
                     // Nothing a refused line says is acted on; the node's own messages go on.
                     Err(e) => refuse(format!("{e} (on {node}'s connection)")),
@@ -588,7 +582,7 @@ async fn hub(mut rx: UnboundedReceiver<Hub>, deliver: Deliver) {
                 Some(Hub::Joined { node, units, tx, conn }) => {
                     // A node's newer connection replaces its older one (whose task then ends).
                     nodes.insert(node.clone(), (conn, tx));
-                    Input::Hello { node, units }
+                    Input::Said { node, body: Body::Hello { units } }
                 }
                 Some(Hub::Input(i)) => i,
                 Some(Hub::Gone { node, conn, why }) => {

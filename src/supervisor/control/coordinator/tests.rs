@@ -23,26 +23,29 @@ fn started(policy: RestartPolicy, max_restarts: u32) -> (Coordinator, Instant) {
         } else {
             vec![unit(policy, max_restarts)]
         };
-        let out = c.handle(
-            Input::Hello {
-                node: node.into(),
-                units,
-            },
-            t,
-        );
+        let out = c.handle(said(node, Body::Hello { units }), t);
         assert!(out.is_empty());
     }
     (c, t)
 }
 
-fn down(node: &str, generation: u64, code: Option<i32>) -> Input {
-    Input::Down {
+fn said(node: &str, body: Body) -> Input {
+    Input::Said {
         node: node.into(),
-        worker: "decode[0]".into(),
-        generation,
-        code,
-        exit: None,
+        body,
     }
+}
+
+fn down(node: &str, generation: u64, code: Option<i32>) -> Input {
+    said(
+        node,
+        Body::Down {
+            worker: "decode[0]".into(),
+            generation,
+            code,
+            exit: None,
+        },
+    )
 }
 
 fn sent(out: &[Output]) -> Vec<(String, Body)> {
@@ -108,9 +111,14 @@ fn restart_once(c: &mut Coordinator, t: Instant, generation: u64, backoff: Durat
     }));
     assert_eq!(c.next_deadline(), None);
     // The leader's ready of this generation, once; an older one is not news.
-    let ready = |generation| Input::Ready {
-        worker: "decode[0]".into(),
-        generation,
+    let ready = |generation| {
+        said(
+            "n2",
+            Body::Ready {
+                worker: "decode[0]".into(),
+                generation,
+            },
+        )
     };
     assert!(c.handle(ready(generation - 1), t).is_empty());
     assert_eq!(
@@ -185,27 +193,23 @@ fn a_node_gone_without_leaving_or_failing_drains_every_other_node_once() {
     assert!(matches!(&sent(&out)[0].1, Body::NodeFailed { node, .. } if node == "n3"));
     assert_eq!(kinds(&out), [EventKind::PeerFailed]);
     assert!(c
-        .handle(
-            Input::Failing {
-                node: "n2".into(),
-                reason: "x".into()
-            },
-            t
-        )
+        .handle(said("n2", Body::Failing { reason: "x".into() }), t)
         .is_empty());
     // A node that said it leaves may go.
     let (mut c, t) = started(RestartPolicy::Always, 3);
-    c.handle(Input::Leaving { node: "n2".into() }, t);
+    c.handle(said("n2", Body::Leaving), t);
     let lost = Input::Lost {
         node: "n2".into(),
         why: "closed".into(),
     };
     assert!(c.handle(lost, t).is_empty());
     let out = c.handle(
-        Input::Failing {
-            node: "n3".into(),
-            reason: "critical `w` failed".into(),
-        },
+        said(
+            "n3",
+            Body::Failing {
+                reason: "critical `w` failed".into(),
+            },
+        ),
         t,
     );
     let to: Vec<String> = sent(&out).into_iter().map(|(n, _)| n).collect();
