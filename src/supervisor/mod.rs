@@ -149,6 +149,15 @@ impl SupervisorError {
 ///
 /// mcsup's own log goes wherever the caller's tracing subscriber sends it (the binary installs
 /// one in `main` with [`init_tracing`]).
+/// A current-thread runtime with every driver, for the unit tests of the loop's async parts.
+#[cfg(test)]
+pub(crate) fn test_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 pub fn run_blocking(plan: Plan, opts: RunOptions) -> Result<RunOutcome, SupervisorError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -92,12 +92,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
+    use crate::supervisor::test_runtime as rt;
 
     #[test]
     fn it_fires_at_the_deadline_not_at_the_next_millisecond() {

@@ -108,12 +108,7 @@ impl Runtime {
                 self.control.up = false;
                 self.control.down_why = Some(why.clone());
                 if !self.control.said_bye {
-                    self.note(
-                        "mcsup",
-                        RecordKind::PeerFailed,
-                        format!("{why}: this node drains"),
-                    );
-                    self.feed(Event::PeerFailed { detail: why });
+                    self.drain_for(why);
                 }
             }
             Incoming::Refused { peer, why } => {
@@ -174,16 +169,17 @@ impl Runtime {
                 }
             }
             Body::NodeFailed { node, reason } => {
-                let detail = format!("node {node} failed: {reason}");
-                self.note(
-                    "mcsup",
-                    RecordKind::PeerFailed,
-                    format!("{detail}: this node drains"),
-                );
-                self.feed(Event::PeerFailed { detail });
+                self.drain_for(format!("node {node} failed: {reason}"))
             }
             _ => {}
         }
+    }
+
+    /// Another node failed, or the coordinator is gone (`detail`): said, and this node drains.
+    fn drain_for(&mut self, detail: String) {
+        let said = format!("{detail}: this node drains");
+        self.note("mcsup", RecordKind::PeerFailed, said);
+        self.feed(Event::PeerFailed { detail });
     }
 
     /// `worker`'s generation, as the coordinator last said (0 before its first restart).

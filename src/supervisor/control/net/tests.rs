@@ -56,12 +56,7 @@ async fn until(heard: &Heard, what: &str, f: impl Fn(&Incoming) -> bool) {
     panic!("never heard {what}: {:?}", heard.lock().unwrap());
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+use crate::supervisor::test_runtime as rt;
 
 #[test]
 fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
