@@ -85,7 +85,8 @@ enum Phase {
     BackingOff {
         until: Instant,
     },
-    GivenUp,
+    /// Why: a late node's rank is given up with it.
+    GivenUp(String),
 }
 
 #[derive(Debug, Clone)]
@@ -103,8 +104,9 @@ pub struct Coordinator {
     /// Nodes with a live connection, and whether each said it leaves.
     nodes: BTreeMap<String, bool>,
     units: BTreeMap<String, Unit>,
-    /// A node failed: every node was told; nothing more is decided.
-    failed: bool,
+    /// A node failed, and why: every node was told (one that joins later, when it joins);
+    /// nothing more is decided.
+    failed: Option<(String, String)>,
 }
 
 impl Coordinator {
@@ -134,7 +136,6 @@ impl Coordinator {
         match input {
             Input::Said { node, body } => match body {
                 Body::Hello { units } => {
-                    self.nodes.insert(node, false);
                     for info in units {
                         self.units
                             .entry(info.worker.clone())
@@ -146,6 +147,8 @@ impl Coordinator {
                                 phase: Phase::Running,
                             });
                     }
+                    self.catch_up(&node, &mut out);
+                    self.nodes.insert(node, false);
                 }
                 Body::Down {
                     worker,
@@ -187,7 +190,7 @@ impl Coordinator {
         now: Instant,
         out: &mut Vec<Output>,
     ) {
-        if self.failed {
+        if self.failed.is_some() {
             return;
         }
         let Some(u) = self.units.get_mut(&worker) else {
@@ -249,7 +252,7 @@ impl Coordinator {
                     max_restarts: info.max_restarts,
                 };
                 if let Some(reason) = give_up {
-                    u.phase = Phase::GivenUp;
+                    u.phase = Phase::GivenUp(reason.clone());
                     out.push(Output::Restart(record(
                         "exhausted",
                         u.restarts + 1,
@@ -299,7 +302,7 @@ impl Coordinator {
                     });
                 }
             }
-            Phase::BackingOff { .. } | Phase::GivenUp => {}
+            Phase::BackingOff { .. } | Phase::GivenUp(_) => {}
         }
     }
 
@@ -344,12 +347,11 @@ impl Coordinator {
 
     /// `node` failed for good: every other node is told to drain, once.
     fn node_failed(&mut self, node: &str, reason: String, out: &mut Vec<Output>) {
-        if self.failed {
+        if self.failed.is_some() {
             return;
         }
-        self.failed = true;
         for u in self.units.values_mut() {
-            u.phase = Phase::GivenUp;
+            u.phase = Phase::GivenUp(format!("node {node} failed"));
         }
         out.push(Output::Record {
             unit: node.to_string(),
@@ -363,6 +365,44 @@ impl Coordinator {
                     node: node.to_string(),
                     reason: reason.clone(),
                 },
+            });
+        }
+        self.failed = Some((node.to_string(), reason));
+    }
+
+    /// A node joins (late, or again): what it missed. A failed node (it drains); its workers'
+    /// give-ups; the stop of a generation that waits for its rank.
+    fn catch_up(&self, node: &str, out: &mut Vec<Output>) {
+        if let Some((failed, reason)) = &self.failed {
+            if failed != node {
+                out.push(Output::Send {
+                    to: node.to_string(),
+                    body: Body::NodeFailed {
+                        node: failed.clone(),
+                        reason: reason.clone(),
+                    },
+                });
+            }
+            return;
+        }
+        for (worker, u) in &self.units {
+            if !u.info.nodes.iter().any(|n| n == node) {
+                continue;
+            }
+            let body = match &u.phase {
+                Phase::GivenUp(reason) => Body::GiveUp {
+                    worker: worker.clone(),
+                    reason: reason.clone(),
+                },
+                Phase::Stopping { waiting, .. } if waiting.contains(node) => Body::Stop {
+                    worker: worker.clone(),
+                    generation: u.generation,
+                },
+                _ => continue,
+            };
+            out.push(Output::Send {
+                to: node.to_string(),
+                body,
             });
         }
     }

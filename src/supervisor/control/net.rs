@@ -24,6 +24,8 @@ pub const SILENT: Duration = Duration::from_secs(10);
 /// How long a node keeps trying to reach the coordinator at start (it may start later, and
 /// writes the secret first).
 pub const REACH_WITHIN: Duration = Duration::from_secs(60);
+/// How often a node that has not reached the coordinator within [`REACH_WITHIN`] tries again.
+pub const LATE_RETRY: Duration = Duration::from_secs(2);
 /// How long the two nonces may take.
 const HANDSHAKE: Duration = Duration::from_secs(5);
 
@@ -93,13 +95,14 @@ impl Drop for Link {
 }
 
 /// Start this node's side: on the coordinator's node the secret, the listener and the hub
-/// first; then the link. Fails only when the coordinator's node cannot listen or write the
-/// secret.
+/// first; then the link, which says so when it has not joined within `reach` ([`REACH_WITHIN`])
+/// and goes on trying. Fails only when the coordinator's node cannot listen or write the secret.
 pub fn start(
     spec: &ControlSpec,
     node: &str,
     job: &str,
     units: Vec<UnitInfo>,
+    reach: Duration,
     deliver: Deliver,
 ) -> Result<Link, String> {
     let deliver = std::sync::Arc::new(deliver);
@@ -144,6 +147,7 @@ pub fn start(
         node.to_string(),
         job.to_string(),
         units,
+        reach,
         rx,
         Box::new(move |i| d(i)),
     )));
@@ -270,30 +274,43 @@ struct Joined {
 }
 
 /// Connect, authenticate and say hello; the coordinator's first message (a heartbeat) proves it
-/// holds the same secret. Retried until [`REACH_WITHIN`]: the coordinator may start later, and a
-/// stale secret of an earlier run may be read before the coordinator replaces it.
+/// holds the same secret. Tried every 250 ms: the coordinator may start later, and a stale
+/// secret of an earlier run may be read before the coordinator replaces it. Past `reach` (a
+/// minute), `late` hears why once and the tries go on every [`LATE_RETRY`]: the coordinator's
+/// node may be slower to start (its image pulled later), and the node joins when it comes.
 async fn join(
     spec: &ControlSpec,
     node: &str,
     job: &str,
     units: &[UnitInfo],
-) -> Result<Joined, String> {
-    let until = tokio::time::Instant::now() + REACH_WITHIN;
-    let mut last = String::from("not tried");
-    while tokio::time::Instant::now() < until {
+    reach: Duration,
+    late: &(dyn Fn(String) + Send + Sync),
+) -> Joined {
+    let started = tokio::time::Instant::now();
+    let mut said = false;
+    loop {
         match try_join(spec, node, job, units).await {
-            Ok(j) => return Ok(j),
-            Err(e) => last = e,
+            Ok(j) => return j,
+            Err(e) if !said && started.elapsed() >= reach => {
+                said = true;
+                late(format!(
+                    "the coordinator's mcsup ({} at {}, its port in {}) could not be reached within {}: {e}; still trying every {}",
+                    spec.coordinator,
+                    spec.address,
+                    spec.secret.display(),
+                    crate::domain::show_secs(reach),
+                    crate::domain::show_secs(LATE_RETRY)
+                ));
+            }
+            Err(_) => {}
         }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(if said {
+            LATE_RETRY
+        } else {
+            Duration::from_millis(250)
+        })
+        .await;
     }
-    Err(format!(
-        "the coordinator's mcsup ({} at {}, its port in {}) could not be reached within {}: {last}",
-        spec.coordinator,
-        spec.address,
-        spec.secret.display(),
-        crate::domain::show_secs(REACH_WITHIN)
-    ))
 }
 
 async fn try_join(
@@ -338,22 +355,43 @@ async fn link(
     node: String,
     job: String,
     units: Vec<UnitInfo>,
+    reach: Duration,
     mut rx: UnboundedReceiver<Outgoing>,
     deliver: Deliver,
 ) {
+    let late = |why: String| deliver(Incoming::Unavailable(why));
+    let joining = join(&spec, &node, &job, &units, reach, &late);
+    tokio::pin!(joining);
+    // A node that fails before it has joined still says so once it does (the others drain
+    // sooner than through the batch script); one that leaves in order has nothing to say.
+    let mut failing = None;
     let Joined {
         port,
         mut r,
         mut w,
         mut sealer,
         mut opener,
-    } = match join(&spec, &node, &job, &units).await {
-        Ok(j) => j,
-        Err(e) => return deliver(Incoming::Unavailable(e)),
+    } = loop {
+        tokio::select! {
+            j = &mut joining => break j,
+            o = rx.recv() => match o {
+                None | Some(Outgoing::Say(Body::Leaving)) => return,
+                Some(Outgoing::Flush(done)) => { let _ = done.send(()); }
+                Some(Outgoing::Say(body @ Body::Failing { .. })) => failing = Some(body),
+                // The loop says nothing else before it hears `Joined`.
+                Some(Outgoing::Say(_)) => {}
+            },
+        }
     };
     deliver(Incoming::Joined);
-    let mut beat = tokio::time::interval(HEARTBEAT);
     let mut leaving = false;
+    if let Some(body) = failing {
+        leaving = true;
+        if write(&mut w, &sealer.seal(body)).await.is_err() {
+            return;
+        }
+    }
+    let mut beat = tokio::time::interval(HEARTBEAT);
     let why = loop {
         tokio::select! {
             line = read_line(&mut r, SILENT) => {

@@ -72,7 +72,14 @@ impl Runtime {
             let _ = tx.send(Msg::Control(i));
         });
         let node = self.plan.node.name.clone();
-        match net::start(&spec, &node, &job, units(&self.plan), deliver) {
+        match net::start(
+            &spec,
+            &node,
+            &job,
+            units(&self.plan),
+            net::REACH_WITHIN,
+            deliver,
+        ) {
             Ok(link) => self.control.link = Some(link),
             Err(e) => {
                 return Err(crate::supervisor::SupervisorError::Setup(format!(
@@ -98,10 +105,13 @@ impl Runtime {
         match i {
             Incoming::Joined => {
                 self.control.up = true;
-                tracing::info!("joined the job's control connection");
+                match self.control.down_why.take() {
+                    Some(_) => tracing::warn!("joined the job's control connection, late"),
+                    None => tracing::info!("joined the job's control connection"),
+                }
             }
             Incoming::Unavailable(why) => {
-                tracing::error!("{why}: a worker over several nodes is given up at its first failure, and another node's failure reaches this node only through the batch script");
+                tracing::error!("{why}: until it joins, a worker over several nodes is given up at its first failure here, and another node's failure reaches this node only through the batch script");
                 self.control.down_why = Some(why);
             }
             Incoming::Lost(why) => {

@@ -230,3 +230,76 @@ fn a_node_that_does_not_stop_its_rank_in_time_is_a_failed_node() {
         matches!(&sent(&out)[0].1, Body::NodeFailed { node, reason } if node == "n3" && reason.contains("did not report its rank of decode[0] down"))
     );
 }
+
+/// n1 and n2 joined; n3 (a rank of decode[0]) has not yet.
+fn without_n3(policy: RestartPolicy) -> (Coordinator, Instant) {
+    let mut c = Coordinator::new();
+    let t = Instant::now();
+    c.handle(said("n1", Body::Hello { units: vec![] }), t);
+    c.handle(
+        said(
+            "n2",
+            Body::Hello {
+                units: vec![unit(policy, 3)],
+            },
+        ),
+        t,
+    );
+    (c, t)
+}
+
+fn n3_joins(c: &mut Coordinator, t: Instant) -> Vec<(String, Body)> {
+    sent(&c.handle(
+        said(
+            "n3",
+            Body::Hello {
+                units: vec![unit(RestartPolicy::OnFailure, 3)],
+            },
+        ),
+        t,
+    ))
+}
+
+#[test]
+fn a_node_that_joins_late_hears_what_it_missed() {
+    // Nothing happened yet: nothing to hear.
+    let (mut c, t) = without_n3(RestartPolicy::OnFailure);
+    assert!(n3_joins(&mut c, t).is_empty());
+
+    // A generation waits for its rank's `down`: it is told to stop it.
+    let (mut c, t) = without_n3(RestartPolicy::OnFailure);
+    c.handle(down("n2", 0, Some(1)), t);
+    assert_eq!(n3_joins(&mut c, t), [("n3".to_string(), stop(1))]);
+    c.handle(down("n2", 1, None), t);
+    let out = c.handle(down("n3", 1, None), t);
+    assert_eq!(kinds(&out), [EventKind::UnitRestart]);
+
+    // Its worker was given up: so is its rank, for the same reason.
+    let (mut c, t) = without_n3(RestartPolicy::Never);
+    let out = c.handle(down("n2", 0, Some(1)), t);
+    let told = sent(&out)[0].1.clone();
+    assert!(matches!(&told, Body::GiveUp { .. }), "{told:?}");
+    assert_eq!(n3_joins(&mut c, t), [("n3".to_string(), told)]);
+
+    // A node failed: it drains too.
+    let (mut c, t) = without_n3(RestartPolicy::OnFailure);
+    c.handle(
+        said(
+            "n2",
+            Body::Failing {
+                reason: "critical `w` failed".into(),
+            },
+        ),
+        t,
+    );
+    assert_eq!(
+        n3_joins(&mut c, t),
+        [(
+            "n3".to_string(),
+            Body::NodeFailed {
+                node: "n2".into(),
+                reason: "critical `w` failed".into()
+            }
+        )]
+    );
+}

@@ -67,9 +67,9 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
         let (h1, d1) = recorder();
         let (h2, d2) = recorder();
         let (h3, d3) = recorder();
-        let n1 = start(&spec, "n1", "77", vec![], d1).unwrap();
-        let n2 = start(&spec, "n2", "77", vec![unit()], d2).unwrap();
-        let n3 = start(&spec, "n3", "77", vec![unit()], d3).unwrap();
+        let n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
+        let n2 = start(&spec, "n2", "77", vec![unit()], REACH_WITHIN, d2).unwrap();
+        let n3 = start(&spec, "n3", "77", vec![unit()], REACH_WITHIN, d3).unwrap();
         for h in [&h1, &h2, &h3] {
             until(h, "joined", |i| *i == Incoming::Joined).await;
         }
@@ -165,8 +165,8 @@ fn the_coordinator_gone_is_a_lost_link() {
     rt().block_on(async {
         let (_h1, d1) = recorder();
         let (h2, d2) = recorder();
-        let n1 = start(&spec, "n1", "77", vec![], d1).unwrap();
-        let _n2 = start(&spec, "n2", "77", vec![], d2).unwrap();
+        let n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
+        let _n2 = start(&spec, "n2", "77", vec![], REACH_WITHIN, d2).unwrap();
         until(&h2, "joined", |i| *i == Incoming::Joined).await;
         drop(n1);
         until(
@@ -185,7 +185,9 @@ fn a_second_coordinator_on_a_taken_port_says_how_to_fix_it() {
     let spec = spec(dir.path(), held.local_addr().unwrap().port());
     rt().block_on(async {
         let (_h, d) = recorder();
-        let e = start(&spec, "n1", "77", vec![], d).err().unwrap();
+        let e = start(&spec, "n1", "77", vec![], REACH_WITHIN, d)
+            .err()
+            .unwrap();
         assert!(e.contains("set mcsup.control_port"), "{e}");
     });
 }
@@ -234,13 +236,13 @@ fn a_stranger_with_the_secret_and_a_flood_of_connections_are_refused() {
     let spec = spec(dir.path(), 0);
     rt().block_on(async {
         let (h1, d1) = recorder();
-        let _n1 = start(&spec, "n1", "77", vec![], d1).unwrap();
+        let _n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
         until(&h1, "joined", |i| *i == Incoming::Joined).await;
         // The job's secret, but a name the job does not have.
         let mut other = spec.clone();
         other.coordinator = "n1".into();
         let (h9, d9) = recorder();
-        let _n9 = start(&other, "n9", "77", vec![], d9).unwrap();
+        let _n9 = start(&other, "n9", "77", vec![], REACH_WITHIN, d9).unwrap();
         until(&h1, "the stranger refused", |i| {
             matches!(i, Incoming::Refused { why, .. } if why == "n9 is not a node of this job")
         })
@@ -260,7 +262,7 @@ fn a_stranger_with_the_secret_and_a_flood_of_connections_are_refused() {
         // Once they are gone, a node of the job joins.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let (h2, d2) = recorder();
-        let _n2 = start(&spec, "n2", "77", vec![], d2).unwrap();
+        let _n2 = start(&spec, "n2", "77", vec![], REACH_WITHIN, d2).unwrap();
         until(&h2, "n2 joined", |i| *i == Incoming::Joined).await;
         let said = h1
             .lock()
@@ -269,5 +271,51 @@ fn a_stranger_with_the_secret_and_a_flood_of_connections_are_refused() {
             .filter(|i| matches!(i, Incoming::Refused { why, .. } if why.contains("open already")))
             .count();
         assert_eq!(said, 1);
+    });
+}
+
+#[test]
+fn a_node_that_cannot_reach_the_coordinator_says_so_and_joins_when_it_comes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Port 0: the nodes read it from the secret's file, which only the coordinator writes.
+    let spec = spec(dir.path(), 0);
+    let reach = Duration::from_millis(200);
+    rt().block_on(async {
+        let (h2, d2) = recorder();
+        let (h3, d3) = recorder();
+        let n2 = start(&spec, "n2", "77", vec![unit()], reach, d2).unwrap();
+        let n3 = start(&spec, "n3", "77", vec![unit()], reach, d3).unwrap();
+        for h in [&h2, &h3] {
+            until(h, "the coordinator unreachable", |i| {
+                matches!(i, Incoming::Unavailable(why) if why.contains("could not be reached within 0.2 s") && why.contains("still trying every 2 s"))
+            })
+            .await;
+        }
+        // n3 fails before it has joined; a flush does not wait for a connection it has not got.
+        n3.send(Outgoing::Say(Body::Failing {
+            reason: "critical `w` failed".into(),
+        }));
+        let flushed = tokio::time::Instant::now();
+        n3.flush(Duration::from_secs(30)).await;
+        assert!(flushed.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            h2.lock().unwrap().iter().filter(|i| matches!(i, Incoming::Unavailable(_))).count(),
+            1,
+            "said once"
+        );
+
+        // The coordinator comes: both join; n3's failure is said and reaches n2, whichever
+        // of the two joined first.
+        let (h1, d1) = recorder();
+        let _n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
+        let failed = Incoming::Said(Body::NodeFailed {
+            node: "n3".into(),
+            reason: "critical `w` failed".into(),
+        });
+        until(&h2, "joined late", |i| *i == Incoming::Joined).await;
+        until(&h3, "joined late", |i| *i == Incoming::Joined).await;
+        until(&h2, "n3's failure", |i| *i == failed).await;
+        until(&h1, "n3's failure", |i| *i == failed).await;
+        drop(n2);
     });
 }
