@@ -2419,6 +2419,7 @@ fn forge_control_message(port: u16, job: &str) {
                 generation: 0,
                 code: Some(137),
                 exit: Some("killed by SIGKILL (137)".into()),
+                process: None,
             })
             .as_bytes(),
     )
@@ -2610,6 +2611,11 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
         "{r}"
     );
 
+    // srtctl's `crash_log`: the failed life's log, as the trigger's node keeps it.
+    let crash_log = logs.join(format!("{node}.{decode}.log.1"));
+    assert_eq!(e["crash_log"], crash_log.display().to_string(), "{r}");
+    assert!(std::fs::metadata(&crash_log).unwrap().len() > 0);
+
     // Past max_restarts: not critical, so the job keeps serving without it.
     sigkill_unit(&logs, "n3", decode);
     wait_for("decode[0] given up", Duration::from_secs(30), || {
@@ -2622,6 +2628,19 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
         Duration::from_secs(10),
         || (restarts()["endpoints"]["decode_0"]["exhausted"] == true).then_some(()),
     );
+    // Given up: the rank's log as it is (not rotated: nothing started again).
+    let r = restarts();
+    let e = &r["events"][1];
+    assert_eq!(e["outcome"], "exhausted", "{r}");
+    let trigger = e["node"].as_str().unwrap();
+    assert_eq!(
+        e["crash_log"],
+        logs.join(format!("{trigger}.{decode}.log"))
+            .display()
+            .to_string(),
+        "{r}"
+    );
+    assert_eq!(r["events"][0]["crash_log"], crash_log.display().to_string());
     std::thread::sleep(Duration::from_secs(3));
     assert!(queued(), "the job ended:\n{}", job_out());
     for node in ["n1", "n2", "n3"] {

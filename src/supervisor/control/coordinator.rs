@@ -48,6 +48,8 @@ pub enum Output {
     },
     /// A worker's restart decided, for `worker_restarts.json`.
     Restart(RestartRecord),
+    /// A worker handed back without a restart, for `worker_restarts.json`.
+    Settled(Settled),
     /// Its ranks were told to start again (srtctl's `relaunched`).
     Relaunched {
         worker: String,
@@ -64,6 +66,8 @@ pub struct RestartRecord {
     pub worker: String,
     /// The node whose rank failed.
     pub node: String,
+    /// Its process there, when the node said (its log: `<node>.<process>.log`).
+    pub process: Option<String>,
     /// 1 for the first restart.
     pub attempt: u32,
     pub exit_code: Option<i32>,
@@ -73,6 +77,22 @@ pub struct RestartRecord {
     pub backoff: Duration,
     pub policy: RestartPolicy,
     pub max_restarts: u32,
+}
+
+/// A worker whose policy hands it back without a restart (srtctl's `_release`: a success under
+/// `on-failure`): listed in `worker_restarts.json`'s `endpoints`, with no event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled {
+    pub worker: String,
+    pub policy: RestartPolicy,
+    pub restarts: u32,
+    pub max_restarts: u32,
+}
+
+/// The rank a `down` is about.
+struct Rank {
+    node: String,
+    process: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -155,7 +175,11 @@ impl Coordinator {
                     generation,
                     code,
                     exit,
-                } => self.on_down(node, worker, generation, code, exit, now, &mut out),
+                    process,
+                } => {
+                    let rank = Rank { node, process };
+                    self.on_down(rank, worker, generation, code, exit, now, &mut out)
+                }
                 Body::Ready { worker, generation }
                     if self.units.get(&worker).is_some_and(|u| {
                         u.generation == generation && generation > 0 && u.phase == Phase::Running
@@ -182,7 +206,7 @@ impl Coordinator {
     #[allow(clippy::too_many_arguments)]
     fn on_down(
         &mut self,
-        node: String,
+        rank: Rank,
         worker: String,
         generation: u64,
         code: Option<i32>,
@@ -193,6 +217,7 @@ impl Coordinator {
         if self.failed.is_some() {
             return;
         }
+        let node = rank.node.clone();
         let Some(u) = self.units.get_mut(&worker) else {
             return;
         };
@@ -222,42 +247,56 @@ impl Coordinator {
                 let Some(code) = code else { return };
                 let exit = exit.unwrap_or_else(|| format!("exit code {code}"));
                 let info = u.info.clone();
+                // Why it is given up, and what `worker_restarts.json` says of it (as srtctl:
+                // `never` is not supervised, so nothing; a success is handed back, listed
+                // without an event; the limit is an `exhausted` event).
                 let give_up = match info.policy {
                     RestartPolicy::Always => None,
-                    RestartPolicy::OnFailure if info.success_codes.contains(&code) => Some(format!(
-                        "its rank on {node} ended ({exit}), a success: policy on-failure does not restart it"
+                    RestartPolicy::OnFailure if info.success_codes.contains(&code) => Some((
+                        format!(
+                            "its rank on {node} ended ({exit}), a success: policy on-failure does not restart it"
+                        ),
+                        Some(Output::Settled(Settled {
+                            worker: worker.clone(),
+                            policy: info.policy,
+                            restarts: u.restarts,
+                            max_restarts: info.max_restarts,
+                        })),
                     )),
                     RestartPolicy::OnFailure => None,
-                    RestartPolicy::Never => Some(format!(
-                        "its rank on {node} ended ({exit}); restart policy {}",
-                        info.policy
+                    RestartPolicy::Never => Some((
+                        format!(
+                            "its rank on {node} ended ({exit}); restart policy {}",
+                            info.policy
+                        ),
+                        None,
                     )),
                 }
                 .or_else(|| {
                     (u.restarts >= info.max_restarts).then(|| {
-                        format!(
-                            "restart limit reached: {} restart(s) over the job (max_restarts {}); last, its rank on {node} ended ({exit})",
-                            u.restarts, info.max_restarts
+                        let exhausted = RestartRecord {
+                            worker: worker.clone(),
+                            node: node.clone(),
+                            process: rank.process.clone(),
+                            attempt: u.restarts + 1,
+                            exit_code: Some(code),
+                            outcome: "exhausted",
+                            backoff: Duration::ZERO,
+                            policy: info.policy,
+                            max_restarts: info.max_restarts,
+                        };
+                        (
+                            format!(
+                                "restart limit reached: {} restart(s) over the job (max_restarts {}); last, its rank on {node} ended ({exit})",
+                                u.restarts, info.max_restarts
+                            ),
+                            Some(Output::Restart(exhausted)),
                         )
                     })
                 });
-                let record = |outcome, attempt, backoff| RestartRecord {
-                    worker: worker.clone(),
-                    node: node.clone(),
-                    attempt,
-                    exit_code: Some(code),
-                    outcome,
-                    backoff,
-                    policy: info.policy,
-                    max_restarts: info.max_restarts,
-                };
-                if let Some(reason) = give_up {
+                if let Some((reason, record)) = give_up {
                     u.phase = Phase::GivenUp(reason.clone());
-                    out.push(Output::Restart(record(
-                        "exhausted",
-                        u.restarts + 1,
-                        Duration::ZERO,
-                    )));
+                    out.extend(record);
                     out.push(Output::Record {
                         unit: worker.clone(),
                         kind: EventKind::UnitFailed,
@@ -276,7 +315,17 @@ impl Coordinator {
                 }
                 u.restarts += 1;
                 u.generation += 1;
-                out.push(Output::Restart(record("scheduled", u.restarts, u.backoff)));
+                out.push(Output::Restart(RestartRecord {
+                    worker: worker.clone(),
+                    node: node.clone(),
+                    process: rank.process,
+                    attempt: u.restarts,
+                    exit_code: Some(code),
+                    outcome: "scheduled",
+                    backoff: u.backoff,
+                    policy: info.policy,
+                    max_restarts: info.max_restarts,
+                }));
                 u.phase = Phase::Stopping {
                     waiting: info.nodes.iter().cloned().collect(),
                     deadline: now + Duration::from_millis(info.stop_ms) + DOWN_MARGIN,

@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
-use super::coordinator::{Coordinator, Input, Output, RestartRecord};
+use super::coordinator::{Coordinator, Input, Output, RestartRecord, Settled};
 use super::wire::{self, Body, Opener, Sealer, UnitInfo, MAX_LINE};
 use crate::plan::ControlSpec;
 use crate::runfiles::EventKind;
@@ -50,6 +50,8 @@ pub enum Incoming {
     },
     /// A restart decision, for `worker_restarts.json` (on the coordinator's node).
     Restart(RestartRecord),
+    /// A worker handed back without a restart, for `worker_restarts.json` (there too).
+    Settled(Settled),
     /// The worker's ranks were told to start again.
     Relaunched(String),
     /// The worker's leader rank is ready again.
@@ -648,6 +650,7 @@ async fn hub(mut rx: UnboundedReceiver<Hub>, deliver: Deliver) {
                     deliver(Incoming::Record { unit, kind, detail })
                 }
                 Output::Restart(r) => deliver(Incoming::Restart(r)),
+                Output::Settled(s) => deliver(Incoming::Settled(s)),
                 Output::Relaunched { worker } => deliver(Incoming::Relaunched(worker)),
                 Output::ReadyAgain { worker } => deliver(Incoming::ReadyAgain(worker)),
             }

@@ -58,6 +58,9 @@ pub enum Body {
         code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         exit: Option<String>,
+        /// The rank's process on the sender's node (its log is `<node>.<process>.log`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        process: Option<String>,
     },
     /// The leader rank of `worker`, started again in `generation`, is ready (on the sender's node).
     Ready {

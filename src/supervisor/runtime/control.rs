@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::SystemTime;
 
 use super::{Msg, Runtime};
-use crate::supervisor::control::coordinator::RestartRecord;
+use crate::supervisor::control::coordinator::{RestartRecord, Settled};
 use crate::supervisor::control::net::{self, Incoming, Outgoing};
 use crate::supervisor::control::wire::{Body, UnitInfo};
 use crate::supervisor::machine::{Event, ExitStatus, RecordKind, ShutdownReason};
@@ -29,6 +29,8 @@ pub(super) struct ControlState {
     said_bye: bool,
     /// The coordinator's restart records (its node only), for `worker_restarts.json`.
     restarts: Vec<Restart>,
+    /// Workers handed back without a restart (its node only), for `worker_restarts.json`.
+    settled: Vec<Settled>,
 }
 
 /// One restart as `worker_restarts.json` tells it.
@@ -136,6 +138,10 @@ impl Runtime {
                     relaunched_at: None,
                     ready_at: None,
                 });
+                self.write_restarts();
+            }
+            Incoming::Settled(settled) => {
+                self.control.settled.push(settled);
                 self.write_restarts();
             }
             Incoming::Relaunched(worker) => {
@@ -252,6 +258,7 @@ impl Runtime {
                 worker: unit.worker,
                 code: exit.map(ExitStatus::code),
                 exit: exit.map(|e| e.to_string()),
+                process: Some(self.plan.processes[proc].name.clone()),
             })),
             _ => queue.push_back(Event::RankGiveUp {
                 proc,
@@ -298,7 +305,8 @@ impl Runtime {
         let mut events = Vec::new();
         let mut total = 0u64;
         let iso = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
-        for x in &self.control.restarts {
+        let all = &self.control.restarts;
+        for (i, x) in all.iter().enumerate() {
             let r = &x.record;
             let (mode, index) = split_worker(&r.worker);
             let label = format!("{mode}_{index}");
@@ -331,9 +339,21 @@ impl Runtime {
                 "relaunched_at": x.relaunched_at.map(iso),
                 "ready_at": x.ready_at.map(iso),
                 "ready_seconds": ready_seconds,
-                "crash_log": null,
+                "crash_log": crash_log(&self.plan.log_dir, all, i),
                 "engine": 0,
             }));
+        }
+        for x in &self.control.settled {
+            let (mode, index) = split_worker(&x.worker);
+            endpoints.insert(
+                format!("{mode}_{index}"),
+                serde_json::json!({
+                    "policy": x.policy.to_string(),
+                    "restarts": x.restarts,
+                    "max_restarts": x.max_restarts,
+                    "exhausted": x.restarts >= x.max_restarts,
+                }),
+            );
         }
         for v in endpoints.values() {
             total += v["restarts"].as_u64().unwrap_or(0);
@@ -349,6 +369,30 @@ impl Runtime {
     }
 }
 
+/// The log of the life that ended in restart `all[i]`, as srtctl's `crash_log` names it: once
+/// every rank was started again, the rank's previous log (its node keeps it as `.log.1`, shifted
+/// to `.log.2` by the next restart ..., gone past [`logs::KEEP_ROTATED`]); given up, its log as
+/// it is. None before the relaunch (srtctl sets it then), or when the node did not name its
+/// process.
+fn crash_log(log_dir: &std::path::Path, all: &[Restart], i: usize) -> Option<String> {
+    use crate::supervisor::logs;
+    let x = &all[i];
+    let process = x.record.process.as_deref()?;
+    logs::check_name("node", &x.record.node).ok()?;
+    logs::check_name("process", process).ok()?;
+    let log = logs::log_path(log_dir, &x.record.node, process);
+    if x.record.outcome == "exhausted" {
+        return Some(log.display().to_string());
+    }
+    x.relaunched_at?;
+    // Every relaunch of the worker since (this one included) rotated every rank's log once.
+    let shifted = all[i..]
+        .iter()
+        .filter(|y| y.record.worker == x.record.worker && y.relaunched_at.is_some())
+        .count();
+    (shifted <= logs::KEEP_ROTATED as usize).then(|| format!("{}.{shifted}", log.display()))
+}
+
 /// `decode[0]` as (`decode`, 0).
 fn split_worker(worker: &str) -> (String, u64) {
     match worker.split_once('[') {
@@ -357,5 +401,77 @@ fn split_worker(worker: &str) -> (String, u64) {
             rest.trim_end_matches(']').parse().unwrap_or(0),
         ),
         None => (worker.to_string(), 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::RestartPolicy;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn restart(worker: &str, node: &str, outcome: &'static str, relaunched: bool) -> Restart {
+        Restart {
+            record: RestartRecord {
+                worker: worker.into(),
+                node: node.into(),
+                process: Some("sglang-decode-0".into()),
+                attempt: 1,
+                exit_code: Some(137),
+                outcome,
+                backoff: Duration::ZERO,
+                policy: RestartPolicy::Always,
+                max_restarts: 9,
+            },
+            exited_at: SystemTime::UNIX_EPOCH,
+            relaunched_at: relaunched.then_some(SystemTime::UNIX_EPOCH),
+            ready_at: None,
+        }
+    }
+
+    #[test]
+    fn crash_log_follows_the_rotation_of_the_ranks_logs() {
+        let dir = Path::new("/logs");
+        let log = |node: &str, n: &str| format!("/logs/{node}.sglang-decode-0.log{n}");
+        // decode[0] restarted twice (from n3, then n2), then given up; decode[1] once, in
+        // between, rotates nothing of decode[0]'s.
+        let all = vec![
+            restart("decode[0]", "n3", "ready", true),
+            restart("decode[1]", "n3", "ready", true),
+            restart("decode[0]", "n2", "relaunched", true),
+            restart("decode[0]", "n3", "exhausted", false),
+        ];
+        let got: Vec<Option<String>> = (0..all.len()).map(|i| crash_log(dir, &all, i)).collect();
+        assert_eq!(
+            got,
+            [
+                Some(log("n3", ".2")),
+                Some(log("n3", ".1")),
+                Some(log("n2", ".1")),
+                Some(log("n3", "")),
+            ]
+        );
+        // Not relaunched yet: none (srtctl names it at the relaunch).
+        assert_eq!(
+            crash_log(dir, &[restart("decode[0]", "n3", "scheduled", false)], 0),
+            None
+        );
+        // Rotated out of the kept logs, or a process name that is no file name: none.
+        let many: Vec<Restart> = (0..=logs_kept())
+            .map(|_| restart("decode[0]", "n3", "ready", true))
+            .collect();
+        assert_eq!(crash_log(dir, &many, 0), None);
+        assert_eq!(
+            crash_log(dir, &many, 1),
+            Some(log("n3", &format!(".{}", logs_kept())))
+        );
+        let mut odd = restart("decode[0]", "n3", "exhausted", false);
+        odd.record.process = Some("../../etc/passwd".into());
+        assert_eq!(crash_log(dir, &[odd], 0), None);
+    }
+
+    fn logs_kept() -> usize {
+        crate::supervisor::logs::KEEP_ROTATED as usize
     }
 }

@@ -44,6 +44,7 @@ fn down(node: &str, generation: u64, code: Option<i32>) -> Input {
             generation,
             code,
             exit: None,
+            process: Some("sglang-decode-0".into()),
         },
     )
 }
@@ -154,24 +155,55 @@ fn past_max_restarts_over_the_job_the_worker_is_given_up_on_every_node() {
     );
     assert_eq!(sent(&out).len(), 2);
     assert_eq!(kinds(&out), [EventKind::UnitFailed]);
-    assert!(out
-        .iter()
-        .any(|o| matches!(o, Output::Restart(r) if r.outcome == "exhausted")));
+    assert_eq!(
+        recorded(&out),
+        [Output::Restart(RestartRecord {
+            worker: "decode[0]".into(),
+            node: "n2".into(),
+            process: Some("sglang-decode-0".into()),
+            attempt: 2,
+            exit_code: Some(9),
+            outcome: "exhausted",
+            backoff: Duration::ZERO,
+            policy: RestartPolicy::Always,
+            max_restarts: 1,
+        })]
+    );
     // Nothing more for it.
     assert!(c.handle(down("n3", 1, Some(9)), t).is_empty());
 }
 
+/// What `worker_restarts.json` hears of `out`: restart records and workers handed back.
+fn recorded(out: &[Output]) -> Vec<Output> {
+    out.iter()
+        .filter(|o| matches!(o, Output::Restart(_) | Output::Settled(_)))
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn the_policy_decides_first() {
+    // `never`: given up; srtctl does not supervise it, so no record.
     let (mut c, t) = started(RestartPolicy::Never, 3);
     let out = c.handle(down("n2", 0, Some(1)), t);
     assert!(
         matches!(&sent(&out)[0].1, Body::GiveUp { reason, .. } if reason.contains("restart policy never"))
     );
+    assert_eq!(recorded(&out), []);
+    // A success under `on-failure`: handed back (srtctl's `_release`), listed without an event.
     let (mut c, t) = started(RestartPolicy::OnFailure, 3);
     let out = c.handle(down("n2", 0, Some(0)), t);
     assert!(
         matches!(&sent(&out)[0].1, Body::GiveUp { reason, .. } if reason.contains("a success"))
+    );
+    assert_eq!(
+        recorded(&out),
+        [Output::Settled(Settled {
+            worker: "decode[0]".into(),
+            policy: RestartPolicy::OnFailure,
+            restarts: 0,
+            max_restarts: 3,
+        })]
     );
     // A down that is not a failure starts nothing.
     let (mut c, t) = started(RestartPolicy::Always, 3);

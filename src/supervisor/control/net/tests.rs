@@ -104,6 +104,7 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
             generation: 0,
             code: Some(137),
             exit: Some("killed by SIGKILL (137)".into()),
+            process: None,
         }));
         let stop = Incoming::Said(Body::Stop {
             worker: "decode[0]".into(),
@@ -118,6 +119,7 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
                 generation: 1,
                 code: None,
                 exit: None,
+                process: None,
             }));
         }
         let start_ = Incoming::Said(Body::Start {
