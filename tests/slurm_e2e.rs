@@ -2396,6 +2396,59 @@ fn unit_groups(dir: &std::path::Path) -> Vec<(i32, i32)> {
         .collect()
 }
 
+/// `worker_restarts.json` against the one srtctl 2.0's own `WorkerSupervisor` writes for the same
+/// scenario (`scripts/capture/srtctl_worker_restarts.py`): the same keys at every level with the
+/// same JSON kinds, and the same values where neither the clock, the log paths nor which rank's
+/// report came first decides them.
+fn assert_shaped_as_srtctls(mine: &serde_json::Value) {
+    use serde_json::Value;
+    let theirs: Value = serde_json::from_str(include_str!(
+        "fixtures/srt-slurm-2/worker_restarts.srtctl.json"
+    ))
+    .unwrap();
+    fn shape(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(shape).collect()),
+            Value::Null => "null".into(),
+            Value::Bool(_) => "bool".into(),
+            Value::Number(_) => "number".into(),
+            Value::String(_) => "string".into(),
+        }
+    }
+    assert_eq!(
+        shape(mine),
+        shape(&theirs),
+        "mcsup: {mine}\nsrtctl: {theirs}"
+    );
+    assert_eq!(mine["total_restarts"], theirs["total_restarts"]);
+    assert_eq!(mine["endpoints"], theirs["endpoints"]);
+    for (m, t) in mine["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(theirs["events"].as_array().unwrap())
+    {
+        for k in [
+            "mode",
+            "index",
+            "attempt",
+            "outcome",
+            "backoff_seconds",
+            "engine",
+        ] {
+            assert_eq!(m[k], t[k], "{k}: {m} vs {t}");
+        }
+        let node = m["node"].as_str().unwrap();
+        assert_eq!(m["worker"], format!("decode_0_{node}"));
+        // The failed life's log: rotated once (`.1`) when relaunched, as it is when given up.
+        let rotated = |v: &Value| v["crash_log"].as_str().unwrap().ends_with(".1");
+        assert_eq!(rotated(m), rotated(t), "{m} vs {t}");
+    }
+}
+
 /// A restart request on the job's control connection sealed with a secret that is not the job's:
 /// the handshake succeeds, the message is refused.
 fn forge_control_message(port: u16, job: &str) {
@@ -2641,6 +2694,7 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
         "{r}"
     );
     assert_eq!(r["events"][0]["crash_log"], crash_log.display().to_string());
+    assert_shaped_as_srtctls(&r);
     std::thread::sleep(Duration::from_secs(3));
     assert!(queued(), "the job ended:\n{}", job_out());
     for node in ["n1", "n2", "n3"] {
