@@ -330,6 +330,20 @@ pub struct StatusFile {
     /// `shutdown.holds_ranks_of`): why a node with no unit of its own stays up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holds_ranks_of: Vec<String>,
+    /// The job's control connection (`supervisor::control`), in a job of several nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlStatus>,
+}
+
+/// This node's end of the job's control connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlStatus {
+    /// Joined the coordinator: a worker over several nodes restarts as one unit, and another
+    /// node's failure reaches this node at once.
+    pub joined: bool,
+    /// Why not, when it is known (not reached yet, or the connection lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// The host name and PID namespace of this process, as a status file records them.
@@ -528,6 +542,7 @@ mod tests {
             servable: None,
             mooncake: None,
             holds_ranks_of: vec![],
+            control: None,
         };
         let me = std::process::id();
         let dead = u32::MAX - 1; // no such pid

@@ -2506,6 +2506,21 @@ fn a_worker_over_two_nodes_restarts_as_one_unit() {
     let decode = "sglang-decode-0";
     wait_unit_servable(&cluster, &id, &logs, &out);
     assert_eq!(count("n2", decode, "ready"), 1);
+    // Every node says in its status (and its metrics) that it joined the control connection.
+    for node in ["n1", "n2", "n3"] {
+        wait_for("joined in the status", Duration::from_secs(10), || {
+            let s: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(logs.join(format!("{node}.status.json"))).ok()?,
+            )
+            .ok()?;
+            (s["control"] == serde_json::json!({"joined": true})).then_some(())
+        });
+        let prom = std::fs::read_to_string(logs.join(format!("{node}.prom"))).unwrap();
+        assert!(
+            prom.contains(&format!("mcsup_control_joined{{node=\"{node}\"}} 1")),
+            "{prom}"
+        );
+    }
     let first = unit_groups(&dir);
     assert_eq!(first.len(), 1, "one group formed");
 

@@ -181,6 +181,14 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
         servable_families(&mut out, v, s.started_ts_ms, &node);
     }
     mooncake_families(&mut out, s, &node);
+    if let Some(c) = &s.control {
+        out.family(
+            "mcsup_control_joined",
+            "gauge",
+            "Whether this node's mcsup has joined the job's control connection (1) or not (0): without it a worker over several nodes cannot restart as one unit here.",
+            vec![(format!("node=\"{node}\""), u8::from(c.joined).to_string())],
+        );
+    }
     // A SIGKILLed mcsup cannot take its `up 1` back: the file's age says it is a last word.
     out.family(
         "mcsup_status_updated_timestamp_seconds",
@@ -805,6 +813,9 @@ fn job_status_tail(out: &mut String, nodes: &[(String, StatusRead)], now_ms: u64
     if let Some(line) = mooncake_line(nodes) {
         let _ = writeln!(out, "{line}");
     }
+    for line in control_lines(nodes) {
+        let _ = writeln!(out, "{line}");
+    }
     if !nodes.iter().any(|(_, r)| r.status.servable.is_some()) {
         if let Some((node, u)) = units(nodes).find(|(_, u)| {
             u.kind == UnitKind::Frontend
@@ -841,6 +852,25 @@ fn job_status_tail(out: &mut String, nodes: &[(String, StatusRead)], now_ms: u64
         );
     }
     out.push_str("(* = critical)\n");
+}
+
+/// A running node whose mcsup has not joined the job's control connection (or lost it): a
+/// worker over several nodes cannot restart as one unit there, and another node's failure
+/// reaches it only through the batch script. Nothing when every node has joined.
+fn control_lines(nodes: &[(String, StatusRead)]) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|(_, r)| {
+            r.writer_alive && matches!(r.status.phase, NodePhase::Starting | NodePhase::Running)
+        })
+        .filter_map(|(node, r)| {
+            let c = r.status.control.as_ref().filter(|c| !c.joined)?;
+            Some(format!(
+                "control connection: {node} has not joined ({}): a worker over several nodes fails there at its first death, and other nodes' failures reach it only through the batch script",
+                c.why.as_deref().unwrap_or("no reason given")
+            ))
+        })
+        .collect()
 }
 
 /// What the first failure of the job did to a node (its `outcome`), for its outcome line:
@@ -983,6 +1013,7 @@ pub(crate) mod status_tests {
             servable: None,
             mooncake: None,
             holds_ranks_of: Vec::new(),
+            control: None,
             units: vec![
                 StatusProcess {
                     name: "master".into(),
@@ -1210,6 +1241,46 @@ pub(crate) mod status_tests {
             json.to_string().contains("holding ranks of decode[0]"),
             "{json}"
         );
+    }
+
+    #[test]
+    fn a_node_that_has_not_joined_the_control_connection_is_named() {
+        use crate::runfiles::ControlStatus;
+        let mut nodes = two_nodes();
+        let joined = ControlStatus {
+            joined: true,
+            why: None,
+        };
+        nodes[0].1.status.control = Some(joined.clone());
+        nodes[1].1.status.control = Some(joined);
+        let quiet = job_status_human(&nodes, None, 10_000, false);
+        assert!(!quiet.contains("control connection"), "{quiet}");
+
+        let why = "the coordinator's mcsup (n1 at 10.0.0.1, ...) could not be reached within 1 min: connection refused; still trying every 2 s";
+        nodes[1].1.status.control = Some(ControlStatus {
+            joined: false,
+            why: Some(why.into()),
+        });
+        let out = job_status_human(&nodes, None, 10_000, false);
+        assert!(
+            out.contains(&format!("control connection: n2 has not joined ({why}): a worker over several nodes fails there at its first death")),
+            "{out}"
+        );
+        let m = metrics_text(&nodes[1].1.status, None);
+        assert!(
+            m.lines()
+                .any(|l| l == "mcsup_control_joined{node=\"n2\"} 0"),
+            "{m}"
+        );
+        assert!(metrics_text(&nodes[0].1.status, None)
+            .lines()
+            .any(|l| l == "mcsup_control_joined{node=\"n1\"} 1"));
+        // A node in its teardown has left the connection on purpose.
+        nodes[1].1.status.phase = NodePhase::Stopping;
+        assert!(!job_status_human(&nodes, None, 10_000, false).contains("control connection"));
+        // One node: no control connection, no sample.
+        nodes[1].1.status.control = None;
+        assert!(!metrics_text(&nodes[1].1.status, None).contains("mcsup_control_joined"));
     }
 
     #[test]

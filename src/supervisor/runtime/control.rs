@@ -92,6 +92,21 @@ impl Runtime {
         Ok(())
     }
 
+    /// This node's end of the control connection, for its status file.
+    pub(super) fn control_status(&self) -> Option<crate::runfiles::ControlStatus> {
+        self.plan.control.as_ref()?;
+        let joined = self.control.up;
+        Some(crate::runfiles::ControlStatus {
+            joined,
+            why: (!joined).then(|| {
+                self.control
+                    .down_why
+                    .clone()
+                    .unwrap_or_else(|| "not joined yet".into())
+            }),
+        })
+    }
+
     /// The processes that are ranks of `worker` here.
     fn ranks_of(&self, worker: &str) -> Vec<usize> {
         self.plan
@@ -104,6 +119,13 @@ impl Runtime {
     }
 
     pub(super) fn on_control(&mut self, i: Incoming) {
+        if matches!(
+            i,
+            Incoming::Joined | Incoming::Unavailable(_) | Incoming::Lost(_)
+        ) {
+            // The status file says whether this node has joined: written again.
+            self.status_version = None;
+        }
         match i {
             Incoming::Joined => {
                 self.control.up = true;

@@ -1441,6 +1441,7 @@ impl Runtime {
                 .collect(),
             servable: self.servable.clone(),
             mooncake: self.mooncake.clone(),
+            control: self.control_status(),
         };
         // The metrics follow the status; the teardown's duration once it is over.
         let teardown = final_code
