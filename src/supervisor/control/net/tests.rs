@@ -321,3 +321,47 @@ fn a_node_that_cannot_reach_the_coordinator_says_so_and_joins_when_it_comes() {
         drop(n2);
     });
 }
+
+#[test]
+fn sixty_four_nodes_join_and_one_failure_reaches_every_other_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (1..=64).map(|i| format!("n{i}")).collect();
+    let mut spec = spec(dir.path(), 0);
+    spec.nodes = names.clone();
+    rt().block_on(async {
+        let mut links = Vec::new();
+        let mut heard = Vec::new();
+        for name in &names {
+            let (h, d) = recorder();
+            links.push(start(&spec, name, "77", vec![], REACH_WITHIN, d).unwrap());
+            heard.push(h);
+        }
+        for h in &heard {
+            until(h, "joined", |i| *i == Incoming::Joined).await;
+        }
+        links[40].send(Outgoing::Say(Body::Failing {
+            reason: "critical `w` failed".into(),
+        }));
+        let failed = Incoming::Said(Body::NodeFailed {
+            node: "n41".into(),
+            reason: "critical `w` failed".into(),
+        });
+        for (i, h) in heard.iter().enumerate() {
+            if i != 40 {
+                until(h, "n41's failure", |x| *x == failed).await;
+            }
+        }
+        // Told once each; n41 itself is not told.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for (i, h) in heard.iter().enumerate() {
+            let told = h.lock().unwrap().iter().filter(|x| **x == failed).count();
+            assert_eq!(told, usize::from(i != 40), "n{}", i + 1);
+        }
+        // No refusal: 64 nodes are within the cap (2 x 64 + 32 connections).
+        assert!(!heard[0]
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|x| matches!(x, Incoming::Refused { .. })));
+    });
+}
