@@ -36,7 +36,8 @@ pub enum Incoming {
     Said(Body),
     /// The link to the coordinator is up.
     Joined,
-    /// The coordinator could not be reached at start: no restart across nodes.
+    /// The coordinator has not been reached within [`REACH_WITHIN`] (said once; the tries go on,
+    /// and `Joined` follows if it comes): until then, no restart across nodes.
     Unavailable(String),
     /// The link to the coordinator is gone.
     Lost(String),
