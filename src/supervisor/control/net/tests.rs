@@ -365,3 +365,30 @@ fn sixty_four_nodes_join_and_one_failure_reaches_every_other_node() {
             .any(|x| matches!(x, Incoming::Refused { .. })));
     });
 }
+
+#[test]
+fn a_node_that_joins_after_another_failed_is_told_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), 0);
+    rt().block_on(async {
+        let (h1, d1) = recorder();
+        let (h3, d3) = recorder();
+        let _n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
+        let n3 = start(&spec, "n3", "77", vec![unit()], REACH_WITHIN, d3).unwrap();
+        until(&h3, "n3 joined", |i| *i == Incoming::Joined).await;
+        n3.send(Outgoing::Say(Body::Failing {
+            reason: "critical `w` failed".into(),
+        }));
+        let failed = Incoming::Said(Body::NodeFailed {
+            node: "n3".into(),
+            reason: "critical `w` failed".into(),
+        });
+        until(&h1, "n3's failure", |i| *i == failed).await;
+        // n2 was not there to hear it: it is told as it joins, right after the welcome.
+        let (h2, d2) = recorder();
+        let _n2 = start(&spec, "n2", "77", vec![unit()], REACH_WITHIN, d2).unwrap();
+        until(&h2, "n3's failure, on joining", |i| *i == failed).await;
+        let heard = h2.lock().unwrap().clone();
+        assert_eq!(heard, [Incoming::Joined, failed], "{heard:?}");
+    });
+}
