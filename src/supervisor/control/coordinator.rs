@@ -33,31 +33,31 @@ pub enum Input {
     Tick,
 }
 
-/// What it does.
+/// What it does: tell a node, or note on its own node.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    Send {
-        to: String,
-        body: Body,
-    },
-    /// An event for the coordinator node's events file: about `unit` (a worker or a node).
-    Record {
+    Send { to: String, body: Body },
+    Note(Note),
+}
+
+/// What the coordinator's node keeps of a decision: its events file and `worker_restarts.json`
+/// (the node's loop hears it as [`super::net::Incoming::Decided`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Note {
+    /// An event about `unit` (a worker or a node).
+    Event {
         unit: String,
         kind: EventKind,
         detail: String,
     },
-    /// A worker's restart decided, for `worker_restarts.json`.
+    /// A worker's restart decided.
     Restart(RestartRecord),
-    /// A worker handed back without a restart, for `worker_restarts.json`.
+    /// A worker handed back without a restart.
     Settled(Settled),
     /// Its ranks were told to start again (srtctl's `relaunched`).
-    Relaunched {
-        worker: String,
-    },
+    Relaunched { worker: String },
     /// Its leader rank is ready again (srtctl's `ready`).
-    ReadyAgain {
-        worker: String,
-    },
+    ReadyAgain { worker: String },
 }
 
 /// One restart decision, as srtctl's `RestartEvent` records it.
@@ -71,7 +71,7 @@ pub struct RestartRecord {
     /// 1 for the first restart.
     pub attempt: u32,
     pub exit_code: Option<i32>,
-    /// `scheduled` (then `relaunched`, `ready`: [`Output::Relaunched`], [`Output::ReadyAgain`]),
+    /// `scheduled` (then `relaunched`, `ready`: [`Note::Relaunched`], [`Note::ReadyAgain`]),
     /// or `exhausted`.
     pub outcome: &'static str,
     pub backoff: Duration,
@@ -185,7 +185,7 @@ impl Coordinator {
                         u.generation == generation && generation > 0 && u.phase == Phase::Running
                     }) =>
                 {
-                    out.push(Output::ReadyAgain { worker });
+                    out.push(Output::Note(Note::ReadyAgain { worker }));
                 }
                 Body::Failing { reason } => self.node_failed(&node, reason, &mut out),
                 Body::Leaving => {
@@ -232,7 +232,7 @@ impl Coordinator {
                     let delay = u.backoff;
                     u.backoff = next_backoff(&u.info, u.backoff);
                     u.phase = Phase::BackingOff { until: now + delay };
-                    out.push(Output::Record {
+                    out.push(Output::Note(Note::Event {
                         unit: worker.clone(),
                         kind: EventKind::UnitRestart,
                         detail: format!(
@@ -240,7 +240,7 @@ impl Coordinator {
                             u.generation,
                             crate::domain::show_secs(delay)
                         ),
-                    });
+                    }));
                 }
             }
             Phase::Running => {
@@ -256,12 +256,12 @@ impl Coordinator {
                         format!(
                             "its rank on {node} ended ({exit}), a success: policy on-failure does not restart it"
                         ),
-                        Some(Output::Settled(Settled {
+                        Some(Output::Note(Note::Settled(Settled {
                             worker: worker.clone(),
                             policy: info.policy,
                             restarts: u.restarts,
                             max_restarts: info.max_restarts,
-                        })),
+                        }))),
                     )),
                     RestartPolicy::OnFailure => None,
                     RestartPolicy::Never => Some((
@@ -290,18 +290,18 @@ impl Coordinator {
                                 "restart limit reached: {} restart(s) over the job (max_restarts {}); last, its rank on {node} ended ({exit})",
                                 u.restarts, info.max_restarts
                             ),
-                            Some(Output::Restart(exhausted)),
+                            Some(Output::Note(Note::Restart(exhausted))),
                         )
                     })
                 });
                 if let Some((reason, record)) = give_up {
                     u.phase = Phase::GivenUp(reason.clone());
                     out.extend(record);
-                    out.push(Output::Record {
+                    out.push(Output::Note(Note::Event {
                         unit: worker.clone(),
                         kind: EventKind::UnitFailed,
                         detail: reason.clone(),
-                    });
+                    }));
                     for to in &info.nodes {
                         out.push(Output::Send {
                             to: to.clone(),
@@ -315,7 +315,7 @@ impl Coordinator {
                 }
                 u.restarts += 1;
                 u.generation += 1;
-                out.push(Output::Restart(RestartRecord {
+                out.push(Output::Note(Note::Restart(RestartRecord {
                     worker: worker.clone(),
                     node: node.clone(),
                     process: rank.process,
@@ -325,12 +325,12 @@ impl Coordinator {
                     backoff: u.backoff,
                     policy: info.policy,
                     max_restarts: info.max_restarts,
-                }));
+                })));
                 u.phase = Phase::Stopping {
                     waiting: info.nodes.iter().cloned().collect(),
                     deadline: now + Duration::from_millis(info.stop_ms) + DOWN_MARGIN,
                 };
-                out.push(Output::Record {
+                out.push(Output::Note(Note::Event {
                     unit: worker.clone(),
                     kind: EventKind::UnitRestart,
                     detail: format!(
@@ -340,7 +340,7 @@ impl Coordinator {
                         u.restarts,
                         info.max_restarts
                     ),
-                });
+                }));
                 for to in &info.nodes {
                     out.push(Output::Send {
                         to: to.clone(),
@@ -373,9 +373,9 @@ impl Coordinator {
                 }
                 Phase::BackingOff { until } if *until <= now => {
                     u.phase = Phase::Running;
-                    out.push(Output::Relaunched {
+                    out.push(Output::Note(Note::Relaunched {
                         worker: worker.clone(),
-                    });
+                    }));
                     for to in &u.info.nodes {
                         out.push(Output::Send {
                             to: to.clone(),
@@ -402,11 +402,11 @@ impl Coordinator {
         for u in self.units.values_mut() {
             u.phase = Phase::GivenUp(format!("node {node} failed"));
         }
-        out.push(Output::Record {
+        out.push(Output::Note(Note::Event {
             unit: node.to_string(),
             kind: EventKind::PeerFailed,
             detail: format!("node {node} failed: {reason}; every node drains"),
-        });
+        }));
         for to in self.nodes.keys().filter(|n| n.as_str() != node) {
             out.push(Output::Send {
                 to: to.clone(),

@@ -12,10 +12,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
-use super::coordinator::{Coordinator, Input, Output, RestartRecord, Settled};
+use super::coordinator::{Coordinator, Input, Note, Output};
 use super::wire::{self, Body, Opener, Sealer, UnitInfo, MAX_LINE};
 use crate::plan::ControlSpec;
-use crate::runfiles::EventKind;
 
 /// How often each side says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -43,20 +42,8 @@ pub enum Incoming {
     Lost(String),
     /// A message refused: from whom, why.
     Refused { peer: String, why: String },
-    /// The coordinator's own record (on its node): about a worker or a node.
-    Record {
-        unit: String,
-        kind: EventKind,
-        detail: String,
-    },
-    /// A restart decision, for `worker_restarts.json` (on the coordinator's node).
-    Restart(RestartRecord),
-    /// A worker handed back without a restart, for `worker_restarts.json` (there too).
-    Settled(Settled),
-    /// The worker's ranks were told to start again.
-    Relaunched(String),
-    /// The worker's leader rank is ready again.
-    ReadyAgain(String),
+    /// What the coordinator decided, on its own node: for its events and `worker_restarts.json`.
+    Decided(Note),
 }
 
 /// What the loop tells the coordinator.
@@ -647,13 +634,7 @@ async fn hub(mut rx: UnboundedReceiver<Hub>, deliver: Deliver) {
                         let _ = tx.send(body);
                     }
                 }
-                Output::Record { unit, kind, detail } => {
-                    deliver(Incoming::Record { unit, kind, detail })
-                }
-                Output::Restart(r) => deliver(Incoming::Restart(r)),
-                Output::Settled(s) => deliver(Incoming::Settled(s)),
-                Output::Relaunched { worker } => deliver(Incoming::Relaunched(worker)),
-                Output::ReadyAgain { worker } => deliver(Incoming::ReadyAgain(worker)),
+                Output::Note(n) => deliver(Incoming::Decided(n)),
             }
         }
     }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::SystemTime;
 
 use super::{Msg, Runtime};
-use crate::supervisor::control::coordinator::{RestartRecord, Settled};
+use crate::supervisor::control::coordinator::{Note, RestartRecord, Settled};
 use crate::supervisor::control::net::{self, Incoming, Outgoing};
 use crate::supervisor::control::wire::{Body, UnitInfo};
 use crate::supervisor::machine::{Event, ExitStatus, RecordKind, ShutdownReason};
@@ -152,8 +152,16 @@ impl Runtime {
                     format!("from {peer}: {why}"),
                 );
             }
-            Incoming::Record { unit, kind, detail } => self.note(&unit, kind, detail),
-            Incoming::Restart(record) => {
+            Incoming::Decided(note) => self.decided(note),
+            Incoming::Said(body) => self.told(body),
+        }
+    }
+
+    /// What the coordinator decided, on its node: its events and `worker_restarts.json`.
+    fn decided(&mut self, note: Note) {
+        match note {
+            Note::Event { unit, kind, detail } => self.note(&unit, kind, detail),
+            Note::Restart(record) => {
                 self.control.restarts.push(Restart {
                     record,
                     exited_at: SystemTime::now(),
@@ -162,25 +170,24 @@ impl Runtime {
                 });
                 self.write_restarts();
             }
-            Incoming::Settled(settled) => {
+            Note::Settled(settled) => {
                 self.control.settled.push(settled);
                 self.write_restarts();
             }
-            Incoming::Relaunched(worker) => {
+            Note::Relaunched { worker } => {
                 if let Some(r) = self.last_restart(&worker, "scheduled") {
                     r.record.outcome = "relaunched";
                     r.relaunched_at = Some(SystemTime::now());
                     self.write_restarts();
                 }
             }
-            Incoming::ReadyAgain(worker) => {
+            Note::ReadyAgain { worker } => {
                 if let Some(r) = self.last_restart(&worker, "relaunched") {
                     r.record.outcome = "ready";
                     r.ready_at = Some(SystemTime::now());
                     self.write_restarts();
                 }
             }
-            Incoming::Said(body) => self.told(body),
         }
     }
 

@@ -61,7 +61,7 @@ fn sent(out: &[Output]) -> Vec<(String, Body)> {
 fn kinds(out: &[Output]) -> Vec<EventKind> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Record { kind, .. } => Some(*kind),
+            Output::Note(Note::Event { kind, .. }) => Some(*kind),
             _ => None,
         })
         .collect()
@@ -107,9 +107,9 @@ fn restart_once(c: &mut Coordinator, t: Instant, generation: u64, backoff: Durat
     let t = t + backoff;
     let out = c.handle(Input::Tick, t);
     assert_eq!(sent(&out), to_both(start(generation)));
-    assert!(out.contains(&Output::Relaunched {
+    assert!(out.contains(&Output::Note(Note::Relaunched {
         worker: "decode[0]".into()
-    }));
+    })));
     assert_eq!(c.next_deadline(), None);
     // The leader's ready of this generation, once; an older one is not news.
     let ready = |generation| {
@@ -124,9 +124,9 @@ fn restart_once(c: &mut Coordinator, t: Instant, generation: u64, backoff: Durat
     assert!(c.handle(ready(generation - 1), t).is_empty());
     assert_eq!(
         c.handle(ready(generation), t),
-        [Output::ReadyAgain {
+        [Output::Note(Note::ReadyAgain {
             worker: "decode[0]".into()
-        }]
+        })]
     );
     t
 }
@@ -157,7 +157,7 @@ fn past_max_restarts_over_the_job_the_worker_is_given_up_on_every_node() {
     assert_eq!(kinds(&out), [EventKind::UnitFailed]);
     assert_eq!(
         recorded(&out),
-        [Output::Restart(RestartRecord {
+        [Output::Note(Note::Restart(RestartRecord {
             worker: "decode[0]".into(),
             node: "n2".into(),
             process: Some("sglang-decode-0".into()),
@@ -167,7 +167,7 @@ fn past_max_restarts_over_the_job_the_worker_is_given_up_on_every_node() {
             backoff: Duration::ZERO,
             policy: RestartPolicy::Always,
             max_restarts: 1,
-        })]
+        }))]
     );
     // Nothing more for it.
     assert!(c.handle(down("n3", 1, Some(9)), t).is_empty());
@@ -176,7 +176,7 @@ fn past_max_restarts_over_the_job_the_worker_is_given_up_on_every_node() {
 /// What `worker_restarts.json` hears of `out`: restart records and workers handed back.
 fn recorded(out: &[Output]) -> Vec<Output> {
     out.iter()
-        .filter(|o| matches!(o, Output::Restart(_) | Output::Settled(_)))
+        .filter(|o| matches!(o, Output::Note(Note::Restart(_) | Note::Settled(_))))
         .cloned()
         .collect()
 }
@@ -198,12 +198,12 @@ fn the_policy_decides_first() {
     );
     assert_eq!(
         recorded(&out),
-        [Output::Settled(Settled {
+        [Output::Note(Note::Settled(Settled {
             worker: "decode[0]".into(),
             policy: RestartPolicy::OnFailure,
             restarts: 0,
             max_restarts: 3,
-        })]
+        }))]
     );
     // A down that is not a failure starts nothing.
     let (mut c, t) = started(RestartPolicy::Always, 3);

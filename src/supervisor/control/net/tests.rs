@@ -128,9 +128,9 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
         });
         until(&h2, "start", |i| *i == start_).await;
         until(&h3, "start", |i| *i == start_).await;
-        until(&h1, "relaunched", |i| *i == Incoming::Relaunched("decode[0]".into())).await;
+        until(&h1, "relaunched", |i| *i == Incoming::Decided(Note::Relaunched { worker: "decode[0]".into() })).await;
         until(&h1, "the coordinator's record", |i| {
-            matches!(i, Incoming::Restart(r) if r.node == "n3" && r.attempt == 1 && r.outcome == "scheduled")
+            matches!(i, Incoming::Decided(Note::Restart(r)) if r.node == "n3" && r.attempt == 1 && r.outcome == "scheduled")
         })
         .await;
         for h in [&h1, &h2, &h3] {
