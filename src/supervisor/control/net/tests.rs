@@ -46,6 +46,15 @@ fn recorder() -> (Heard, Deliver) {
     (heard, Box::new(move |i| h.lock().unwrap().push(i)))
 }
 
+/// Node `name`'s end of the connection, started (inside the runtime), and what it hears.
+fn node(spec: &ControlSpec, name: &str, units: Vec<UnitInfo>, reach: Duration) -> (Link, Heard) {
+    let (heard, deliver) = recorder();
+    (
+        start(spec, name, "77", units, reach, deliver).unwrap(),
+        heard,
+    )
+}
+
 async fn until(heard: &Heard, what: &str, f: impl Fn(&Incoming) -> bool) {
     for _ in 0..200 {
         if heard.lock().unwrap().iter().any(&f) {
@@ -64,12 +73,9 @@ fn a_failed_rank_is_one_generation_on_both_nodes_and_a_forgery_is_refused() {
     // A free port, chosen by the coordinator and read from the secret's file by every node.
     let spec = spec(dir.path(), 0);
     rt().block_on(async {
-        let (h1, d1) = recorder();
-        let (h2, d2) = recorder();
-        let (h3, d3) = recorder();
-        let n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
-        let n2 = start(&spec, "n2", "77", vec![unit()], REACH_WITHIN, d2).unwrap();
-        let n3 = start(&spec, "n3", "77", vec![unit()], REACH_WITHIN, d3).unwrap();
+        let (n1, h1) = node(&spec, "n1", vec![], REACH_WITHIN);
+        let (n2, h2) = node(&spec, "n2", vec![unit()], REACH_WITHIN);
+        let (n3, h3) = node(&spec, "n3", vec![unit()], REACH_WITHIN);
         for h in [&h1, &h2, &h3] {
             until(h, "joined", |i| *i == Incoming::Joined).await;
         }
@@ -165,10 +171,8 @@ fn the_coordinator_gone_is_a_lost_link() {
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(dir.path(), free_port());
     rt().block_on(async {
-        let (_h1, d1) = recorder();
-        let (h2, d2) = recorder();
-        let n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
-        let _n2 = start(&spec, "n2", "77", vec![], REACH_WITHIN, d2).unwrap();
+        let (n1, _h1) = node(&spec, "n1", vec![], REACH_WITHIN);
+        let (_n2, h2) = node(&spec, "n2", vec![], REACH_WITHIN);
         until(&h2, "joined", |i| *i == Incoming::Joined).await;
         drop(n1);
         until(
@@ -237,14 +241,12 @@ fn a_stranger_with_the_secret_and_a_flood_of_connections_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(dir.path(), 0);
     rt().block_on(async {
-        let (h1, d1) = recorder();
-        let _n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
+        let (_n1, h1) = node(&spec, "n1", vec![], REACH_WITHIN);
         until(&h1, "joined", |i| *i == Incoming::Joined).await;
         // The job's secret, but a name the job does not have.
         let mut other = spec.clone();
         other.coordinator = "n1".into();
-        let (h9, d9) = recorder();
-        let _n9 = start(&other, "n9", "77", vec![], REACH_WITHIN, d9).unwrap();
+        let (_n9, h9) = node(&other, "n9", vec![], REACH_WITHIN);
         until(&h1, "the stranger refused", |i| {
             matches!(i, Incoming::Refused { why, .. } if why == "n9 is not a node of this job")
         })
@@ -263,8 +265,7 @@ fn a_stranger_with_the_secret_and_a_flood_of_connections_are_refused() {
         drop(flood);
         // Once they are gone, a node of the job joins.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let (h2, d2) = recorder();
-        let _n2 = start(&spec, "n2", "77", vec![], REACH_WITHIN, d2).unwrap();
+        let (_n2, h2) = node(&spec, "n2", vec![], REACH_WITHIN);
         until(&h2, "n2 joined", |i| *i == Incoming::Joined).await;
         let said = h1
             .lock()
@@ -283,10 +284,8 @@ fn a_node_that_cannot_reach_the_coordinator_says_so_and_joins_when_it_comes() {
     let spec = spec(dir.path(), 0);
     let reach = Duration::from_millis(200);
     rt().block_on(async {
-        let (h2, d2) = recorder();
-        let (h3, d3) = recorder();
-        let n2 = start(&spec, "n2", "77", vec![unit()], reach, d2).unwrap();
-        let n3 = start(&spec, "n3", "77", vec![unit()], reach, d3).unwrap();
+        let (n2, h2) = node(&spec, "n2", vec![unit()], reach);
+        let (n3, h3) = node(&spec, "n3", vec![unit()], reach);
         for h in [&h2, &h3] {
             until(h, "the coordinator unreachable", |i| {
                 matches!(i, Incoming::Unavailable(why) if why.contains("could not be reached within 0.2 s") && why.contains("still trying every 2 s"))
@@ -308,8 +307,7 @@ fn a_node_that_cannot_reach_the_coordinator_says_so_and_joins_when_it_comes() {
 
         // The coordinator comes: both join; n3's failure is said and reaches n2, whichever
         // of the two joined first.
-        let (h1, d1) = recorder();
-        let _n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
+        let (_n1, h1) = node(&spec, "n1", vec![], REACH_WITHIN);
         let failed = Incoming::Said(Body::NodeFailed {
             node: "n3".into(),
             reason: "critical `w` failed".into(),
@@ -329,13 +327,10 @@ fn sixty_four_nodes_join_and_one_failure_reaches_every_other_node() {
     let mut spec = spec(dir.path(), 0);
     spec.nodes = names.clone();
     rt().block_on(async {
-        let mut links = Vec::new();
-        let mut heard = Vec::new();
-        for name in &names {
-            let (h, d) = recorder();
-            links.push(start(&spec, name, "77", vec![], REACH_WITHIN, d).unwrap());
-            heard.push(h);
-        }
+        let (links, heard): (Vec<Link>, Vec<Heard>) = names
+            .iter()
+            .map(|name| node(&spec, name, vec![], REACH_WITHIN))
+            .unzip();
         for h in &heard {
             until(h, "joined", |i| *i == Incoming::Joined).await;
         }
@@ -371,10 +366,8 @@ fn a_node_that_joins_after_another_failed_is_told_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(dir.path(), 0);
     rt().block_on(async {
-        let (h1, d1) = recorder();
-        let (h3, d3) = recorder();
-        let _n1 = start(&spec, "n1", "77", vec![], REACH_WITHIN, d1).unwrap();
-        let n3 = start(&spec, "n3", "77", vec![unit()], REACH_WITHIN, d3).unwrap();
+        let (_n1, h1) = node(&spec, "n1", vec![], REACH_WITHIN);
+        let (n3, h3) = node(&spec, "n3", vec![unit()], REACH_WITHIN);
         until(&h3, "n3 joined", |i| *i == Incoming::Joined).await;
         n3.send(Outgoing::Say(Body::Failing {
             reason: "critical `w` failed".into(),
@@ -385,8 +378,7 @@ fn a_node_that_joins_after_another_failed_is_told_at_once() {
         });
         until(&h1, "n3's failure", |i| *i == failed).await;
         // n2 was not there to hear it: it is told as it joins, right after the welcome.
-        let (h2, d2) = recorder();
-        let _n2 = start(&spec, "n2", "77", vec![unit()], REACH_WITHIN, d2).unwrap();
+        let (_n2, h2) = node(&spec, "n2", vec![unit()], REACH_WITHIN);
         until(&h2, "n3's failure, on joining", |i| *i == failed).await;
         let heard = h2.lock().unwrap().clone();
         assert_eq!(heard, [Incoming::Joined, failed], "{heard:?}");
