@@ -89,12 +89,6 @@ pub struct Settled {
     pub max_restarts: u32,
 }
 
-/// The rank a `down` is about.
-struct Rank {
-    node: String,
-    process: Option<String>,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     Running,
@@ -176,10 +170,7 @@ impl Coordinator {
                     code,
                     exit,
                     process,
-                } => {
-                    let rank = Rank { node, process };
-                    self.on_down(rank, worker, generation, code, exit, now, &mut out)
-                }
+                } => self.on_down(node, process, worker, generation, code, exit, now, &mut out),
                 Body::Ready { worker, generation }
                     if self.units.get(&worker).is_some_and(|u| {
                         u.generation == generation && generation > 0 && u.phase == Phase::Running
@@ -203,10 +194,12 @@ impl Coordinator {
         out
     }
 
+    /// `process`: the rank's process on `node`, as the node named it.
     #[allow(clippy::too_many_arguments)]
     fn on_down(
         &mut self,
-        rank: Rank,
+        node: String,
+        process: Option<String>,
         worker: String,
         generation: u64,
         code: Option<i32>,
@@ -217,7 +210,6 @@ impl Coordinator {
         if self.failed.is_some() {
             return;
         }
-        let node = rank.node.clone();
         let Some(u) = self.units.get_mut(&worker) else {
             return;
         };
@@ -277,7 +269,7 @@ impl Coordinator {
                         let exhausted = RestartRecord {
                             worker: worker.clone(),
                             node: node.clone(),
-                            process: rank.process.clone(),
+                            process: process.clone(),
                             attempt: u.restarts + 1,
                             exit_code: Some(code),
                             outcome: "exhausted",
@@ -318,7 +310,7 @@ impl Coordinator {
                 out.push(Output::Note(Note::Restart(RestartRecord {
                     worker: worker.clone(),
                     node: node.clone(),
-                    process: rank.process,
+                    process,
                     attempt: u.restarts,
                     exit_code: Some(code),
                     outcome: "scheduled",
