@@ -339,11 +339,7 @@ pub fn log_tail(
 ) -> (PathBuf, Vec<String>) {
     use std::io::{Read, Seek, SeekFrom};
     const MAX: u64 = 8 * 1024;
-    let mut path = logs::log_path(log_dir, node, process).into_os_string();
-    if rotated > 0 {
-        path.push(format!(".{rotated}"));
-    }
-    let path = PathBuf::from(path);
+    let path = logs::rotated_path(&logs::log_path(log_dir, node, process), rotated);
     if logs::check_name("node", node).is_err() || logs::check_name("process", process).is_err() {
         return (path, Vec::new());
     }

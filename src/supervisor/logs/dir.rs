@@ -202,6 +202,16 @@ pub(in crate::supervisor) fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// `path` as [`rotate`] keeps it `n` rotations ago: `<path>.<n>`, or `path` itself for 0.
+pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
+    if n == 0 {
+        return path.to_path_buf();
+    }
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{n}"));
+    PathBuf::from(s)
+}
+
 /// Keep the previous log as `.1`, `.1` as `.2`, ... up to `keep`; the oldest is removed. Only a
 /// regular file is rotated: anything else at `path` is refused (renames and removals act on the
 /// names themselves, so the numbered ones never lead anywhere).
@@ -213,11 +223,7 @@ pub fn rotate(path: &Path, keep: u32) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     }
-    let numbered = |n: u32| {
-        let mut s = path.as_os_str().to_owned();
-        s.push(format!(".{n}"));
-        PathBuf::from(s)
-    };
+    let numbered = |n: u32| rotated_path(path, n as usize);
     if keep == 0 {
         return std::fs::remove_file(path);
     }

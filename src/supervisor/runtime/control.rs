@@ -343,12 +343,7 @@ impl Runtime {
             let restarts = if exhausted { r.attempt - 1 } else { r.attempt };
             endpoints.insert(
                 label,
-                serde_json::json!({
-                    "policy": r.policy.to_string(),
-                    "restarts": restarts,
-                    "max_restarts": r.max_restarts,
-                    "exhausted": exhausted,
-                }),
+                endpoint(r.policy, restarts, r.max_restarts, exhausted),
             );
             let ready_seconds = x
                 .ready_at
@@ -376,12 +371,12 @@ impl Runtime {
             let (mode, index) = split_worker(&x.worker);
             endpoints.insert(
                 format!("{mode}_{index}"),
-                serde_json::json!({
-                    "policy": x.policy.to_string(),
-                    "restarts": x.restarts,
-                    "max_restarts": x.max_restarts,
-                    "exhausted": x.restarts >= x.max_restarts,
-                }),
+                endpoint(
+                    x.policy,
+                    x.restarts,
+                    x.max_restarts,
+                    x.restarts >= x.max_restarts,
+                ),
             );
         }
         for v in endpoints.values() {
@@ -396,6 +391,21 @@ impl Runtime {
         let path = self.plan.log_dir.join(WORKER_RESTARTS);
         self.writer.replace(path, text.into_bytes());
     }
+}
+
+/// One worker of `worker_restarts.json`'s `endpoints` (srtctl's `summary()`).
+fn endpoint(
+    policy: crate::plan::RestartPolicy,
+    restarts: u32,
+    max_restarts: u32,
+    exhausted: bool,
+) -> serde_json::Value {
+    serde_json::json!({
+        "policy": policy.to_string(),
+        "restarts": restarts,
+        "max_restarts": max_restarts,
+        "exhausted": exhausted,
+    })
 }
 
 /// The log of the life that ended in restart `all[i]`, as srtctl's `crash_log` names it: once
@@ -419,7 +429,8 @@ fn crash_log(log_dir: &std::path::Path, all: &[Restart], i: usize) -> Option<Str
         .iter()
         .filter(|y| y.record.worker == x.record.worker && y.relaunched_at.is_some())
         .count();
-    (shifted <= logs::KEEP_ROTATED as usize).then(|| format!("{}.{shifted}", log.display()))
+    (shifted <= logs::KEEP_ROTATED as usize)
+        .then(|| logs::rotated_path(&log, shifted).display().to_string())
 }
 
 /// `decode[0]` as (`decode`, 0).
