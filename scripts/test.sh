@@ -14,8 +14,8 @@ cd "$REPO_ROOT"
 # rather than letting concurrent tests race for the dpkg lock.
 # shellcheck source=scripts/lib/common.sh
 . "$REPO_ROOT/scripts/lib/common.sh"
-# libpmix2 for srun --mpi=pmix; Open MPI and mpi4py for the MPI endpoint tests' ranks.
-apt_install slurmctld slurmd slurm-client munge libpmix2 openmpi-bin python3-mpi4py \
+# libpmix2 and libpmix-dev for srun --mpi=pmix (the plugin dlopens libpmix.so, which only -dev has); Open MPI and mpi4py for the MPI endpoint tests' ranks.
+apt_install slurmctld slurmd slurm-client munge libpmix2 libpmix-dev openmpi-bin python3-mpi4py \
   || warn "test.sh: the Slurm or MPI packages are missing: the Slurm tests will fail"
 
 # The full suite: a test whose outside prerequisite (venv, Slurm, etcd) is missing fails here

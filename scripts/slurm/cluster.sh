@@ -211,8 +211,9 @@ start_daemon() {
 # ---------------------------------------------------------------------------------------------
 # Packages
 # ---------------------------------------------------------------------------------------------
-# libpmix2: Slurm's mpi/pmix plugin loads it (srun --mpi=pmix); without it the plugin fails.
-PACKAGES=(slurmctld slurmd slurm-client munge libpmix2)
+# libpmix2 and libpmix-dev: Slurm's mpi/pmix plugin dlopens `libpmix.so` (srun --mpi=pmix), a
+# name only the -dev package provides; with libpmix2 alone the plugin says "can not load PMIx library".
+PACKAGES=(slurmctld slurmd slurm-client munge libpmix2 libpmix-dev)
 
 ensure_packages() {
   apt_install "${PACKAGES[@]}" || die "the Slurm packages (${PACKAGES[*]}) are missing and could not be installed"
