@@ -2,7 +2,7 @@
 //! --plan-file` with children (the `mcsup-testchild` helper) that print what a failing engine
 //! prints, then `mcsup why` on the log directory.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 //! (srt-slurm 2.0's switches off) it stops within its 10 s grace; with a coredump forced on it
 //! would take 70 s, the plan says so before anything starts, and mcsup SIGKILLs it at its grace.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! (srtctl's own test uses that pattern) and keep running, as an engine whose scheduler died
 //! behind a live launcher.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! workers and stores keep running (same pids, no teardown). Only the cached keys are lost.
 //! Prints the measured recovery times.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

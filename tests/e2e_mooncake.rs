@@ -4,7 +4,7 @@
 //! `mcsup` binary from a recipe. Every test checks that nothing it started is left (by a tag every
 //! child inherits).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! Mooncake's own failure lines in a worker's output become events with their fix. Every test
 //! checks that nothing it started is left (by a tag every child inherits).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@
 //! links to the Debian ones (`mcsup.configs_dir`). Needs root (the CI runs as root) and
 //! `unshare`/`nsenter`.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! grace, which SIGKILLed the store. Shorter MC_RPC_TIMEOUT_MS / MC_RPC_CONNECT_TIMEOUT_MS
 //! (2 s) did not help (16 s). Prints the measured times.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

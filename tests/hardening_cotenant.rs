@@ -5,7 +5,7 @@
 //! `mcsup run` as the other user must refuse, say which file and why, start nothing, and leave
 //! the neighbour's files as they were. Needs root (to switch users) and `setpriv`.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! the directory is frozen, probes, restarts and the ordered teardown go on; what the queue
 //! cannot hold is dropped and counted, and stderr (elsewhere) says what is happening.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

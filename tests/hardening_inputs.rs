@@ -8,7 +8,7 @@
 //! the test fails) and with its address space capped, so an unbounded read or expansion ends in an
 //! allocation failure instead of taking the machine down.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;

@@ -6,7 +6,7 @@
 //!
 //! Every wait is bounded; every process test ends by proving nothing of it is left.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;

@@ -5,7 +5,7 @@
 //! why, never follow a link, never wait on a FIFO, never read more than its bound, and keep its
 //! output bounded when the timestamps are absurd.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! `src/supervisor/signals.rs`); a file-size limit must not kill mcsup; a stderr nobody reads
 //! must not freeze the loop. Each test bounds every wait and ends by proving nothing is left.
 
-mod common;
+use crate::common;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Command, Stdio};

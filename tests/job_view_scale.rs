@@ -4,7 +4,7 @@
 //! and node, closes what went well, and puts the first failure and the servable moment where a
 //! headless Chromium shows them without scrolling.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! `text_string_to_metric_families`, installed in the venv by scripts/setup.sh) while the node
 //! runs and after its teardown.
 
-mod common;
+use crate::common;
 
 use common::view::parse_prom;
 use common::*;

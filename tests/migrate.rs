@@ -9,7 +9,7 @@
 //! `mcsup migrate` states in a note; it is taken out before comparing, and checked to appear
 //! exactly when the note says so.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! scripts/setup.sh installs it). A negative control proves the loader is strict: the file
 //! mcsup used to write (no `local_hostname`) is refused.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,8 +2,7 @@
 //! readiness and `/health` liveness, the master's cleanup flags and their note, and the lints on
 //! Mooncake clients (each with its source). Pure: plans only, nothing runs.
 
-#[path = "common/node_plan.rs"]
-mod node_plan;
+use crate::node_plan;
 
 use mcsup::plan::{Plan, ProbeSpec, ProcessKind, ProcessSpec, Role};
 

@@ -2,8 +2,7 @@
 //! workers srtctl's layout derives carry the patterns (`fatal_log_patterns` in the plan JSON),
 //! the kill switch removes them, and a pattern mcsup cannot match is refused by key.
 
-#[path = "common/node_plan.rs"]
-mod node_plan;
+use crate::node_plan;
 
 use mcsup::plan::{ProcessKind, Role};
 use node_plan::plan_on;

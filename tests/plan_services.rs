@@ -2,8 +2,7 @@
 //! worker` instances, the discovery variables, per-service supervision, srtctl's placement
 //! defaults, phases and teardown tiers. Pure: plans only, nothing runs.
 
-#[path = "common/node_plan.rs"]
-mod node_plan;
+use crate::node_plan;
 
 use mcsup::plan::{self, Phase, ProcessKind, Role, ServiceHere, SignalName};
 use node_plan::plan_on;

@@ -1,8 +1,7 @@
 //! Stop budgets in the plan: each worker's engine budget and where it comes from, and the rule
 //! table of docs/supervision.md ("Stop budgets") applied to recipes that do not add up.
 
-#[path = "common/node_plan.rs"]
-mod node_plan;
+use crate::node_plan;
 
 use std::time::Duration;
 

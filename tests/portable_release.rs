@@ -16,7 +16,7 @@
 //! which the aarch64 build needs): without it the cross loader finds that other libc through the
 //! host's ld.so.cache, and a loader and libc of two builds (2.36-8cross1 and 2.36-9+deb12u14)
 //! spin forever in the first `pthread_create` (seen: `mcsup run` hung at 100 % CPU).
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -2,7 +2,7 @@
 //! /proc files written here in the kernel's formats (meminfo, limits, status, cgroup v1/v2), run
 //! through the real `mcsup preflight --sysroot` binary. Each check has passing and failing cases.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

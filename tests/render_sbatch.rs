@@ -4,7 +4,7 @@
 //! at the commit its header names), with no cluster config and with
 //! tests/fixtures/srtslurm/srtslurm.yaml. The whole script passes `bash -n` and shellcheck.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

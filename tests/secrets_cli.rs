@@ -3,7 +3,7 @@
 //! `--show-secrets` plan runs and its child gets the real value. Non-secrets whose names contain
 //! a secret word (`--max-prefill-tokens`, `*_TOKENS_*`) stay visible.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 //! `mcsup --role decode` on n2, over the real Mooncake. Each test has its own cluster (base dir,
 //! ports), its own Mooncake ports, and checks by tag that no process of the job survives.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

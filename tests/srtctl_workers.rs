@@ -10,9 +10,8 @@
 //! states the assumptions. The srun/container wrapping and the container-side preamble are not
 //! part of either side.
 
-mod common;
-#[path = "common/node_plan.rs"]
-mod node_plan;
+use crate::common;
+use crate::node_plan;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `mcsup status --job`: every node's status in a job's (shared) log directory, while the job
 //! runs, after one node's mcsup was SIGKILLed, and after the other finished.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

@@ -2,7 +2,7 @@
 //! process (spawn, readiness, workers-done teardown with a real stop signal, orphan sweep), then
 //! no leaked fds, no zombies, no processes left.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mcsup::plan::*;

@@ -2,7 +2,7 @@
 //! (`run_with_signals`), not from the process's own signal handlers, so a signal scenario needs
 //! no second process and no real signal to mcsup. The children are real.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `mcsup-testchild` helper), real signals. Each test synchronises on the events file (never on
 //! fixed sleeps), bounds every wait, and proves at the end that no process it started is left.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! failure marked) and a screenshot taken, for a real two-node run with a store crash and for a
 //! 32-node x 12-process job.
 
-mod common;
+use crate::common;
 
 use common::view::*;
 use common::*;
