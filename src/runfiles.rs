@@ -168,7 +168,7 @@ wire_names! {
         /// anyway.
         GpuReleaseLate => "gpu-release-late",
         /// A restarted master lists this node's stores again (written by the runtime, not the
-        /// machine: see `supervisor::remount`).
+        /// machine: see `supervisor::watch::mooncake`).
         Remounted => "remounted",
         /// A restarted master still misses this node's stores after the bound.
         RemountLate => "remount-late",
@@ -183,7 +183,7 @@ wire_names! {
         /// segments: whole, or short (the detail says).
         Capacity => "capacity",
         /// The job is servable through this frontend (written by the runtime: see
-        /// `supervisor::servable`).
+        /// `supervisor::watch::servable`).
         Servable => "servable",
         /// The frontend lists fewer workers than expected, or does not answer.
         WorkersLost => "workers-lost",

@@ -1,7 +1,7 @@
 //! The engines' known failure lines (and the CUDA, NCCL, UCX/NIXL, Hugging Face, Python and OS
 //! lines they print), each with what it means and the fix; Mooncake's are in
 //! `crate::mooncake::signatures`. The supervisor watches every child's output for them
-//! (`supervisor::diagnose`); a match is a `diagnosis` event.
+//! (`supervisor::watch::diagnosis`); a match is a `diagnosis` event.
 //!
 //! Each needle is a fixed part of the line as its source prints it, cited with the signature
 //! (read from the sources of sglang 0.5.23, vLLM 0.34.0, PyTorch, NCCL, UCX, NIXL,

@@ -5,7 +5,7 @@
 //! master answers `NEED_REMOUNT` (since 0.3.6.post1); only the cached keys are lost
 //! (kvcache-ai/Mooncake v0.3.12.post1: `mooncake-store/src/client_service.cpp`
 //! `StorageHeartbeatThreadMain`, `master_service.cpp` `Ping`). Pure: the supervisor polls the
-//! master (`supervisor::remount`) and judges each answer here.
+//! master (`supervisor::watch::mooncake`) and judges each answer here.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Mooncake's own failure lines, as its stores and the engines' Mooncake clients print them, each
 //! with what it means and the fix. The supervisor watches the output of stores and workers for
-//! them (`supervisor::diagnose`), with the engines' (`crate::engine::signatures`); a match is a
+//! them (`supervisor::watch::diagnosis`), with the engines' (`crate::engine::signatures`); a match is a
 //! `diagnosis` event.
 //!
 //! The texts are the log lines' fixed parts, read from the pinned wheel's `store.so`/`engine.so`

@@ -296,6 +296,19 @@ impl ProcessSpec {
             })
     }
 
+    /// The job's servable probe, when this process's readiness ends the job's start-up (the
+    /// public endpoint's frontend).
+    pub fn servable_probe(&self) -> Option<&ServableProbe> {
+        self.readiness
+            .as_ref()?
+            .probes
+            .iter()
+            .find_map(|x| match x {
+                ProbeSpec::Servable(s) => Some(s),
+                _ => None,
+            })
+    }
+
     /// Whether the process registers memory with an RDMA NIC (a Mooncake client over `rdma`): a
     /// SIGKILL of such a process can leak the NIC's memory keys.
     pub fn registers_rdma_memory(&self) -> bool {

@@ -5,16 +5,17 @@
 //! - [`machine`]: the pure state machine (`handle(event, now) -> actions`); no I/O at all.
 //! - `runtime/`: the one loop on a current-thread tokio runtime that turns child exits, probe
 //!   results, output lines, timers and signals into events and carries out the actions
-//!   (`mod.rs`); the end of a run: orphan sweep, reader drain, final status (`finish.rs`).
+//!   (`mod.rs`): reaper and spawner, probe executor, status writer and the watchers' dispatch
+//!   table, one file each; the end of a run: orphan sweep, reader drain, final status
+//!   (`finish.rs`).
+//! - [`watch`]: the watchers, each a pure component the machine asks for with explicit requests
+//!   (servable, Mooncake, stores, diagnosis, GPU release), with their async reads.
 //! - `spawn`: fork/exec of children (process group, signal dispositions, PDEATHSIG, fds).
 //! - `probes`: tcp/http/file probe attempts (exec probes are spawned through `spawn`).
 //! - `logs/`: per-process log files with rotation, line splitting, the console mux, the log
 //!   directory's safety (one file each: `mod.rs` the reader task, `lines`, `file`, `console`,
 //!   `dir`).
 //! - `stderr`: mcsup's own log (tracing) on stderr, through a bounded queue and a writer thread.
-//! - `remount`: after a master restart, verify this node's stores registered again (and what is
-//!   remembered of the masters' restarts and key counts to do so).
-//! - `servable`: the job's servable moment and the workers its frontend sees afterwards.
 //! - `signals`: what mcsup does with every signal (the table), signal streams and the
 //!   async-signal-safe SIGKILL backstop.
 //! - `status`: the events file (`<node>.events.jsonl`), the status file (`<node>.status.json`)
@@ -25,20 +26,16 @@
 pub mod control;
 pub mod machine;
 
-mod diagnose;
 mod logs;
 mod probes;
-mod release;
-mod remount;
 mod runtime;
-mod servable;
 mod signals;
 mod spawn;
 mod status;
 mod stderr;
 mod steps;
-mod stores;
 mod timer;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

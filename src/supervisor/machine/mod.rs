@@ -42,7 +42,7 @@ pub use types::*;
 use graph::stop_levels;
 use probing::{Answer, Liveness, Readiness, Waiter};
 use restart::HeldExit;
-use types::rec;
+use types::{push_failure, push_ready, rec};
 
 // ---------------------------------------------------------------------------------------------
 // Internal state

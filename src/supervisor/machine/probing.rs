@@ -316,11 +316,13 @@ impl Machine {
                         return;
                     }
                     let d = format!("{} consecutive failures, last: {detail}", l.failures);
-                    out.push(Action::Record(
+                    push_failure(
+                        i,
                         rec(&p.spec.name, RecordKind::LivenessFailed)
                             .pid(pid)
                             .detail(d),
-                    ));
+                        out,
+                    );
                     self.begin_stop(i, AfterStop::Restart, now, out);
                     return;
                 }
@@ -355,7 +357,7 @@ impl Machine {
         p.probe_failures += 1;
         let mut r = rec(&p.spec.name, RecordKind::LivenessFailed).detail(detail);
         r.pid = pid;
-        out.push(Action::Record(r));
+        push_failure(proc, r, out);
         self.begin_stop(proc, AfterStop::Restart, now, out);
     }
 

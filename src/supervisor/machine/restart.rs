@@ -293,11 +293,13 @@ impl Machine {
             wait
         });
         let p = &self.procs[i];
-        out.push(Action::Record(
+        push_failure(
+            i,
             rec(&p.spec.name, RecordKind::Restarting)
                 .status(status)
                 .detail(detail),
-        ));
+            out,
+        );
         let state = ProcState::BackingOff {
             until: now + delay,
             release,
@@ -389,7 +391,7 @@ impl Machine {
         let p = &mut self.procs[i];
         let mut r = rec(&p.spec.name, RecordKind::Failed).detail(reason.clone());
         r.status = p.last_exit;
-        out.push(Action::Record(r));
+        push_failure(i, r, out);
         p.detail = Some(reason);
         let (critical, name) = (p.spec.critical, p.spec.name.clone());
         self.set_state(i, ProcState::Failed, now);

@@ -28,9 +28,12 @@ impl Machine {
                 readiness: Readiness::new(r, now, Waiter::Child),
             },
             _ => {
-                out.push(Action::Record(
+                push_ready(
+                    &p.spec,
+                    i,
                     rec(&p.spec.name, RecordKind::Ready).pid(pid),
-                ));
+                    out,
+                );
                 // Ready as it is spawned: no time to ready.
                 p.ready_after = Some(Duration::ZERO);
                 p.first_ready.get_or_insert(now);
@@ -74,7 +77,7 @@ impl Machine {
                         if let Some(said) = readiness.said() {
                             r = r.detail(said);
                         }
-                        out.push(Action::Record(r));
+                        push_ready(&p.spec, i, r, out);
                         let l = Self::new_liveness(p, now);
                         p.ready_after = p.spawned_at.map(|s| now.duration_since(s));
                         p.first_ready.get_or_insert(now);

@@ -194,6 +194,26 @@ pub enum Action {
     },
     /// Log this and append it to the events file.
     Record(Record),
+    /// Follow-up work for the watchers (`supervisor::watch`), always right after the record it
+    /// follows.
+    Watch(WatchRequest),
+}
+
+/// What the machine asks of the watchers beyond supervising a process, and when: the table of
+/// every follow-up a record has (nothing else starts one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchRequest {
+    /// Process `proc`, whose readiness includes the servable probe, is ready: the job is
+    /// servable, and its frontend is watched from now on.
+    Servable { proc: usize },
+    /// The Mooncake master `proc` is ready: its view is read from now on; ready again after a
+    /// restart, its stores' remount is verified.
+    Master { proc: usize },
+    /// A rank of a worker over several nodes is ready: a relaunched leader rank is told to the
+    /// coordinator.
+    Rank { proc: usize },
+    /// `proc` failed, is restarting or failed its liveness: what its output said it died of.
+    Diagnose { proc: usize },
 }
 
 /// What a [`Record`] reports: the events file's names.
@@ -308,6 +328,32 @@ pub struct UnitStatus {
     pub first_ready_at: Option<Instant>,
     /// The units it waits for before it is spawned (none for a gate).
     pub depends_on: Vec<String>,
+}
+
+/// Process `i` became ready: its record, then what its spec asks of the watchers.
+pub(super) fn push_ready(
+    spec: &crate::plan::ProcessSpec,
+    i: usize,
+    r: Record,
+    out: &mut Vec<Action>,
+) {
+    out.push(Action::Record(r));
+    if spec.kind == ProcessKind::Master {
+        out.push(Action::Watch(WatchRequest::Master { proc: i }));
+    }
+    if spec.restart.unit.is_some() {
+        out.push(Action::Watch(WatchRequest::Rank { proc: i }));
+    }
+    if spec.servable_probe().is_some() {
+        out.push(Action::Watch(WatchRequest::Servable { proc: i }));
+    }
+}
+
+/// Process `i` failed, is restarting or failed its liveness: its record, then the request to
+/// say what its output said it died of.
+pub(super) fn push_failure(i: usize, r: Record, out: &mut Vec<Action>) {
+    out.push(Action::Record(r));
+    out.push(Action::Watch(WatchRequest::Diagnose { proc: i }));
 }
 
 pub(super) fn rec(unit: &str, kind: RecordKind) -> Record {

@@ -133,9 +133,11 @@ impl Machine {
         let p = &mut self.procs[i];
         p.restarts += 1;
         let detail = format!("generation {generation} of {worker}: every rank starts again");
-        out.push(Action::Record(
+        push_failure(
+            i,
             rec(&p.spec.name, RecordKind::Restarting).detail(detail),
-        ));
+            out,
+        );
         self.procs[i].detail = None;
         self.set_state(i, ProcState::Waiting, now);
     }

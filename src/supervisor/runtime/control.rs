@@ -68,7 +68,7 @@ impl Runtime {
         let Some(spec) = self.plan.control.clone() else {
             return Ok(());
         };
-        let job = super::job_of(&self.plan).unwrap_or_else(|| "local".into());
+        let job = super::setup::job_of(&self.plan).unwrap_or_else(|| "local".into());
         let tx = self.tx.clone();
         let deliver: net::Deliver = Box::new(move |i| {
             let _ = tx.send(Msg::Control(i));
@@ -124,7 +124,7 @@ impl Runtime {
             Incoming::Joined | Incoming::Unavailable(_) | Incoming::Lost(_)
         ) {
             // The status file says whether this node has joined: written again.
-            self.status_version = None;
+            self.status_changed();
         }
         match i {
             Incoming::Joined => {
@@ -244,13 +244,12 @@ impl Runtime {
 
     /// A process became ready: when it is the leader rank of a worker that was started again,
     /// the coordinator hears it (srtctl records when a relaunched worker is ready).
-    pub(super) fn rank_ready(&mut self, process: &str) {
+    pub(super) fn rank_ready(&mut self, proc: usize) {
         let me = &self.plan.node.name;
         let Some(unit) = self
             .plan
             .processes
-            .iter()
-            .find(|p| p.name == process)
+            .get(proc)
             .and_then(|p| p.restart.unit.as_ref())
             .filter(|u| u.nodes.first() == Some(me))
         else {

@@ -66,7 +66,7 @@ impl Runtime {
         sigchld: &mut tokio::signal::unix::Signal,
         rx: &mut UnboundedReceiver<Msg>,
     ) -> Result<RunOutcome, SupervisorError> {
-        for (&pid, _) in self.exec_probes.iter() {
+        for (&pid, _) in self.children.exec_probes.iter() {
             let _ = spawn::signal_group(pid, Some(Signal::SIGKILL));
         }
         // The coordinator hears why this node leaves before its connection closes.
@@ -75,7 +75,7 @@ impl Runtime {
         self.check_ports_released();
         self.check_gpus_released();
         let end = tokio::time::Instant::now() + READER_DRAIN;
-        for h in std::mem::take(&mut self.readers) {
+        for h in std::mem::take(&mut self.children.readers) {
             let abort = h.abort_handle();
             if tokio::time::timeout_at(end, h).await.is_err() {
                 abort.abort();

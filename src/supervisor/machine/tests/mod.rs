@@ -91,7 +91,7 @@ pub(super) fn tcp_liveness(threshold: u32) -> LivenessSpec {
     }
 }
 
-pub(super) fn plan(processes: Vec<ProcessSpec>) -> Plan {
+pub(crate) fn plan(processes: Vec<ProcessSpec>) -> Plan {
     Plan {
         node: NodeSummary {
             name: "n1".into(),

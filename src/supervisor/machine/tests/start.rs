@@ -254,3 +254,38 @@ fn snapshot_reports_states_and_versions_move() {
     h.ev(Event::Tick);
     assert_eq!(h.m.version(), v, "a no-op tick changes nothing");
 }
+
+/// What the machine asks of the watchers, by the process's kind, right after the record it
+/// follows: nothing else starts a watcher's work.
+#[test]
+fn a_ready_master_and_a_failing_worker_ask_the_watchers_right_after_their_records() {
+    let watches = |a: &[Action]| -> Vec<WatchRequest> {
+        a.iter()
+            .filter_map(|x| match x {
+                Action::Watch(w) => Some(*w),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut w = proc("worker", ProcessKind::Worker);
+    w.restart.policy = RestartPolicy::OnFailure;
+    let mut h = H::new(plan(vec![proc("master", ProcessKind::Master), w]));
+    let a = h.start_all();
+    assert_eq!(watches(&a), [WatchRequest::Master { proc: 0 }]);
+    let at = a
+        .iter()
+        .position(|x| matches!(x, Action::Watch(_)))
+        .unwrap();
+    assert!(
+        matches!(&a[at - 1], Action::Record(r) if r.unit == "master" && r.kind == RecordKind::Ready)
+    );
+    let a = h.gone(pid(1), ExitStatus::Code(3));
+    assert_eq!(watches(&a), [WatchRequest::Diagnose { proc: 1 }]);
+    let at = a
+        .iter()
+        .position(|x| matches!(x, Action::Watch(_)))
+        .unwrap();
+    assert!(
+        matches!(&a[at - 1], Action::Record(r) if r.unit == "worker" && r.kind == RecordKind::Restarting)
+    );
+}

@@ -1,11 +1,12 @@
 //! What mcsup learns of its Mooncake clients while they run: each store's client id and
 //! transport (from its own output), whether the master holds its segment as planned (the store's
 //! readiness), what its client `/health` says (its liveness), and Mooncake's failure lines in the
-//! output of stores and workers (`diagnosis` events, see `super::diagnose`).
+//! output of stores and workers (`diagnosis` events, see `super::diagnosis`).
 //!
 //! The Mooncake facts (the master's answers, the lines and their fixes) are in
-//! `crate::mooncake::{segments, signatures}`; here is their runtime side: one watch per process
-//! incarnation, the per-store memory of what it printed, and the two async checks.
+//! `crate::mooncake::{segments, signatures}`; here is their runtime side: the watcher
+//! ([`Stores`]: one watch per process incarnation, the per-store memory of what it printed) and
+//! the two async checks ([`segment`], [`health`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -14,10 +15,152 @@ use std::time::Duration;
 use aho_corasick::AhoCorasick;
 
 use crate::mooncake::segments::{self, Expected, Verdict, SEGMENTS_DETAIL_PATH};
-use crate::plan::{ProcessKind, SegmentProbe};
+use crate::plan::{Plan, ProbeSpec, ProcessKind, SegmentProbe};
+use crate::runfiles::StatusFile;
 
-use super::diagnose::{self, Diagnoser, Found};
-use super::logs::Watch;
+use super::diagnosis::{self as diagnose, Diagnoser, Found};
+use super::{probe_done, Answer, Effect, Hooks, Input, Now, Report, Task, Watcher};
+use crate::supervisor::logs::Watch;
+use crate::supervisor::machine::Event;
+
+/// The stores watcher: what each store printed and what its `/health` said, each store's planned
+/// segment (for the status file), and the failure-line watch on every process's output.
+pub struct Stores {
+    watch: StoreWatch,
+    /// Each store's planned segment (its registration probe's size), by name.
+    planned_segments: HashMap<String, u64>,
+}
+
+impl Stores {
+    pub fn new(plan: &Plan) -> Self {
+        Stores {
+            watch: StoreWatch::default(),
+            planned_segments: plan
+                .processes
+                .iter()
+                .filter_map(|p| Some((p.name.clone(), p.segment_probe()?.size_bytes?)))
+                .collect(),
+        }
+    }
+}
+
+impl Watcher for Stores {
+    fn on(&mut self, plan: &Plan, input: &Input<'_>, _now: Now<'_>) -> Vec<Effect> {
+        match input {
+            Input::Probe {
+                attempt,
+                proc,
+                probe: ProbeSpec::MooncakeSegment(p),
+                timeout,
+            } => vec![Effect::Run {
+                key: None,
+                task: Task::Segment {
+                    attempt: *attempt,
+                    probe: p.clone(),
+                    printed: proc.map(|i| self.watch.printed(i)).unwrap_or_default(),
+                    timeout: *timeout,
+                },
+            }],
+            Input::Probe {
+                attempt,
+                proc,
+                probe: ProbeSpec::MooncakeHealth { host, port },
+                timeout,
+            } => match proc {
+                Some(proc) => vec![Effect::Run {
+                    key: None,
+                    task: Task::StoreHealth {
+                        attempt: *attempt,
+                        proc: *proc,
+                        host: host.clone(),
+                        port: *port,
+                        timeout: *timeout,
+                    },
+                }],
+                None => vec![probe_done(
+                    *attempt,
+                    Err("a store's /health is not a gate".into()),
+                )],
+            },
+            Input::Answer(Answer::Segment { attempt, verdict }) => {
+                let attempt = *attempt;
+                vec![Effect::Feed(match verdict {
+                    Verdict::Registered(detail) => Event::ProbeDone {
+                        attempt,
+                        ok: true,
+                        detail: detail.clone(),
+                    },
+                    Verdict::NotYet(detail) => Event::ProbeDone {
+                        attempt,
+                        ok: false,
+                        detail: detail.clone(),
+                    },
+                    Verdict::Mismatch(detail) => Event::ProbeFailed {
+                        attempt,
+                        detail: detail.clone(),
+                    },
+                })]
+            }
+            Input::Answer(Answer::Health {
+                attempt,
+                proc,
+                port,
+                answer,
+            }) => {
+                let o = self.watch.on_health(*proc, *port, answer.clone());
+                let mut out: Vec<Effect> = o
+                    .event
+                    .map(|(kind, detail)| Effect::note(&plan.processes[*proc].name, kind, detail))
+                    .into_iter()
+                    .collect();
+                out.push(Effect::Feed(Event::ProbeDone {
+                    attempt: *attempt,
+                    ok: o.ok,
+                    detail: o.detail,
+                }));
+                out
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn hooks(
+        &mut self,
+        plan: &Plan,
+        proc: usize,
+        generation: u64,
+        report: &Report,
+        _taken: &Hooks,
+    ) -> Hooks {
+        let kind = plan.processes[proc].kind;
+        // Stores are always watched: their readiness needs what they print.
+        if !(diagnose::enabled() || kind == ProcessKind::Store) {
+            return Hooks::default();
+        }
+        let report = report.clone();
+        let watch = self.watch.watch(
+            proc,
+            kind,
+            Box::new(move |found| {
+                report(Answer::Found {
+                    proc,
+                    generation,
+                    found,
+                })
+            }),
+        );
+        Hooks {
+            watch: Some(watch),
+            ..Hooks::default()
+        }
+    }
+
+    fn status(&self, status: &mut StatusFile) {
+        for unit in &mut status.units {
+            unit.segment_bytes = self.planned_segments.get(&unit.name).copied();
+        }
+    }
+}
 
 /// What a store printed that its readiness needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,7 +240,7 @@ impl StoreWatch {
         report: Box<dyn FnMut(Found) + Send>,
     ) -> Watch {
         let store = kind == ProcessKind::Store;
-        let facts: Option<super::logs::LineTap> = store.then(|| {
+        let facts: Option<crate::supervisor::logs::LineTap> = store.then(|| {
             let printed = Arc::new(Mutex::new(Printed::default()));
             self.printed.insert(proc, printed.clone());
             self.health.remove(&proc);
@@ -111,7 +254,7 @@ impl StoreWatch {
                     p.found_no_hca |= has(NO_HCA);
                     p.http_port_taken |= has(HTTP_NOT_STARTED);
                 }
-            }) as super::logs::LineTap
+            }) as crate::supervisor::logs::LineTap
         });
         Diagnoser::watch(finder(store), facts, report)
     }
@@ -193,12 +336,9 @@ impl StoreWatch {
     }
 }
 
-/// How often the master's view is read once it is ready (its own report is every 10 s).
-pub const MASTER_LOOK_EVERY: Duration = Duration::from_secs(5);
-
 /// One look at the master for store `p`: its verdict (see [`segments::judge`]).
 pub async fn segment(p: SegmentProbe, printed: Printed, timeout: Duration) -> Verdict {
-    let body = super::probes::http_body(
+    let body = crate::supervisor::probes::http_body(
         p.master_host.clone(),
         p.admin_port,
         SEGMENTS_DETAIL_PATH,
@@ -222,7 +362,7 @@ pub async fn segment(p: SegmentProbe, printed: Printed, timeout: Duration) -> Ve
 /// One GET of a Mooncake client's `/health`.
 pub async fn health(host: String, port: u16, timeout: Duration) -> HealthAnswer {
     let url = format!("http://{host}:{port}/health");
-    match super::probes::get_status(url.clone(), timeout).await {
+    match crate::supervisor::probes::get_status(url.clone(), timeout).await {
         Ok((200, _)) => HealthAnswer::Healthy,
         Ok((503, body)) if body.contains("master_unreachable") => {
             HealthAnswer::MasterUnreachable(body.trim().to_string())

@@ -3,7 +3,7 @@
 //! time after the process ends), and a member of its group that outlived the leader still holds
 //! it. So before a process placed on GPUs is spawned again, its previous run's process group
 //! must be empty and each of its GPUs' memory back near what it was before mcsup started
-//! anything. The machine asks ([`super::machine::Action::AwaitRelease`]) as the process exits,
+//! anything. The machine asks ([`crate::supervisor::machine::Action::AwaitRelease`]) as the process exits,
 //! in parallel with its backoff; [`wait`] answers once both hold, or when the wait runs out,
 //! naming what still holds the GPUs.
 //!
@@ -14,11 +14,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use super::machine::Pid;
-use super::{signals, spawn};
+use super::{Answer, Effect, Input, Now, Task, Watcher};
 use crate::domain::show_secs;
+use crate::plan::Plan;
 use crate::preflight::residue::{self, gib, Gpu};
 use crate::preflight::tools::process_summary;
+use crate::supervisor::machine::{Event, Pid};
+use crate::supervisor::{signals, spawn};
 
 /// How often the group and the memory are looked at.
 const POLL: Duration = Duration::from_millis(250);
@@ -29,6 +31,65 @@ const MIN_SLACK: u64 = 512 << 20;
 
 /// Each GPU's memory in use before mcsup started anything, by index, or why it is not known.
 pub type Baseline = Result<BTreeMap<u32, u64>, String>;
+
+/// The release watcher: each restart's wait for its GPUs, against their memory before the run.
+pub struct Release {
+    /// Read before anything started, when a restart may have to wait for it.
+    baseline: Option<Baseline>,
+}
+
+impl Release {
+    /// Read the memory in use on the GPUs of the processes that may restart (before anything
+    /// starts; nothing is read when none may).
+    pub async fn read(plan: &Plan) -> Self {
+        let gpus = super::restart_gpus(plan);
+        if gpus.is_empty() {
+            return Release { baseline: None };
+        }
+        let read = baseline(&gpus).await;
+        match &read {
+            Ok(b) => tracing::debug!(?b, "GPU memory in use before the run"),
+            Err(why) => tracing::info!(
+                "GPU memory before the run not read ({why}): a restart on GPUs waits for its process group only"
+            ),
+        }
+        Release {
+            baseline: Some(read),
+        }
+    }
+}
+
+impl Watcher for Release {
+    fn on(&mut self, _plan: &Plan, input: &Input<'_>, _now: Now<'_>) -> Vec<Effect> {
+        match input {
+            Input::Release {
+                attempt,
+                pgid,
+                gpus,
+                within,
+            } => vec![Effect::Run {
+                key: None,
+                task: Task::GpuRelease {
+                    attempt: *attempt,
+                    pgid: *pgid,
+                    gpus: gpus.to_vec(),
+                    baseline: self
+                        .baseline
+                        .clone()
+                        .unwrap_or_else(|| Err("not read before the run".into())),
+                    within: *within,
+                },
+            }],
+            Input::Answer(Answer::Released { attempt, result }) => {
+                vec![Effect::Feed(Event::Released {
+                    attempt: *attempt,
+                    result: result.clone(),
+                })]
+            }
+            _ => Vec::new(),
+        }
+    }
+}
 
 /// One NVML read, on a thread of its own, within [`READ_BOUND`].
 async fn read() -> Result<Vec<Gpu>, String> {

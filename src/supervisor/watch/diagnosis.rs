@@ -16,7 +16,11 @@ use aho_corasick::AhoCorasick;
 use crate::domain::signature::{shown_line, Reported, Signature, SHOWN_CHARS};
 use crate::runfiles::DiagnosisRecord;
 
-use super::logs::{LineTap, LineWatcher, Watch};
+use super::{Answer, Effect, Input, Now, Watcher};
+use crate::plan::Plan;
+use crate::runfiles::EventKind;
+use crate::supervisor::logs::{LineTap, LineWatcher, Watch};
+use crate::supervisor::machine::WatchRequest;
 
 /// Bumped when a signature is added, removed or its meaning changes (events name it).
 pub const CATALOGUE_VERSION: u32 = 2;
@@ -187,7 +191,7 @@ impl LineWatcher for Diagnoser {
             || line.starts_with(b"During handling of the above exception")
             || line.starts_with(b"The above exception was the direct cause");
         if frame && tb.lines < TRACEBACK_MAX_LINES {
-            if tb.recent.len() == super::logs::CONTEXT_BEFORE {
+            if tb.recent.len() == crate::supervisor::logs::CONTEXT_BEFORE {
                 tb.recent.pop_front();
             }
             tb.recent.push_back(shown_line(line, SHOWN_CHARS));
@@ -209,6 +213,48 @@ impl LineWatcher for Diagnoser {
 
     fn finish(&mut self) {
         self.traceback = None;
+    }
+}
+
+/// The diagnosis watcher: a failure line said at once, or the exception a process died of said
+/// when it fails.
+#[derive(Default)]
+pub struct Diagnosis {
+    exceptions: Exceptions,
+}
+
+impl Watcher for Diagnosis {
+    fn on(&mut self, plan: &Plan, input: &Input<'_>, now: Now<'_>) -> Vec<Effect> {
+        let (proc, found) = match input {
+            Input::Spawned { proc, generation } => {
+                self.exceptions.spawned(*proc, *generation);
+                return Vec::new();
+            }
+            Input::Passed { proc, since } => {
+                self.exceptions.outlived(*proc, *since);
+                return Vec::new();
+            }
+            Input::Asked(WatchRequest::Diagnose { proc }) => (*proc, self.exceptions.failed(*proc)),
+            Input::Answer(Answer::Found {
+                proc,
+                generation,
+                found,
+            }) => (
+                *proc,
+                self.exceptions
+                    .found(*proc, *generation, found.clone(), now.at),
+            ),
+            _ => return Vec::new(),
+        };
+        match (found, plan.processes.get(proc)) {
+            (Some(f), Some(p)) => vec![Effect::Note {
+                unit: p.name.clone(),
+                kind: EventKind::Diagnosis,
+                detail: f.detail(),
+                diagnosis: Some(f.record()),
+            }],
+            _ => Vec::new(),
+        }
     }
 }
 
