@@ -406,9 +406,17 @@ pub struct PlanError {
     pub key_path: String,
     pub message: String,
     pub fix: String,
+    /// The error is the key's value (an unknown name): placed at the value, not the key.
+    pub at_value: bool,
 }
 
 impl PlanError {
+    /// Placed at the key's value rather than the key.
+    pub fn at_value(mut self) -> Self {
+        self.at_value = true;
+        self
+    }
+
     /// As a [`Diagnostic`], to be placed in the recipe's file by the caller.
     pub fn diagnostic(&self) -> Diagnostic {
         Diagnostic::new(&self.key_path, &self.message, &self.fix)
@@ -430,5 +438,6 @@ pub(crate) fn plan_err(
         key_path: key_path.into(),
         message: message.into(),
         fix: fix.into(),
+        at_value: false,
     }
 }

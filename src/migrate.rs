@@ -101,7 +101,10 @@ pub fn migrate(path: &std::path::Path, text: &str) -> Result<Migrated, MigrateEr
         .and_then(|f| f.get("type"))
         .and_then(Value::as_str)
         .unwrap_or("dynamo");
-    if frontend == "dynamo" {
+    // Dynamo's frontend discovers its workers through etcd.
+    if crate::engine::frontend::FrontendType::named(frontend)
+        .is_some_and(|f| f.kind().discovers_workers())
+    {
         notes.push("2.0 implies an etcd service for the default dynamo frontend (srtctl ran one for v1 too); mcsup's v1 reading ran none, the 2.0 form will".into());
     }
     let engine = engine_value(&backend, &engine_type, leftover);
@@ -351,12 +354,10 @@ fn v1_roles(
     engine_type: &str,
     mut resources: Option<&mut Mapping>,
 ) -> Mapping {
-    let flags_key = match engine_type {
-        "vllm" => "vllm_config",
-        "trtllm" => "trtllm_config",
-        "mocker" => "mocker_config",
-        _ => "sglang_config",
-    };
+    // srtctl's default engine's section for a name it does not know (its loader refuses it).
+    let flags_key = crate::engine::kind(engine_type)
+        .unwrap_or(&crate::engine::sglang::Sglang)
+        .flags_section();
     let mut roles = Mapping::new();
     for role in Role::ALL {
         let (mode, name) = (role.as_str(), role.short());

@@ -63,8 +63,8 @@ fn fatal_log_patterns(health: &Reader) -> Result<Vec<String>, PlanError> {
 /// What srtctl's layout and worker launch read outside the engine's own section.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSettings {
-    /// `frontend.type`, as written (default `dynamo`).
-    pub frontend_type: String,
+    /// `frontend.type` (default `dynamo`).
+    pub frontend_type: super::frontend::FrontendType,
     /// `infra.etcd_nats_dedicated_node`.
     pub dedicated_infra_node: bool,
     /// `frontend.dedicated_node`.
@@ -156,7 +156,7 @@ impl JobSettings {
             _ => false,
         };
         Ok(Self {
-            frontend_type: frontend.string("type")?.unwrap_or_else(|| "dynamo".into()),
+            frontend_type: super::frontend::frontend_type(recipe)?,
             dedicated_infra_node: infra.boolean("etcd_nats_dedicated_node")?.unwrap_or(false)
                 || infra_service_dedicated,
             dedicated_frontend_node: frontend.boolean("dedicated_node")?.unwrap_or(false)
@@ -260,10 +260,7 @@ impl JobSettings {
     /// Whether the workers are Dynamo workers (every frontend but SGLang's router and vLLM's
     /// own server).
     pub fn dynamo_workers(&self) -> bool {
-        !matches!(
-            self.frontend_type.as_str(),
-            "sglang" | "sglang-router" | "vllm"
-        )
+        self.frontend_type.kind().dynamo_workers()
     }
 
     /// The `--model-path` srtctl passes and the model's base name (its default served name):
@@ -323,7 +320,7 @@ mod tests {
     #[test]
     fn defaults_are_srtctls() {
         let s = read("backend: {type: sglang}\n").unwrap();
-        assert_eq!(s.frontend_type, "dynamo");
+        assert_eq!(s.frontend_type.as_str(), "dynamo");
         assert_eq!(s.ready_timeout(), Duration::from_secs(1800));
         assert_eq!(s.request_plane, "tcp");
         assert_eq!(s.nodes(2).unwrap().workers, 0..2);

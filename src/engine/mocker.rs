@@ -264,3 +264,50 @@ mod tests {
         assert_eq!(e.key_path, "backend.engine_type");
     }
 }
+
+/// `mocker`: Dynamo's simulated engine.
+#[derive(Debug)]
+pub struct Mocker;
+
+impl super::EngineKind for Mocker {
+    fn name(&self) -> &'static str {
+        "mocker"
+    }
+
+    fn flags_section(&self) -> &'static str {
+        "mocker_config"
+    }
+
+    fn recipe_keys(&self) -> &'static [&'static str] {
+        RECIPE_KEYS
+    }
+
+    fn dynamo_module(&self) -> &'static str {
+        "dynamo.mocker"
+    }
+
+    fn settings(
+        &self,
+        inputs: &super::EngineInputs<'_, '_>,
+    ) -> Result<Option<std::sync::Arc<dyn super::Engine>>, PlanError> {
+        Ok(Some(std::sync::Arc::new(MockerSettings::from_recipe(
+            inputs.recipe,
+        )?)))
+    }
+}
+
+impl super::Engine for MockerSettings {
+    fn kind(&self) -> &'static dyn super::EngineKind {
+        &Mocker
+    }
+
+    fn launch(
+        &self,
+        c: &LaunchContext,
+        p: &TopoProcess,
+        flags: Option<&FlagMap>,
+        _kv_events: Option<&serde_yaml::Value>,
+    ) -> WorkerLaunch {
+        launch(self, c, p, flags)
+    }
+}

@@ -1,6 +1,9 @@
 //! The engines: how each inference engine's worker is launched, exactly as srtctl launches it.
-//! One module per engine behind one seam ([`EngineSettings`]); the planner knows no engine's
-//! flags. Pure: settings come from the recipe, the layout from [`layout`].
+//! One module per engine behind one seam: an [`EngineKind`] (what mcsup knows of the engine
+//! before its settings are read: its name, where its flags live, how its workers reach
+//! Mooncake) in the registry [`ENGINES`], whose [`EngineKind::settings`] reads the recipe into an
+//! [`Engine`] (the layout of its processes, each process's launch, its files and its notes). The
+//! planner knows no engine's flags and compares no engine name. Pure.
 //!
 //! | engine (`backend.type` / `engine.type`) | module | worker | ready when |
 //! |---|---|---|---|
@@ -8,10 +11,12 @@
 //! | `vllm` | [`vllm`] | `dynamo.vllm` (or `vllm serve` behind srtctl's vLLM frontend), DP launch modes | each process that runs a front answers `GET /health` |
 //! | `mocker` | [`mocker`] | `dynamo.mocker`, Dynamo's simulated engine (no weights) | it answers `GET /health` on its `DYN_SYSTEM_PORT` |
 //! | `trtllm` | [`trtllm`] | one Slurm step per endpoint over its nodes, one rank per GPU: `trtllm-llmapi-launch python3 -m dynamo.trtllm` (or `trtllm-serve`), started by the leader node's mcsup | the leader answers `GET /health` (system port, or `trtllm-serve`'s port) |
+//! | `atom`, `tilert` (2.0) | [`unmanaged`] | none: srtctl 2.0 registers them, mcsup derives no worker (list them under `mcsup.workers`) | – |
 //!
-//! Adding an engine: a module with its settings (read from the recipe, errors naming the key)
-//! and its `launch`, a variant of [`EngineSettings`], and its fixtures in
-//! `tests/fixtures/srt-slurm-v1` with srtctl's own output.
+//! Adding an engine: a module with its kind (a unit struct implementing [`EngineKind`]), its
+//! settings read from the recipe (errors naming `backend.<key>` / `engine.<key>`) implementing
+//! [`Engine`], and one line in [`ENGINES`]; then its fixtures in `tests/fixtures/srt-slurm-v1`
+//! with srtctl's own output.
 //!
 //! What every engine shares is srtctl's `start_worker` environment ([`worker_env`]) and the
 //! flag rendering of [`flags`].
@@ -28,25 +33,272 @@ pub mod sglang;
 pub mod signatures;
 pub mod stop;
 pub mod trtllm;
+pub mod unmanaged;
 pub mod vllm;
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::domain::{PlanError, Role};
 use crate::recipe::{FlagMap, Recipe};
-use layout::{ports, TopoProcess};
+use layout::{ports, Endpoint, TopoProcess, TopologyInputs};
 
 pub use flags::{config_to_cli_args, python_float, python_str, render_flags};
 
-/// Which engine runs the derived workers, with its settings from the recipe.
-#[derive(Debug, Clone)]
-pub enum EngineSettings {
-    Sglang,
-    /// How each mode runs.
-    Vllm(BTreeMap<Role, vllm::VllmMode>),
-    Mocker(mocker::MockerSettings),
-    /// One Slurm step per endpoint, started from its leader node.
-    Trtllm(trtllm::TrtllmSettings),
+/// The engines mcsup knows, in srtctl's order: one line each.
+pub static ENGINES: &[&dyn EngineKind] = &[
+    &sglang::Sglang,
+    &vllm::Vllm,
+    &trtllm::Trtllm,
+    &mocker::Mocker,
+    &unmanaged::Atom,
+    &unmanaged::Tilert,
+];
+
+/// The engine named `name`, as the registry spells it.
+pub fn kind(name: &str) -> Option<&'static dyn EngineKind> {
+    ENGINES.iter().copied().find(|k| k.name() == name)
+}
+
+/// The engine a recipe names: 2.0's `engine.type` (any case), else v1's `backend.type` (as
+/// srtctl's schema spells it), else srtctl's default, `sglang`. An unknown name is an error at
+/// the value, with the closest known one.
+pub fn of_recipe(recipe: &Recipe) -> Result<&'static dyn EngineKind, PlanError> {
+    use crate::domain::{plan_err, suggest};
+    if let Some(e) = &recipe.engine {
+        let Some(written) = &e.r#type else {
+            return Ok(&sglang::Sglang);
+        };
+        let name = written.trim().to_ascii_lowercase();
+        if let Some(k) = kind(&name) {
+            return Ok(k);
+        }
+        let names: Vec<&str> = ENGINES.iter().map(|k| k.name()).collect();
+        let key = match recipe.raw_get(&["engine"]) {
+            Some(serde_yaml::Value::String(_)) => "engine",
+            _ => "engine.type",
+        };
+        let fix = match suggest(&name, names.iter().copied()) {
+            Some(k) => format!("did you mean `{k}`? (engines: {})", names.join(", ")),
+            None => format!("use one of: {}", names.join(", ")),
+        };
+        return Err(plan_err(key, format!("unknown engine type `{written}`"), fix).at_value());
+    }
+    let Some(written) = recipe.backend.as_ref().and_then(|b| b.r#type.as_ref()) else {
+        return Ok(&sglang::Sglang);
+    };
+    let v1 = || ENGINES.iter().filter(|k| k.in_v1());
+    if let Some(k) = v1().find(|k| k.name() == written) {
+        return Ok(*k);
+    }
+    let list = v1()
+        .map(|k| format!("`{}`", k.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let fix = match suggest(written, v1().map(|k| k.name())) {
+        Some(k) => format!("did you mean `{k}`? (valid: {list})"),
+        None => format!("valid values here: {list}"),
+    };
+    Err(plan_err("backend.type", format!("unknown value `{written}`"), fix).at_value())
+}
+
+/// What a worker derived without srtctl's layout runs (a role's flags with no worker counts):
+/// the engine's server module and its default port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server {
+    /// The process name's prefix (`sglang` → `sglang-<role>`).
+    pub prefix: &'static str,
+    /// `python3 -m <module>`.
+    pub module: &'static str,
+    /// Where it listens when its flags set no `port`.
+    pub default_port: u16,
+}
+
+/// How an engine's workers reach Mooncake Store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MooncakeClient {
+    /// Through the environment (`MOONCAKE_MASTER`, `MOONCAKE_GLOBAL_SEGMENT_SIZE`, ...);
+    /// `sglang_sizes`: SGLang's own reading of the size variables applies (its lints).
+    Env { sglang_sizes: bool },
+    /// vLLM: a JSON file (`MOONCAKE_CONFIG_PATH`) the plan writes, and the requester's address.
+    ConfigFile,
+}
+
+/// What the engine's settings are read from.
+pub struct EngineInputs<'r, 'f> {
+    pub recipe: &'r Recipe,
+    /// Each mode's engine flags (`backend.<engine>_config.<mode>`, `roles.<role>.args`).
+    pub flags: &'f dyn Fn(Role) -> Option<&'r FlagMap>,
+    /// `frontend.type`.
+    pub frontend: frontend::FrontendType,
+}
+
+/// An engine as mcsup knows it before reading its settings: a registry entry ([`ENGINES`]).
+pub trait EngineKind: std::fmt::Debug + Sync {
+    /// The name recipes give it (`backend.type`, `engine.type`).
+    fn name(&self) -> &'static str;
+    /// srt-slurm v1 knows it as a `backend.type` (2.0 registers more).
+    fn in_v1(&self) -> bool {
+        true
+    }
+    /// The v1 section of its per-mode flags (`backend.<section>.<mode>`).
+    fn flags_section(&self) -> &'static str;
+    /// Whether mcsup reads its per-mode flags (`roles.<role>.args` in 2.0): false for an
+    /// engine whose launch takes none from there.
+    fn reads_role_args(&self) -> bool {
+        true
+    }
+    /// The engine section's keys (`backend.*`, `engine.*`) its settings read, beyond those the
+    /// recipe parser knows; the plan does not list them as ignored.
+    fn recipe_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The Dynamo module its workers run when Dynamo's frontend fronts them.
+    fn dynamo_module(&self) -> &'static str;
+    /// How a process running `module` of this engine stops (`python -m <module>`; `<name>
+    /// serve` is `<name>.serve`): its Dynamo module stops as a Dynamo worker.
+    fn stops_as(&self, module: &str) -> Option<stop::StopEngine> {
+        (module == self.dynamo_module()).then_some(stop::StopEngine::Dynamo { sglang: false })
+    }
+    /// What a worker derived without srtctl's layout runs; `None`: only the layout starts its
+    /// workers.
+    fn server(&self) -> Option<Server> {
+        None
+    }
+    /// How its workers reach Mooncake Store.
+    fn mooncake_client(&self) -> MooncakeClient {
+        MooncakeClient::Env {
+            sglang_sizes: false,
+        }
+    }
+    /// Whether srtctl requires its disaggregated workers to name Mooncake as their transfer
+    /// backend when a Mooncake master runs (SGLang's `disaggregation-transfer-backend`).
+    fn checks_transfer_backend(&self) -> bool {
+        false
+    }
+    /// Whether its flags size a host-memory cache the DRAM budget counts (SGLang's HiCache L2).
+    fn host_cache_flags(&self) -> bool {
+        false
+    }
+    /// The worker nodes srtctl's allocation needs when it packs prefill and decode workers onto
+    /// shared nodes for this recipe (the job's node count); `None` when it does not.
+    fn packed_nodes(&self, _recipe: &Recipe) -> Result<Option<usize>, PlanError> {
+        Ok(None)
+    }
+    /// Whether its endpoints are Slurm steps that mcsup starts from the host, outside the
+    /// engine's container (`mcsup render` runs mcsup there), each an MPI job of one rank per
+    /// GPU (the batch script's `--ntasks`).
+    fn steps_from_host(&self) -> bool {
+        false
+    }
+    /// Its settings from the recipe; `None` when mcsup derives no worker for it.
+    fn settings(&self, inputs: &EngineInputs<'_, '_>)
+        -> Result<Option<Arc<dyn Engine>>, PlanError>;
+}
+
+/// What a frontend must list for one role, as the engine's processes register there.
+pub struct HealthCount<'a> {
+    pub role: Role,
+    /// Logical workers of the role (endpoints).
+    pub logical: u32,
+    /// Every worker process of the job.
+    pub all: &'a [TopoProcess],
+    /// The frontend that counts them.
+    pub frontend: frontend::FrontendType,
+}
+
+/// An engine with its settings: how srtctl lays out, launches and accompanies its workers.
+pub trait Engine: std::fmt::Debug + Send + Sync {
+    /// Its registry entry.
+    fn kind(&self) -> &'static dyn EngineKind;
+
+    /// Its part in srtctl's allocation (vLLM packs prefill and decode together when allowed).
+    fn adjust_layout(&self, _inputs: &mut TopologyInputs) {}
+
+    /// The job's worker processes over the allocated endpoints. `dp_size` is a mode's
+    /// `data-parallel-size` (0 when its flags set none).
+    fn processes(
+        &self,
+        endpoints: &[Endpoint],
+        _dp_size: &dyn Fn(Role) -> u32,
+    ) -> Result<Vec<TopoProcess>, PlanError> {
+        Ok(layout::processes(endpoints))
+    }
+
+    /// How many entries of `c.role` the frontend lists (srtctl's `_get_health_expectations`):
+    /// the logical workers, unless the engine registers otherwise.
+    fn health_count(&self, c: &HealthCount<'_>, _dp_size: &dyn Fn(Role) -> u32) -> u32 {
+        c.logical
+    }
+
+    /// Checks of `profiling:` against the modes' flags (`(key, flags)`).
+    fn check_profiling(
+        &self,
+        _profiling: &profiling::Profiling,
+        _modes: &[(&str, &FlagMap)],
+    ) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    /// The worker process `p` as srtctl launches it (before any profiler prefix). `flags` are
+    /// the mode's engine flags; `kv_events` srtctl's kv-events setting.
+    fn launch(
+        &self,
+        c: &LaunchContext,
+        p: &TopoProcess,
+        flags: Option<&FlagMap>,
+        kv_events: Option<&serde_yaml::Value>,
+    ) -> WorkerLaunch;
+
+    /// Each endpoint is one Slurm step of all its ranks, started, stopped and restarted whole
+    /// from its leader node (TRT-LLM): only leaders are processes, and the step carries its
+    /// ranks' own profiler prefix.
+    fn step_per_endpoint(&self) -> bool {
+        false
+    }
+
+    /// Endpoints sharing a leader node start this many at a time (0: all at once).
+    fn sequential_start(&self) -> u32 {
+        0
+    }
+
+    /// A file the mode's ranks read, written before its endpoints start: (path, contents,
+    /// purpose).
+    fn mode_file(&self, _log_dir: &str, _mode: Role) -> Option<(String, String, String)> {
+        None
+    }
+
+    /// The engine's own frontend over the job's processes `all` (a `trtllm_serve` job's
+    /// orchestrator), when it has one.
+    fn orchestrator(
+        &self,
+        _c: &LaunchContext,
+        _all: &[TopoProcess],
+        _head: &str,
+    ) -> Result<Option<trtllm::Orchestrator>, PlanError> {
+        Ok(None)
+    }
+
+    /// What srtctl does around the processes `here` that the plan's reader must know (their
+    /// steps' images, where their launchers come from).
+    fn notes(&self, _c: &LaunchContext, _here: &[TopoProcess], _out: &mut Vec<String>) {}
+}
+
+/// The worker process `p` of `engine`, with the nsys prefix of `profiling:` (a step per endpoint
+/// carries its ranks' own).
+pub fn launch(
+    engine: &dyn Engine,
+    c: &LaunchContext,
+    p: &TopoProcess,
+    flags: Option<&FlagMap>,
+    kv_events: Option<&serde_yaml::Value>,
+) -> WorkerLaunch {
+    let mut w = engine.launch(c, p, flags, kv_events);
+    if let (Some(prof), false) = (&c.profiling, engine.step_per_endpoint()) {
+        let mut argv = prof.nsys_prefix(&c.log_dir, &c.node_names[p.node], p);
+        argv.append(&mut w.argv);
+        w.argv = argv;
+    }
+    w
 }
 
 /// One worker process as its engine launches it.
@@ -71,98 +323,12 @@ pub struct WorkerLaunch {
     pub slurm_step: Option<String>,
 }
 
-impl EngineSettings {
-    /// The engine's settings, read from the recipe (`backend.*` in v1, `engine.*` in 2.0).
-    /// `engine` is the engine's name as written; `None` when mcsup derives no worker for it.
-    pub fn from_recipe<'a>(
-        engine: &str,
-        recipe: &Recipe,
-        flags: &dyn Fn(Role) -> Option<&'a FlagMap>,
-        frontend: &str,
-    ) -> Result<Option<Self>, PlanError> {
-        Ok(match engine {
-            "sglang" => Some(Self::Sglang),
-            "vllm" => Some(Self::Vllm(vllm::modes(recipe, flags, frontend))),
-            "mocker" => Some(Self::Mocker(mocker::MockerSettings::from_recipe(recipe)?)),
-            // srt-slurm v1's `backend:`; 2.0's `engine: trtllm` is not read yet.
-            "trtllm" if recipe.engine.is_none() => Some(Self::Trtllm(
-                trtllm::TrtllmSettings::from_recipe(recipe, frontend)?,
-            )),
-            _ => None,
-        })
-    }
-
-    /// The Dynamo module the workers run when Dynamo's frontend fronts them.
-    pub fn dynamo_module(&self) -> &'static str {
-        match self {
-            Self::Sglang => "dynamo.sglang",
-            Self::Vllm(_) => "dynamo.vllm",
-            Self::Mocker(_) => "dynamo.mocker",
-            Self::Trtllm(_) => "dynamo.trtllm",
-        }
-    }
-
-    /// The worker process `p` as srtctl launches it. `flags` are the mode's engine flags
-    /// (`backend.<engine>_config.<mode>`, `roles.<role>.args`); `kv_events` srtctl's
-    /// kv-events setting (`backend.kv_events_config`).
-    pub fn launch(
-        &self,
-        c: &LaunchContext,
-        p: &TopoProcess,
-        flags: Option<&FlagMap>,
-        kv_events: Option<&serde_yaml::Value>,
-    ) -> WorkerLaunch {
-        let mut w = match self {
-            Self::Sglang => sglang::launch(c, p, flags, kv_events_for(kv_events, p.mode, false)),
-            Self::Vllm(modes) => {
-                // Every mode is in the map (`vllm::modes` covers Role::ALL).
-                let fallback = vllm::VllmMode::default();
-                let v = modes.get(&p.mode).unwrap_or(&fallback);
-                // srtctl adds the profiler window to the mode's flags, after the recipe's.
-                let window = c
-                    .profiling
-                    .as_ref()
-                    .and_then(|x| x.vllm_profiler_config(p.mode));
-                let with_window = window.map(|cfg| {
-                    let mut f = flags.cloned().unwrap_or_default();
-                    f.0.push(("profiler-config".into(), serde_yaml::Value::from(cfg)));
-                    f
-                });
-                let flags = with_window.as_ref().or(flags);
-                vllm::launch(c, v, p, flags, kv_events_for(kv_events, p.mode, true))
-            }
-            Self::Mocker(m) => mocker::launch(m, c, p, flags),
-            // `p` is the endpoint's leader: the whole endpoint is one step.
-            Self::Trtllm(t) => t.launch(c, p),
-        };
-        // A TRT-LLM endpoint's ranks carry their own prefix (inside the step's srun).
-        if let (Some(prof), false) = (&c.profiling, matches!(self, Self::Trtllm(_))) {
-            let mut argv = prof.nsys_prefix(&c.log_dir, &c.node_names[p.node], p);
-            argv.append(&mut w.argv);
-            w.argv = argv;
-        }
-        w
-    }
-}
-
 /// Where an engine's settings live: `engine.*` in a 2.0 recipe, `backend.*` in v1.
 pub(crate) fn section(recipe: &Recipe) -> &'static str {
     if recipe.engine.is_some() {
         "engine"
     } else {
         "backend"
-    }
-}
-
-/// The engine section's keys (`backend.*`, `engine.*`) that `engine`'s launch reads, beyond
-/// those the recipe parser knows; the plan does not list them as ignored.
-pub fn recipe_keys(engine: &str) -> &'static [&'static str] {
-    match engine {
-        "sglang" => sglang::RECIPE_KEYS,
-        "vllm" => vllm::RECIPE_KEYS,
-        "mocker" => mocker::RECIPE_KEYS,
-        "trtllm" => trtllm::RECIPE_KEYS,
-        _ => &[],
     }
 }
 

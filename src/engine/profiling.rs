@@ -72,7 +72,7 @@ impl Profiling {
     pub fn from_recipe(
         recipe: &Recipe,
         disaggregated: bool,
-        frontend: &str,
+        frontend: super::frontend::FrontendType,
     ) -> Result<Option<Self>, PlanError> {
         let r = Reader {
             recipe,
@@ -158,7 +158,8 @@ impl Profiling {
             delay_secs: r.int("delay_secs")?,
             duration_secs: r.int("duration_secs")?,
             benchmark_duration_secs: r.int("benchmark_duration_secs")?.unwrap_or(300),
-            dynamo_frontend: frontend == "dynamo",
+            // Dynamo's frontend is the one that discovers its workers.
+            dynamo_frontend: frontend.kind().discovers_workers(),
         };
         p.validate(disaggregated)?;
         Ok(Some(p))
@@ -411,7 +412,11 @@ mod tests {
 
     fn load(yaml: &str, disagg: bool) -> Result<Option<Profiling>, PlanError> {
         let r = crate::recipe::parse_str(std::path::Path::new("r.yaml"), yaml).unwrap();
-        Profiling::from_recipe(&r, disagg, "dynamo")
+        Profiling::from_recipe(
+            &r,
+            disagg,
+            crate::engine::frontend::FrontendType::default_kind(),
+        )
     }
 
     #[test]

@@ -127,3 +127,77 @@ pub fn launch(
         slurm_step: None,
     }
 }
+
+/// `sglang`: the kind and its settings (none of its own beyond the role flags).
+#[derive(Debug)]
+pub struct Sglang;
+
+impl super::EngineKind for Sglang {
+    fn name(&self) -> &'static str {
+        "sglang"
+    }
+
+    fn flags_section(&self) -> &'static str {
+        "sglang_config"
+    }
+
+    fn recipe_keys(&self) -> &'static [&'static str] {
+        RECIPE_KEYS
+    }
+
+    fn dynamo_module(&self) -> &'static str {
+        "dynamo.sglang"
+    }
+
+    fn stops_as(&self, module: &str) -> Option<super::stop::StopEngine> {
+        use super::stop::StopEngine;
+        match module {
+            "sglang.launch_server" | "sglang.serve" => Some(StopEngine::SglangServer),
+            "dynamo.sglang" => Some(StopEngine::Dynamo { sglang: true }),
+            _ => None,
+        }
+    }
+
+    fn server(&self) -> Option<super::Server> {
+        Some(super::Server {
+            prefix: "sglang",
+            module: "sglang.launch_server",
+            default_port: 30000,
+        })
+    }
+
+    fn mooncake_client(&self) -> super::MooncakeClient {
+        super::MooncakeClient::Env { sglang_sizes: true }
+    }
+
+    fn checks_transfer_backend(&self) -> bool {
+        true
+    }
+
+    fn host_cache_flags(&self) -> bool {
+        true
+    }
+
+    fn settings(
+        &self,
+        _inputs: &super::EngineInputs<'_, '_>,
+    ) -> Result<Option<std::sync::Arc<dyn super::Engine>>, crate::domain::PlanError> {
+        Ok(Some(std::sync::Arc::new(Sglang)))
+    }
+}
+
+impl super::Engine for Sglang {
+    fn kind(&self) -> &'static dyn super::EngineKind {
+        &Sglang
+    }
+
+    fn launch(
+        &self,
+        c: &LaunchContext,
+        p: &TopoProcess,
+        flags: Option<&FlagMap>,
+        kv_events: Option<&serde_yaml::Value>,
+    ) -> WorkerLaunch {
+        launch(c, p, flags, super::kv_events_for(kv_events, p.mode, false))
+    }
+}

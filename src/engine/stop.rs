@@ -52,26 +52,18 @@ pub enum StopEngine {
 }
 
 impl StopEngine {
-    /// The engine a worker's argv runs (a profiler or `numactl` prefix is skipped over).
+    /// The engine a worker's argv runs (a profiler or `numactl` prefix is skipped over): the
+    /// registry's engines say which of their modules (`python -m <module>`, or `<name> serve`,
+    /// seen as `<name>.serve`) stop how.
     pub fn recognise(argv: &[String]) -> Option<Self> {
         argv.iter().enumerate().find_map(|(i, a)| {
             let next = argv.get(i + 1).map(String::as_str);
-            match (a.rsplit('/').next().unwrap_or(a), next) {
-                ("-m", Some(m)) => Self::module(m),
-                ("sglang", Some("serve")) => Some(Self::SglangServer),
-                ("vllm", Some("serve")) => Some(Self::VllmServer),
-                _ => None,
-            }
-        })
-    }
-
-    fn module(m: &str) -> Option<Self> {
-        Some(match m {
-            "sglang.launch_server" => Self::SglangServer,
-            "vllm.entrypoints.openai.api_server" => Self::VllmServer,
-            "dynamo.sglang" => Self::Dynamo { sglang: true },
-            "dynamo.vllm" | "dynamo.mocker" | "dynamo.trtllm" => Self::Dynamo { sglang: false },
-            _ => return None,
+            let module = match (a.rsplit('/').next().unwrap_or(a), next) {
+                ("-m", Some(m)) => m.to_string(),
+                (program, Some("serve")) => format!("{program}.serve"),
+                _ => return None,
+            };
+            super::ENGINES.iter().find_map(|k| k.stops_as(&module))
         })
     }
 

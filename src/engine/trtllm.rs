@@ -135,7 +135,10 @@ impl OrchestratorSettings {
 
 impl TrtllmSettings {
     /// Read from `backend.*` (v1). `frontend` is `frontend.type`.
-    pub fn from_recipe(recipe: &Recipe, frontend: &str) -> Result<Self, PlanError> {
+    pub fn from_recipe(
+        recipe: &Recipe,
+        frontend: super::frontend::FrontendType,
+    ) -> Result<Self, PlanError> {
         let r = Reader {
             recipe,
             section: "backend",
@@ -195,7 +198,12 @@ impl TrtllmSettings {
                 .boolean("numa_memory_bind")?
                 .unwrap_or(matches!(gpu_type, "gb200" | "gb300")),
             sequential_node_start,
-            trtllm_serve: if frontend == super::frontend::TRTLLM_SERVE {
+            // `trtllm_serve`: the frontend this engine plans itself.
+            trtllm_serve: if frontend
+                .kind()
+                .planned_by_engine()
+                .is_some_and(|(engine, _)| engine == super::EngineKind::name(&Trtllm))
+            {
                 Some(OrchestratorSettings::from_recipe(recipe)?)
             } else {
                 None
@@ -594,6 +602,122 @@ mod tests {
         assert!(plain("UCX").is_ok() && plain("/logs/x.yaml").is_ok());
         for s in ["yes", "Off", "1", "a b", "", "x: y"] {
             assert!(plain(s).is_err(), "{s}");
+        }
+    }
+}
+
+/// `trtllm`: TRT-LLM, each endpoint one Slurm step over its nodes.
+#[derive(Debug)]
+pub struct Trtllm;
+
+impl super::EngineKind for Trtllm {
+    fn name(&self) -> &'static str {
+        "trtllm"
+    }
+
+    fn flags_section(&self) -> &'static str {
+        "trtllm_config"
+    }
+
+    /// Its per-mode settings are `backend.trtllm_config` (read by its settings), not flags.
+    fn reads_role_args(&self) -> bool {
+        false
+    }
+
+    fn recipe_keys(&self) -> &'static [&'static str] {
+        RECIPE_KEYS
+    }
+
+    fn dynamo_module(&self) -> &'static str {
+        "dynamo.trtllm"
+    }
+
+    fn steps_from_host(&self) -> bool {
+        true
+    }
+
+    /// srt-slurm v1's `backend:`; 2.0's `engine: trtllm` is not read yet.
+    fn settings(
+        &self,
+        inputs: &super::EngineInputs<'_, '_>,
+    ) -> Result<Option<std::sync::Arc<dyn super::Engine>>, PlanError> {
+        if inputs.recipe.engine.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(std::sync::Arc::new(TrtllmSettings::from_recipe(
+            inputs.recipe,
+            inputs.frontend,
+        )?)))
+    }
+}
+
+impl super::Engine for TrtllmSettings {
+    fn kind(&self) -> &'static dyn super::EngineKind {
+        &Trtllm
+    }
+
+    /// `p` is the endpoint's leader: the whole endpoint is one step.
+    fn launch(
+        &self,
+        c: &LaunchContext,
+        p: &TopoProcess,
+        _flags: Option<&crate::recipe::FlagMap>,
+        _kv_events: Option<&Value>,
+    ) -> WorkerLaunch {
+        TrtllmSettings::launch(self, c, p)
+    }
+
+    fn step_per_endpoint(&self) -> bool {
+        true
+    }
+
+    fn sequential_start(&self) -> u32 {
+        self.sequential_node_start
+    }
+
+    fn mode_file(&self, log_dir: &str, mode: Role) -> Option<(String, String, String)> {
+        let (path, contents) = self.engine_file(log_dir, mode);
+        Some((
+            path,
+            contents,
+            format!(
+                "TRT-LLM engine settings of the {} endpoints (backend.trtllm_config.{}), as srtctl writes them: every rank reads it",
+                mode.short(),
+                mode.as_str()
+            ),
+        ))
+    }
+
+    fn orchestrator(
+        &self,
+        c: &LaunchContext,
+        all: &[TopoProcess],
+        head: &str,
+    ) -> Result<Option<Orchestrator>, PlanError> {
+        TrtllmSettings::orchestrator(self, c, all, head)
+    }
+
+    fn notes(&self, c: &LaunchContext, here: &[TopoProcess], out: &mut Vec<String>) {
+        if here.iter().any(|p| p.is_leader()) {
+            let rank = if self.trtllm_serve.is_some() {
+                "`trtllm-llmapi-launch trtllm-serve`"
+            } else {
+                "`trtllm-llmapi-launch python3 -m dynamo.trtllm`"
+            };
+            out.push(match &c.step_container {
+                Some(sc) => format!(
+                    "the TRT-LLM endpoints started here run each rank as {rank} in {} (their step's --container-image); srtctl installs Dynamo into it first when dynamo.install is on, mcsup does not, so the image must have it",
+                    sc.image
+                ),
+                None => format!(
+                    "the TRT-LLM endpoints started here run each rank as {rank} without a container (no --step-container-image; `mcsup render` passes the recipe's): every node of the endpoint must have them where srun starts the ranks"
+                ),
+            });
+        }
+        if c.step_container.is_some() && self.trtllm_serve.is_none() {
+            out.push(
+                "etcd, NATS and the Dynamo frontend run on the host beside mcsup, not in the steps' container: the host needs them (mcsup.configs_dir for etcd and NATS, `python3 -m dynamo.frontend`)".into(),
+            );
         }
     }
 }

@@ -298,7 +298,7 @@ pub const RECIPE_KEYS: &[&str] = &[
 pub fn modes<'a>(
     recipe: &Recipe,
     flags: &dyn Fn(Role) -> Option<&'a FlagMap>,
-    frontend: &str,
+    frontend: super::frontend::FrontendType,
 ) -> BTreeMap<Role, VllmMode> {
     let engine_key = super::section(recipe);
     let eng = |k: &str| recipe.raw_get(&[engine_key, k]);
@@ -341,7 +341,7 @@ pub fn modes<'a>(
                     set_cvd: eng("set_cuda_visible_devices")
                         .and_then(|v| v.as_bool())
                         .unwrap_or(false),
-                    direct: frontend == "vllm",
+                    direct: frontend.kind().worker_serves(),
                     replica: tp * pp,
                     dp,
                 },
@@ -352,7 +352,16 @@ pub fn modes<'a>(
 
 /// `VLLMProtocol.should_colocate_prefill_decode`: vLLM packs prefill and decode workers onto
 /// shared nodes when the recipe allows it, both run, and they fit one node (or may span nodes).
-pub fn packs_prefill_decode(recipe: &Recipe, t: &TopologyInputs) -> bool {
+fn packs_prefill_decode(colocation: (bool, bool), t: &TopologyInputs) -> bool {
+    let (allowed, across_nodes) = colocation;
+    allowed
+        && t.prefill.workers > 0
+        && t.decode.workers > 0
+        && (t.worker_gpus() <= t.gpus_per_node || across_nodes)
+}
+
+/// `allow_prefill_decode_colocation` and `..._across_nodes`.
+fn colocation(recipe: &Recipe) -> (bool, bool) {
     let engine_key = super::section(recipe);
     let on = |k: &str| {
         recipe
@@ -360,11 +369,169 @@ pub fn packs_prefill_decode(recipe: &Recipe, t: &TopologyInputs) -> bool {
             .and_then(|v| v.as_bool())
             .unwrap_or(false)
     };
-    on("allow_prefill_decode_colocation")
-        && t.prefill.workers > 0
-        && t.decode.workers > 0
-        && (t.worker_gpus() <= t.gpus_per_node
-            || on("allow_prefill_decode_colocation_across_nodes"))
+    (
+        on("allow_prefill_decode_colocation"),
+        on("allow_prefill_decode_colocation_across_nodes"),
+    )
+}
+
+/// `vllm`: the kind.
+#[derive(Debug)]
+pub struct Vllm;
+
+/// A vLLM recipe's settings: how each mode runs, and whether prefill and decode may share nodes
+/// (`allow_prefill_decode_colocation`, `..._across_nodes`).
+#[derive(Debug, Clone)]
+pub struct VllmSettings {
+    modes: BTreeMap<Role, VllmMode>,
+    /// [`colocation`].
+    colocation: (bool, bool),
+}
+
+impl VllmSettings {
+    fn mode(&self, r: Role) -> VllmMode {
+        // Every mode is in the map (`modes` covers Role::ALL).
+        self.modes.get(&r).cloned().unwrap_or_default()
+    }
+}
+
+impl super::EngineKind for Vllm {
+    fn name(&self) -> &'static str {
+        "vllm"
+    }
+
+    fn flags_section(&self) -> &'static str {
+        "vllm_config"
+    }
+
+    fn recipe_keys(&self) -> &'static [&'static str] {
+        RECIPE_KEYS
+    }
+
+    fn dynamo_module(&self) -> &'static str {
+        "dynamo.vllm"
+    }
+
+    fn stops_as(&self, module: &str) -> Option<super::stop::StopEngine> {
+        use super::stop::StopEngine;
+        match module {
+            "vllm.entrypoints.openai.api_server" | "vllm.serve" => Some(StopEngine::VllmServer),
+            "dynamo.vllm" => Some(StopEngine::Dynamo { sglang: false }),
+            _ => None,
+        }
+    }
+
+    fn server(&self) -> Option<super::Server> {
+        Some(super::Server {
+            prefix: "vllm",
+            module: "vllm.entrypoints.openai.api_server",
+            default_port: 8000,
+        })
+    }
+
+    fn mooncake_client(&self) -> super::MooncakeClient {
+        super::MooncakeClient::ConfigFile
+    }
+
+    fn packed_nodes(&self, recipe: &Recipe) -> Result<Option<usize>, crate::domain::PlanError> {
+        let Some(t) = super::layout::inputs(recipe)? else {
+            return Ok(None);
+        };
+        Ok(packs_prefill_decode(colocation(recipe), &t)
+            .then(|| t.worker_gpus().div_ceil(t.gpus_per_node) as usize))
+    }
+
+    fn settings(
+        &self,
+        inputs: &super::EngineInputs<'_, '_>,
+    ) -> Result<Option<std::sync::Arc<dyn super::Engine>>, crate::domain::PlanError> {
+        Ok(Some(std::sync::Arc::new(VllmSettings {
+            modes: modes(inputs.recipe, inputs.flags, inputs.frontend),
+            colocation: colocation(inputs.recipe),
+        })))
+    }
+}
+
+impl super::Engine for VllmSettings {
+    fn kind(&self) -> &'static dyn super::EngineKind {
+        &Vllm
+    }
+
+    fn adjust_layout(&self, inputs: &mut TopologyInputs) {
+        inputs.pd_colocation = packs_prefill_decode(self.colocation, inputs);
+    }
+
+    fn processes(
+        &self,
+        endpoints: &[super::layout::Endpoint],
+        dp_size: &dyn Fn(Role) -> u32,
+    ) -> Result<Vec<TopoProcess>, crate::domain::PlanError> {
+        let per_node = self.modes.values().all(|m| m.per_node);
+        let direct = self.modes.values().any(|m| m.direct);
+        let dp_of = |r: Role| super::layout::VllmDp {
+            dp_size: self.modes.get(&r).filter(|m| m.dp).map(|_| dp_size(r)),
+            replica: self.modes.get(&r).map_or(1, |m| m.replica),
+        };
+        super::layout::vllm_processes(endpoints, &dp_of, per_node, direct)
+    }
+
+    /// A Dynamo frontend in front of vLLM data parallelism lists one `generate` instance per DP
+    /// rank (`per_gpu`, or `data-parallel-size` per logical worker), or per node-local process
+    /// (`per_node`) unless a rank spans nodes; any other frontend counts logical workers.
+    fn health_count(&self, c: &super::HealthCount<'_>, dp_size: &dyn Fn(Role) -> u32) -> u32 {
+        if !c.frontend.kind().discovers_workers() {
+            return c.logical;
+        }
+        let dp = dp_size(c.role).max(1);
+        let Some(mode) = self.modes.get(&c.role) else {
+            return c.logical;
+        };
+        if dp > 1 && mode.per_node {
+            let procs: Vec<&TopoProcess> = c.all.iter().filter(|p| p.mode == c.role).collect();
+            let local = procs.first().map_or(0, |p| p.gpus.len() as u32);
+            if mode.replica > local {
+                return c.logical;
+            }
+            return procs.len() as u32;
+        }
+        c.logical * dp
+    }
+
+    fn check_profiling(
+        &self,
+        profiling: &super::profiling::Profiling,
+        modes: &[(&str, &FlagMap)],
+    ) -> Result<(), crate::domain::PlanError> {
+        profiling.check_vllm_flags(modes.iter().copied())
+    }
+
+    fn launch(
+        &self,
+        c: &LaunchContext,
+        p: &TopoProcess,
+        flags: Option<&FlagMap>,
+        kv_events: Option<&serde_yaml::Value>,
+    ) -> WorkerLaunch {
+        let v = self.mode(p.mode);
+        // srtctl adds the profiler window to the mode's flags, after the recipe's.
+        let window = c
+            .profiling
+            .as_ref()
+            .and_then(|x| x.vllm_profiler_config(p.mode));
+        let with_window = window.map(|cfg| {
+            let mut f = flags.cloned().unwrap_or_default();
+            f.0.push(("profiler-config".into(), serde_yaml::Value::from(cfg)));
+            f
+        });
+        let flags = with_window.as_ref().or(flags);
+        launch(
+            c,
+            &v,
+            p,
+            flags,
+            super::kv_events_for(kv_events, p.mode, true),
+        )
+    }
 }
 
 /// The vLLM worker process `p`. Every process that runs a front (not `--headless`) registers

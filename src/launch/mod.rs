@@ -113,7 +113,9 @@ pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
         output_base: &output_base,
         mcsup: &req.mcsup,
         container: container.as_ref(),
-        host_mcsup: recipe.engine_type() == "trtllm",
+        host_mcsup: crate::engine::of_recipe(&recipe)
+            .map_err(in_recipe)?
+            .steps_from_host(),
         srun_options: &srun_options,
         roles: &req.roles,
     }

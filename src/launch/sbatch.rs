@@ -107,7 +107,7 @@ pub fn allocation(
     let slurm = |k: &str| string_at(recipe, &["slurm", k]);
     let gpus_per_node = count(recipe, &["resources", "gpus_per_node"])?.unwrap_or(4);
     let nodes = total_nodes(recipe)?;
-    let trtllm = recipe.engine_type() == "trtllm";
+    let trtllm = crate::engine::of_recipe(recipe)?.steps_from_host();
     let mut d = vec![
         Directive::new("job-name", env.runner_name.clone().unwrap_or(name)),
         Directive::new(
@@ -223,12 +223,8 @@ pub fn total_nodes(recipe: &Recipe) -> Result<usize, PlanError> {
     } else {
         role_nodes(recipe, Role::Aggregated)?.unwrap_or(1)
     };
-    if recipe.engine_type() == "vllm" {
-        if let Some(t) = crate::engine::layout::inputs(recipe)? {
-            if crate::engine::vllm::packs_prefill_decode(recipe, &t) {
-                workers = t.worker_gpus().div_ceil(t.gpus_per_node) as usize;
-            }
-        }
+    if let Some(packed) = crate::engine::of_recipe(recipe)?.packed_nodes(recipe)? {
+        workers = packed;
     }
     // 2.0 pools (`services[].nodes`) take nodes after the engine's; mcsup runs no pool, and a
     // node of one would find no role: refused rather than submitted to fail.

@@ -11,9 +11,8 @@ use super::spec::*;
 use super::workers::TopoPlan;
 use crate::domain::Role;
 use crate::engine::profiling::Profiling;
-use crate::engine::EngineSettings;
+use crate::engine::MooncakeClient;
 use crate::mooncake;
-use crate::recipe::BackendType;
 
 /// The files this node writes.
 pub fn node_files(
@@ -26,7 +25,8 @@ pub fn node_files(
     warnings: &mut Vec<String>,
 ) -> Vec<FileSpec> {
     let mut files = Vec::new();
-    if let (Some(mm), BackendType::Vllm) = (&scope.model.mooncake, scope.model.engine) {
+    let config_file = scope.model.engine.mooncake_client() == MooncakeClient::ConfigFile;
+    if let (Some(mm), true) = (&scope.model.mooncake, config_file) {
         let mut cfg = mm.store_config.clone().unwrap_or_default();
         let store_here = services.iter().any(|p| p.kind == ProcessKind::Store);
         if let (Some(v), true) = (cfg.get("global_segment_size"), store_here) {
@@ -62,10 +62,10 @@ pub fn node_files(
     files
 }
 
-/// TRT-LLM: each mode's engine file, for the endpoints this node starts (srtctl writes it
-/// before each endpoint's step; the same text on every node that writes it).
+/// Each mode's file its ranks read (TRT-LLM's engine file), for the endpoints this node starts
+/// (srtctl writes it before each endpoint's step; the same text on every node that writes it).
 fn engine_files(topo: Option<&TopoPlan>, worker_procs: &[ProcessSpec]) -> Vec<FileSpec> {
-    let Some((t, EngineSettings::Trtllm(x))) = topo.map(|t| (t, &t.engine)) else {
+    let Some(t) = topo else {
         return Vec::new();
     };
     let mut out: Vec<FileSpec> = Vec::new();
@@ -76,16 +76,13 @@ fn engine_files(topo: Option<&TopoPlan>, worker_procs: &[ProcessSpec]) -> Vec<Fi
         if !starts {
             continue;
         }
-        let (path, contents) = x.engine_file(&t.launch.log_dir, role);
-        out.push(FileSpec {
-            path: path.into(),
-            contents,
-            purpose: format!(
-                "TRT-LLM engine settings of the {} endpoints (backend.trtllm_config.{}), as srtctl writes them: every rank reads it",
-                role.short(),
-                role.as_str()
-            ),
-        });
+        if let Some((path, contents, purpose)) = t.engine.mode_file(&t.launch.log_dir, role) {
+            out.push(FileSpec {
+                path: path.into(),
+                contents,
+                purpose,
+            });
+        }
     }
     out
 }

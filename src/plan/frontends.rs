@@ -17,8 +17,6 @@ use crate::domain::Role;
 use crate::engine::frontend::{
     self, Expected, FrontendJob, FrontendProcess, FrontendRole, FrontendType, Leader,
 };
-use crate::engine::layout::TopoProcess;
-use crate::engine::EngineSettings;
 use crate::node::NodeContext;
 use crate::recipe::FlagMap;
 
@@ -46,30 +44,20 @@ pub fn expected(t: &TopoPlan, kind: FrontendType) -> Expected {
             .collect::<std::collections::BTreeSet<u32>>()
             .len() as u32
     };
-    let count = |r: Role| -> u32 {
-        let n = logical(r);
-        let EngineSettings::Vllm(modes) = &t.engine else {
-            return n;
-        };
-        if kind != FrontendType::Dynamo {
-            return n;
-        }
-        let dp = t
-            .dp_sizes
+    let dp_size = |r: Role| {
+        t.dp_sizes
             .iter()
             .find(|(m, _)| *m == r)
             .map_or(0, |(_, d)| *d)
-            .max(1);
-        let Some(mode) = modes.get(&r) else { return n };
-        if dp > 1 && mode.per_node {
-            let procs: Vec<&TopoProcess> = t.all.iter().filter(|p| p.mode == r).collect();
-            let local = procs.first().map_or(0, |p| p.gpus.len() as u32);
-            if mode.replica > local {
-                return n;
-            }
-            return procs.len() as u32;
-        }
-        n * dp
+    };
+    let count = |role: Role| -> u32 {
+        let c = crate::engine::HealthCount {
+            role,
+            logical: logical(role),
+            all: &t.all,
+            frontend: kind,
+        };
+        t.engine.health_count(&c, &dp_size)
     };
     if logical(Role::Aggregated) > 0 {
         Expected {
@@ -92,10 +80,8 @@ pub fn plan_frontends(
     environment: &[(String, String)],
     role_flags: &dyn Fn(Role) -> Option<FlagMap>,
 ) -> Result<FrontendPlan, PlanError> {
-    if let EngineSettings::Trtllm(x) = &t.engine {
-        if let Some(o) = x.orchestrator(&t.launch, &t.all, &t.head)? {
-            return Ok(orchestrator_plan(t, ctx, local_workers, o));
-        }
+    if let Some(o) = t.engine.orchestrator(&t.launch, &t.all, &t.head)? {
+        return Ok(orchestrator_plan(t, ctx, local_workers, o));
     }
     let Some(settings) = &t.frontend else {
         return Ok(FrontendPlan::default());
@@ -163,7 +149,7 @@ pub fn plan_frontends(
             // register: it starts with them, as srtctl starts it, and the servable probe is what
             // waits for every worker. Started after them, it would add its own start-up (about
             // 2 s of Python imports, measured) to the time to servable.
-            FrontendRole::Frontend if settings.kind == FrontendType::Dynamo => {}
+            FrontendRole::Frontend if settings.kind.kind().discovers_workers() => {}
             // The router is given its workers' URLs and checks them as it starts.
             FrontendRole::Frontend => {
                 waits.extend(local_workers.iter().cloned());
@@ -265,7 +251,7 @@ fn remote_worker_gates(t: &TopoPlan, ctx: &NodeContext) -> Vec<GateSpec> {
         .iter()
         .filter(|p| t.launch.node_names[p.node] != ctx.name)
         .filter_map(|p| {
-            let w = t.engine.launch(&t.launch, p, None, None);
+            let w = crate::engine::launch(&*t.engine, &t.launch, p, None, None);
             let port = w.health_port?;
             let node = &t.launch.node_names[p.node];
             Some(remote_gate(
@@ -339,10 +325,8 @@ fn frontend_process(
         tcp("127.0.0.1", fp.port)
     };
     let (mut stop, restart) = policy_defaults(ProcessKind::Frontend);
-    if fp.argv.iter().any(|a| a == "dynamo.frontend") {
-        stop.inflight = Some(crate::engine::stop::InflightGauge::of_dynamo_frontend(
-            fp.port,
-        ));
+    if fp.role == FrontendRole::Frontend {
+        stop.inflight = settings.kind.kind().inflight_gauge(fp.port);
     }
     ProcessSpec {
         name: fp.name.clone(),

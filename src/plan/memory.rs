@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use super::model::JobModel;
 use super::spec::{HiCacheL2, MemorySpec};
 use crate::domain::Role;
-use crate::recipe::{BackendType, McsupSection};
+use crate::recipe::McsupSection;
 
 const GIB: u64 = 1 << 30;
 
@@ -57,7 +57,7 @@ pub fn hicache_for_node(
     overrides: &BTreeMap<String, u32>,
     roles: &[Role],
 ) -> Vec<HiCacheL2> {
-    if model.engine != BackendType::Sglang {
+    if !model.engine.host_cache_flags() {
         return Vec::new();
     }
     roles

@@ -150,9 +150,8 @@ impl ServiceModel {
 #[derive(Debug, Clone)]
 pub struct JobModel {
     pub spelling: Spelling,
-    pub engine: BackendType,
-    /// The engine as written, when mcsup derives no worker for it (`mocker`, `trtllm`).
-    pub engine_name: String,
+    /// The engine the recipe names (`crate::engine::ENGINES`).
+    pub engine: &'static dyn crate::engine::EngineKind,
     pub roles: BTreeMap<Role, RoleModel>,
     pub environment: EnvMap,
     /// srtctl v1's `observability:` (default, i.e. off, for a 2.0 recipe: not read there).
@@ -200,16 +199,6 @@ fn partly_read(key: &str, is_v2: bool) -> Option<String> {
     Some(format!("{key} (mcsup reads only {read})"))
 }
 
-fn backend_type(name: &str) -> Option<BackendType> {
-    match name.to_ascii_lowercase().as_str() {
-        "sglang" => Some(BackendType::Sglang),
-        "vllm" => Some(BackendType::Vllm),
-        "trtllm" => Some(BackendType::Trtllm),
-        "mocker" => Some(BackendType::Mocker),
-        _ => None,
-    }
-}
-
 /// Fold a parsed recipe into the model: its spelling, the engine and roles, the Mooncake block
 /// (the implied master and the seed's standalone stores), the implied and the declared services,
 /// then the rules across them.
@@ -219,8 +208,9 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
         || recipe.engine.is_some()
         || recipe.roles.is_some()
         || recipe.services.is_some();
+    let engine = crate::engine::of_recipe(recipe)?;
     let ports = master_ports(&mc)?;
-    let mut model = new_model(recipe, is_v2, ports)?;
+    let mut model = new_model(recipe, engine, is_v2, ports)?;
     if let (Some(_), Some(_)) = (&recipe.engine, &recipe.backend) {
         return Err(err(
             "engine",
@@ -230,7 +220,7 @@ pub fn normalize(recipe: &Recipe) -> Result<JobModel, PlanError> {
     }
     let backend = recipe.backend.clone().unwrap_or_default();
     match &recipe.roles {
-        Some(roles) => read_roles_v2(recipe, roles, &backend, &mut model)?,
+        Some(roles) => read_roles_v2(roles, &backend, &mut model)?,
         None => read_roles_v1(&backend, &mut model),
     }
     read_engine(recipe, &backend, &mut model);
@@ -276,11 +266,15 @@ fn master_ports(mc: &McsupSection) -> Result<[u16; 3], PlanError> {
 
 /// The model before roles and services: environment, observability, and the keys mcsup does
 /// not read outside the engine.
-fn new_model(recipe: &Recipe, is_v2: bool, ports: [u16; 3]) -> Result<JobModel, PlanError> {
+fn new_model(
+    recipe: &Recipe,
+    engine: &'static dyn crate::engine::EngineKind,
+    is_v2: bool,
+    ports: [u16; 3],
+) -> Result<JobModel, PlanError> {
     let mut model = JobModel {
         spelling: Spelling::V1,
-        engine: BackendType::Sglang,
-        engine_name: "sglang".into(),
+        engine,
         roles: BTreeMap::new(),
         environment: recipe.environment.clone(),
         observability: if is_v2 {
@@ -327,12 +321,7 @@ fn new_model(recipe: &Recipe, is_v2: bool, ports: [u16; 3]) -> Result<JobModel, 
 }
 
 /// 2.0's `roles:`: each declared role's env and engine flags, and the keys mcsup does not read.
-fn read_roles_v2(
-    recipe: &Recipe,
-    roles: &Roles,
-    backend: &Backend,
-    model: &mut JobModel,
-) -> Result<(), PlanError> {
+fn read_roles_v2(roles: &Roles, backend: &Backend, model: &mut JobModel) -> Result<(), PlanError> {
     let mixed: Vec<&str> = [
         (
             "backend.prefill_environment",
@@ -363,8 +352,8 @@ fn read_roles_v2(
             "move those keys under roles.<role>.env / roles.<role>.args and drop them from backend",
         ));
     }
-    let engine_name = recipe.engine_type();
-    let takes_flags = backend_type(&engine_name).is_some_and(|b| b != BackendType::Trtllm);
+    let engine_name = model.engine.name();
+    let takes_flags = model.engine.reads_role_args();
     for role in Role::ALL {
         if let Some(rc) = roles.for_role(role) {
             let name = role.short();
@@ -425,11 +414,8 @@ fn read_roles_v2(
 
 /// v1's `backend:`: each role's `<role>_environment` and `<engine>_config.<role>` flags.
 fn read_roles_v1(backend: &Backend, model: &mut JobModel) {
-    let flags_section = match backend.r#type {
-        BackendType::Vllm => ("vllm_config", backend.vllm_config.as_ref()),
-        BackendType::Mocker => ("mocker_config", backend.mocker_config.as_ref()),
-        _ => ("sglang_config", backend.sglang_config.as_ref()),
-    };
+    let section = model.engine.flags_section();
+    let flags_section = (section, backend.role_flags(section));
     for role in Role::ALL {
         let env = match role {
             Role::Prefill => &backend.prefill_environment,
@@ -454,20 +440,11 @@ fn read_roles_v1(backend: &Backend, model: &mut JobModel) {
 /// The engine (`engine.type` or `backend.type`) and its section's keys the engine does not read.
 fn read_engine(recipe: &Recipe, backend: &Backend, model: &mut JobModel) {
     let (section_ignored, prefix) = match &recipe.engine {
-        Some(e) => {
-            let name = e.r#type.clone().unwrap_or_else(|| "sglang".into());
-            model.engine = backend_type(&name).unwrap_or(BackendType::Trtllm);
-            model.engine_name = name;
-            (&e.ignored, "engine.")
-        }
-        None => {
-            model.engine = backend.r#type;
-            model.engine_name = backend.r#type.as_str().into();
-            (&backend.ignored, "backend.")
-        }
+        Some(e) => (&e.ignored, "engine."),
+        None => (&backend.ignored, "backend."),
     };
     // The engine's own keys are read by its launch (src/engine/), not ignored.
-    let read = crate::engine::recipe_keys(&model.engine_name);
+    let read = model.engine.recipe_keys();
     model.ignored.extend(
         section_ignored
             .iter()
@@ -670,7 +647,7 @@ fn add_implied_discovery(
     let implied = if is_v2 {
         implied_discovery(recipe)
     } else {
-        implied_discovery_v1(recipe, mc, model)?
+        implied_discovery_v1(recipe, mc)?
     };
     for (name, reason) in implied {
         let cfg: ServiceConfig =
@@ -841,8 +818,12 @@ fn implied_discovery(recipe: &Recipe) -> Vec<(&'static str, String)> {
     let get = |v: &Option<serde_yaml::Value>, k: &str| -> Option<String> {
         v.as_ref()?.get(k)?.as_str().map(str::to_ascii_lowercase)
     };
-    let frontend = get(&recipe.frontend, "type").unwrap_or_else(|| "dynamo".into());
-    if frontend != "dynamo" {
+    // A Dynamo frontend finds its workers through etcd.
+    let frontend = get(&recipe.frontend, "type").map_or(
+        Some(crate::engine::frontend::FrontendType::default_kind()),
+        |f| crate::engine::frontend::FrontendType::named(&f),
+    );
+    if !frontend.is_some_and(|f| f.kind().discovers_workers()) {
         return Vec::new();
     }
     let mut out = vec![("etcd", "frontend.type dynamo".to_string())];
@@ -864,15 +845,15 @@ fn implied_discovery(recipe: &Recipe) -> Vec<(&'static str, String)> {
 fn implied_discovery_v1(
     recipe: &Recipe,
     mc: &McsupSection,
-    model: &JobModel,
 ) -> Result<Vec<(&'static str, String)>, PlanError> {
+    let kind = crate::engine::frontend::frontend_type(recipe)?;
+    // As written, for the reason (`sglang` for v1's router).
     let frontend = recipe
         .raw_get(&["frontend", "type"])
         .and_then(|v| v.as_str())
-        .unwrap_or("dynamo");
-    if matches!(frontend, "trtllm_serve" | "vllm")
+        .unwrap_or(kind.as_str());
+    if !kind.kind().head_infrastructure()
         || mc.workers != WorkersConfig::default()
-        || (model.engine == BackendType::Trtllm && recipe.engine.is_some())
         || crate::engine::layout::inputs(recipe)?.is_none()
     {
         return Ok(Vec::new());
@@ -884,7 +865,7 @@ fn implied_discovery_v1(
 /// srtctl: a disaggregated SGLang recipe with a Mooncake master must use Mooncake as the
 /// transfer backend on prefill or decode.
 fn check_transfer_backend(model: &JobModel) -> Result<(), PlanError> {
-    if model.engine != BackendType::Sglang || model.mooncake.is_none() {
+    if !model.engine.checks_transfer_backend() || model.mooncake.is_none() {
         return Ok(());
     }
     // Only flags the recipe wrote count (a 2.0 role without `args` still runs a worker).

@@ -462,9 +462,9 @@ fn shutdown_spec(
 
 /// The endpoints with ranks on this node that another node's mcsup starts (TRT-LLM).
 fn ranks_held(t: &workers::TopoPlan) -> Vec<String> {
-    let crate::engine::EngineSettings::Trtllm(_) = &t.engine else {
+    if !t.engine.step_per_endpoint() {
         return Vec::new();
-    };
+    }
     t.here
         .iter()
         .filter(|p| !p.is_leader())
@@ -483,7 +483,7 @@ fn ranks_held(t: &workers::TopoPlan) -> Vec<String> {
 /// A TRT-LLM recipe whose endpoints mcsup would have to derive and cannot: a 2.0 recipe, or a
 /// v1 recipe without srtctl's worker counts.
 fn no_trtllm_workers(recipe: &Recipe, model: &JobModel, mc: &McsupSection) -> bool {
-    model.engine == BackendType::Trtllm
+    model.engine.steps_from_host()
         && mc.workers == WorkersConfig::default()
         && (model.spelling == Spelling::V2
             || !matches!(crate::engine::layout::inputs(recipe), Ok(Some(_))))
@@ -493,7 +493,7 @@ fn no_trtllm_workers(recipe: &Recipe, model: &JobModel, mc: &McsupSection) -> bo
 fn trtllm_warning(model: &JobModel) -> String {
     format!(
         "engine {}: {}; this node runs only its services, and the job cannot serve",
-        model.engine_name,
+        model.engine.name(),
         trtllm_gap(model)
     )
 }
@@ -517,7 +517,7 @@ fn trtllm_unsupported(model: &JobModel) -> PlanError {
         key,
         format!(
             "{}: srtctl starts each TRT-LLM endpoint as one MPI job over all of its nodes (one `srun --mpi=pmix` per endpoint, one rank per GPU); {}, so nothing would run on this node and no node of this job could serve",
-            model.engine_name,
+            model.engine.name(),
             trtllm_gap(model)
         ),
         match model.spelling {
@@ -538,9 +538,7 @@ fn check_not_empty(
     topo: Option<&workers::TopoPlan>,
 ) -> Result<(), PlanError> {
     // A node that holds only ranks of TRT-LLM endpoints led elsewhere runs nothing itself.
-    let hosts_ranks = topo.is_some_and(|t| {
-        matches!(t.engine, crate::engine::EngineSettings::Trtllm(_)) && !t.here.is_empty()
-    });
+    let hosts_ranks = topo.is_some_and(|t| t.engine.step_per_endpoint() && !t.here.is_empty());
     if !processes.is_empty() || mc.allow_empty_node || hosts_ranks {
         return Ok(());
     }

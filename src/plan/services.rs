@@ -288,6 +288,7 @@ pub fn instances(
                                 differing.join(", ")
                             ),
                             fix: "use identical placement env/args for co-located roles, or disable one placement (enabled: false)".into(),
+                            at_value: false,
                         });
                     }
                 }

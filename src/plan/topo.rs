@@ -11,7 +11,7 @@ use super::workers::TopoPlan;
 use crate::domain::Role;
 use crate::engine::job::JobSettings;
 use crate::engine::profiling::{ProfileKind, Profiling};
-use crate::engine::EngineSettings;
+use crate::engine::EngineInputs;
 use crate::node::NodeContext;
 use crate::recipe::*;
 
@@ -35,26 +35,32 @@ pub fn job_layout(
         return Ok(None);
     }
     let job = JobSettings::from_recipe(recipe)?;
-    let frontend = job.frontend_type.as_str();
+    let frontend = job.frontend_type;
     let role_flags = |r: Role| model.roles.get(&r).and_then(|m| m.flags.as_ref());
-    let Some(engine) =
-        EngineSettings::from_recipe(&model.engine_name, recipe, &role_flags, frontend)?
+    let Some(engine) = model.engine.settings(&EngineInputs {
+        recipe,
+        flags: &role_flags,
+        frontend,
+    })?
     else {
         warnings.push(format!(
             "{}: mcsup derives no {} workers; list them under mcsup.workers",
-            inputs.source, model.engine_name
+            inputs.source,
+            model.engine.name()
         ));
         return Ok(None);
     };
-    if frontend == crate::engine::frontend::TRTLLM_SERVE && model.engine != BackendType::Trtllm {
-        return Err(err(
-            "frontend.type",
-            format!(
-                "trtllm_serve fronts TRT-LLM workers only; the engine is {} (srtctl refuses it too)",
-                model.engine_name
-            ),
-            "use frontend.type dynamo (or the engine's own frontend)",
-        ));
+    if let Some((only, called)) = frontend.kind().planned_by_engine() {
+        if only != model.engine.name() {
+            return Err(err(
+                "frontend.type",
+                format!(
+                    "{frontend} fronts {called} workers only; the engine is {} (srtctl refuses it too)",
+                    model.engine.name()
+                ),
+                "use frontend.type dynamo (or the engine's own frontend)",
+            ));
+        }
     }
     let nodes = job.nodes(ctx.nodelist.len())?;
     if nodes.infra != 0 {
@@ -65,27 +71,10 @@ pub fn job_layout(
         ));
     }
     let worker_nodes = nodes.workers.clone();
-    if let EngineSettings::Vllm(_) = &engine {
-        inputs.pd_colocation = crate::engine::vllm::packs_prefill_decode(recipe, &inputs);
-    }
+    engine.adjust_layout(&mut inputs);
     let endpoints = topology::allocate(&inputs, worker_nodes.len())?;
-    let dp_sizes: Vec<(Role, u32)> = match &engine {
-        EngineSettings::Vllm(_) => Role::ALL.iter().map(|r| (*r, dp_size(model, *r))).collect(),
-        _ => Vec::new(),
-    };
-    let all = match &engine {
-        EngineSettings::Sglang | EngineSettings::Mocker(_) | EngineSettings::Trtllm(_) => {
-            topology::processes(&endpoints)
-        }
-        EngineSettings::Vllm(v) => {
-            let per_node = v.values().all(|m| m.per_node);
-            let dp_of = |r: Role| topology::VllmDp {
-                dp_size: v.get(&r).filter(|m| m.dp).map(|_| dp_size(model, r)),
-                replica: v.get(&r).map_or(1, |m| m.replica),
-            };
-            topology::vllm_processes(&endpoints, &dp_of, per_node, frontend == "vllm")?
-        }
-    };
+    let dp_sizes: Vec<(Role, u32)> = Role::ALL.iter().map(|r| (*r, dp_size(model, *r))).collect();
+    let all = engine.processes(&endpoints, &|r| dp_size(model, r))?;
     let (model_arg, basename) = job.model_arg();
     let served = [Role::Prefill, Role::Aggregated, Role::Decode]
         .iter()
@@ -103,20 +92,20 @@ pub fn job_layout(
         let disaggregated = all.iter().any(|p| p.mode != Role::Aggregated);
         Profiling::from_recipe(recipe, disaggregated, frontend)?
     };
-    if let (Some(p), BackendType::Vllm) = (&profiling, model.engine) {
-        p.check_vllm_flags(
-            model
-                .roles
-                .values()
-                .filter_map(|rm| Some((rm.flags_key.as_str(), rm.flags.as_ref()?))),
-        )?;
+    if let Some(p) = &profiling {
+        let modes: Vec<(&str, &FlagMap)> = model
+            .roles
+            .values()
+            .filter_map(|rm| Some((rm.flags_key.as_str(), rm.flags.as_ref()?)))
+            .collect();
+        engine.check_profiling(p, &modes)?;
     }
     Ok(Some(TopoPlan {
         launch: crate::engine::LaunchContext {
             job_id: ctx.job_id.clone(),
             // Given by the caller ([`crate::plan::PlanOptions::step_container`]).
             step_container: None,
-            dynamo: !matches!(frontend, "sglang" | "sglang-router"),
+            dynamo: !frontend.kind().talks_to_engine_servers(),
             model_arg,
             served_model_name: served,
             request_plane: job.request_plane.clone(),
@@ -303,32 +292,11 @@ fn notes(t: &TopoPlan, warnings: &mut Vec<String>) {
             job.model_path
         ));
     }
-    let trtllm = matches!(t.engine, EngineSettings::Trtllm(_));
-    if trtllm && t.here.iter().any(|p| p.is_leader()) {
-        let rank = if t.job.frontend_type == crate::engine::frontend::TRTLLM_SERVE {
-            "`trtllm-llmapi-launch trtllm-serve`"
-        } else {
-            "`trtllm-llmapi-launch python3 -m dynamo.trtllm`"
-        };
-        warnings.push(match &t.launch.step_container {
-            Some(c) => format!(
-                "the TRT-LLM endpoints started here run each rank as {rank} in {} (their step's --container-image); srtctl installs Dynamo into it first when dynamo.install is on, mcsup does not, so the image must have it",
-                c.image
-            ),
-            None => format!(
-                "the TRT-LLM endpoints started here run each rank as {rank} without a container (no --step-container-image; `mcsup render` passes the recipe's): every node of the endpoint must have them where srun starts the ranks"
-            ),
-        });
-    }
-    if trtllm && t.launch.step_container.is_some() && t.frontend.is_some() {
-        warnings.push(
-            "etcd, NATS and the Dynamo frontend run on the host beside mcsup, not in the steps' container: the host needs them (mcsup.configs_dir for etcd and NATS, `python3 -m dynamo.frontend`)".into(),
-        );
-    }
-    if job.dynamo_workers() && !t.here.is_empty() && !trtllm {
+    t.engine.notes(&t.launch, &t.here, warnings);
+    if job.dynamo_workers() && !t.here.is_empty() && !t.engine.step_per_endpoint() {
         warnings.push(format!(
             "workers run {} (frontend.type {}): srtctl installs Dynamo into the container before them (dynamo.version/hash/wheel); mcsup runs them inside this step's container, which must already have it",
-            t.engine.dynamo_module(),
+            t.engine.kind().dynamo_module(),
             job.frontend_type
         ));
     }

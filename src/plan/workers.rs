@@ -21,13 +21,10 @@ use super::services::{set_local_defaults, NodeScope};
 use super::spec::*;
 use crate::domain::Role;
 use crate::engine::layout::TopoProcess;
-use crate::engine::{EngineSettings, LaunchContext};
+use crate::engine::{Engine, LaunchContext, MooncakeClient};
 use crate::mooncake;
 use crate::recipe::*;
 
-/// SGLang's and vLLM's default HTTP ports (`--port`).
-pub const SGLANG_DEFAULT_PORT: u16 = 30000;
-pub const VLLM_DEFAULT_PORT: u16 = 8000;
 /// How long a derived server may take to answer `/health`: loading a large model's weights
 /// takes many minutes; a recipe sets its own with `mcsup.workers`.
 pub const DERIVED_READY_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -43,7 +40,7 @@ pub const MAX_WORKERS_PER_NODE: u32 = 1024;
 pub struct TopoPlan {
     pub launch: LaunchContext,
     /// The engine that runs them, with its settings.
-    pub engine: EngineSettings,
+    pub engine: std::sync::Arc<dyn Engine>,
     /// The processes the topology puts on this node.
     pub here: Vec<TopoProcess>,
     /// Every worker process of the job, on every node (the frontends front them all).
@@ -84,9 +81,13 @@ fn topo_entry(
     p: &TopoProcess,
     rm: &RoleModel,
 ) -> (String, WorkerConfig, bool, Option<TopoExtra>) {
-    let w = t
-        .engine
-        .launch(&t.launch, p, rm.flags.as_ref(), t.kv_events.as_ref());
+    let w = crate::engine::launch(
+        &*t.engine,
+        &t.launch,
+        p,
+        rm.flags.as_ref(),
+        t.kv_events.as_ref(),
+    );
     let readiness = w
         .health_port
         .map(|port| readiness(vec![ProbeSpec::health("127.0.0.1", port)], t.ready_timeout));
@@ -244,10 +245,7 @@ pub fn plan_workers(
 /// time, each batch once the one before it is ready (srtctl's `start_all_workers`), in
 /// srtctl's endpoint order.
 fn sequential_start(t: &TopoPlan, out: &mut [ProcessSpec]) {
-    let EngineSettings::Trtllm(x) = &t.engine else {
-        return;
-    };
-    let n = x.sequential_node_start as usize;
+    let n = t.engine.sequential_start() as usize;
     if n == 0 {
         return;
     }
@@ -338,7 +336,7 @@ fn role_entries(
             .collect();
     }
     if let Some(t) = topo {
-        let trtllm = matches!(t.engine, EngineSettings::Trtllm(_));
+        let trtllm = t.engine.step_per_endpoint();
         if trtllm {
             // The leader's mcsup starts the whole endpoint as one step.
             for p in t.here.iter().filter(|p| p.mode == role && !p.is_leader()) {
@@ -518,7 +516,8 @@ impl WorkerEnv<'_> {
             s.metadata_url.clone(),
             "forced",
         );
-        if model.engine == BackendType::Vllm {
+        let client = model.engine.mooncake_client();
+        if client == MooncakeClient::ConfigFile {
             env.set(
                 mooncake::env::CONFIG_PATH,
                 vllm_config_path.display().to_string(),
@@ -534,7 +533,7 @@ impl WorkerEnv<'_> {
                 env.set(mooncake::env::REQUESTER_LOCAL_HOSTNAME, host, "default");
             }
         }
-        if store_here && model.engine != BackendType::Vllm {
+        if store_here && client != MooncakeClient::ConfigFile {
             lints::worker_segment(
                 name,
                 env.get(mooncake::env::GLOBAL_SEGMENT_SIZE)
@@ -543,7 +542,7 @@ impl WorkerEnv<'_> {
                 warnings,
             );
         }
-        if model.engine == BackendType::Sglang {
+        if client == (MooncakeClient::Env { sglang_sizes: true }) {
             if let Some(v) = env.get(mooncake::env::GLOBAL_SEGMENT_SIZE) {
                 lints::sglang_size(name, &v.value, warnings);
             }
@@ -598,13 +597,15 @@ fn worker_readiness(
             Some(spec)
         }
         None if extra.is_some() => extra.as_ref().and_then(|x| x.readiness.clone()),
-        None if derived => Some(readiness(
-            vec![ProbeSpec::health(
-                "127.0.0.1",
-                server_port(model.engine, rm.flags.as_ref()),
-            )],
-            DERIVED_READY_TIMEOUT,
-        )),
+        None if derived => model.engine.server().map(|server| {
+            readiness(
+                vec![ProbeSpec::health(
+                    "127.0.0.1",
+                    server_port(server.default_port, rm.flags.as_ref()),
+                )],
+                DERIVED_READY_TIMEOUT,
+            )
+        }),
         None => None,
     })
 }
@@ -617,7 +618,7 @@ fn store_placed_here(s: &NodeScope<'_>, svc: &ServiceModel) -> bool {
 }
 
 /// The port a derived server listens on: its `port` flag, else the engine's default.
-fn server_port(engine: BackendType, flags: Option<&FlagMap>) -> u16 {
+fn server_port(default: u16, flags: Option<&FlagMap>) -> u16 {
     flags
         .and_then(|f| f.get("port"))
         .and_then(|v| match v {
@@ -627,11 +628,7 @@ fn server_port(engine: BackendType, flags: Option<&FlagMap>) -> u16 {
         })
         .and_then(|p| u16::try_from(p).ok())
         .filter(|p| *p > 0)
-        .unwrap_or(if engine == BackendType::Vllm {
-            VLLM_DEFAULT_PORT
-        } else {
-            SGLANG_DEFAULT_PORT
-        })
+        .unwrap_or(default)
 }
 
 /// Flags → argv the way srt-slurm maps them: keys become `--kebab-case`, `true` a bare flag,
@@ -653,26 +650,11 @@ fn scalar_to_string(v: &serde_yaml::Value) -> String {
 /// A worker derived from the role's engine flags when `mcsup.workers` names none.
 fn derived_worker(model: &JobModel, rm: &RoleModel, role: Role) -> Option<WorkerConfig> {
     let flags = rm.flags.as_ref()?;
-    let (name, mut argv) = match model.engine {
-        BackendType::Sglang => (
-            format!("sglang-{role}"),
-            vec![
-                "python3".to_string(),
-                "-m".into(),
-                "sglang.launch_server".into(),
-            ],
-        ),
-        BackendType::Vllm => (
-            format!("vllm-{role}"),
-            vec![
-                "python3".to_string(),
-                "-m".into(),
-                "vllm.entrypoints.openai.api_server".into(),
-            ],
-        ),
-        // Launched only from srtctl's layout (`resources:` or `roles.<role>.nodes`).
-        BackendType::Trtllm | BackendType::Mocker => return None,
-    };
+    // An engine without a server is launched only from srtctl's layout (`resources:` or
+    // `roles.<role>.nodes`).
+    let server = model.engine.server()?;
+    let name = format!("{}-{role}", server.prefix);
+    let mut argv = vec!["python3".to_string(), "-m".into(), server.module.into()];
     argv.extend(flags_to_args(flags));
     Some(one_process_worker(name, argv, true))
 }
@@ -726,19 +708,16 @@ mod tests {
 
     #[test]
     fn derived_server_port_follows_the_port_flag() {
-        assert_eq!(server_port(BackendType::Sglang, None), 30000);
-        assert_eq!(server_port(BackendType::Vllm, None), 8000);
-        assert_eq!(
-            server_port(BackendType::Sglang, Some(&flags("port: 31000"))),
-            31000
+        use crate::engine::EngineKind;
+        let port = |k: &dyn EngineKind| k.server().unwrap().default_port;
+        let (sglang, vllm) = (
+            port(&crate::engine::sglang::Sglang),
+            port(&crate::engine::vllm::Vllm),
         );
-        assert_eq!(
-            server_port(BackendType::Sglang, Some(&flags("port: \"31001\""))),
-            31001
-        );
-        assert_eq!(
-            server_port(BackendType::Sglang, Some(&flags("port: 70000"))),
-            30000
-        );
+        assert_eq!(server_port(sglang, None), 30000);
+        assert_eq!(server_port(vllm, None), 8000);
+        assert_eq!(server_port(sglang, Some(&flags("port: 31000"))), 31000);
+        assert_eq!(server_port(sglang, Some(&flags("port: \"31001\""))), 31001);
+        assert_eq!(server_port(sglang, Some(&flags("port: 70000"))), 30000);
     }
 }

@@ -21,6 +21,8 @@ const MAX_ENTRIES: usize = 100_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyIndex {
     positions: HashMap<String, (usize, usize)>,
+    /// Scalar values' own positions (a key's value, or a list item), by path.
+    values: HashMap<String, (usize, usize)>,
 }
 
 enum Frame {
@@ -79,6 +81,7 @@ impl KeyIndex {
                             *key = Some(value);
                         }
                     } else if let Some(p) = node_path(&mut stack) {
+                        index.record_value(&p, pos);
                         index.record(p, pos);
                     }
                 }
@@ -122,6 +125,17 @@ impl KeyIndex {
         if self.positions.len() < MAX_ENTRIES && !path.contains('\u{0}') {
             self.positions.entry(path).or_insert(pos);
         }
+    }
+
+    fn record_value(&mut self, path: &str, pos: (usize, usize)) {
+        if self.values.len() < MAX_ENTRIES && !path.contains('\u{0}') {
+            self.values.entry(path.to_string()).or_insert(pos);
+        }
+    }
+
+    /// The position of the scalar value at exactly `path`.
+    pub fn find_value(&self, path: &str) -> Option<(usize, usize)> {
+        self.values.get(path).copied()
     }
 
     /// The position of exactly `path`.

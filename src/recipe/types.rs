@@ -60,18 +60,12 @@ impl Recipe {
         file: &std::path::Path,
         e: &crate::domain::PlanError,
     ) -> crate::domain::Diagnostic {
+        let at = match e.at_value {
+            true => self.positions.find_value(&e.key_path),
+            false => None,
+        };
         e.diagnostic()
-            .in_file(file, self.positions.find(&e.key_path))
-    }
-
-    /// The engine's name as the recipe gives it: 2.0's `engine.type`, else v1's `backend.type`,
-    /// else srtctl's default, `sglang`.
-    pub fn engine_type(&self) -> String {
-        self.engine
-            .as_ref()
-            .and_then(|e| e.r#type.clone())
-            .or_else(|| self.backend.as_ref().map(|b| b.r#type.as_str().to_string()))
-            .unwrap_or_else(|| "sglang".into())
+            .in_file(file, at.or_else(|| self.positions.find(&e.key_path)))
     }
 }
 
@@ -130,34 +124,12 @@ impl<'de> Deserialize<'de> for Recipe {
     }
 }
 
-/// srt-slurm's inference backend.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendType {
-    #[default]
-    Sglang,
-    Vllm,
-    Trtllm,
-    /// Dynamo's simulated engine (`dynamo.mocker`).
-    Mocker,
-}
-
-impl BackendType {
-    /// The name as recipes spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sglang => "sglang",
-            Self::Vllm => "vllm",
-            Self::Trtllm => "trtllm",
-            Self::Mocker => "mocker",
-        }
-    }
-}
-
 /// srt-slurm's `backend:` section. Keys mcsup does not interpret are listed as ignored.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Backend {
-    pub r#type: BackendType,
+    /// `backend.type` as written (srtctl's default `sglang` when absent): the engine registry
+    /// (`crate::engine::ENGINES`) decides what it names.
+    pub r#type: Option<String>,
     pub prefill_environment: EnvMap,
     pub decode_environment: EnvMap,
     pub aggregated_environment: EnvMap,
@@ -200,7 +172,7 @@ impl<'de> Deserialize<'de> for Backend {
                     &mut ignored,
                     |key, map| {
                         match key {
-                            "type" => b.r#type = map.next_value()?,
+                            "type" => b.r#type = Some(map.next_value()?),
                             "prefill_environment" => b.prefill_environment = map.next_value()?,
                             "decode_environment" => b.decode_environment = map.next_value()?,
                             "aggregated_environment" => {
@@ -219,6 +191,19 @@ impl<'de> Deserialize<'de> for Backend {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+impl Backend {
+    /// The per-role flags under `backend.<section>` (`sglang_config`, `vllm_config`,
+    /// `mocker_config`), when the section is one of those and set.
+    pub fn role_flags(&self, section: &str) -> Option<&RoleFlags> {
+        match section {
+            "sglang_config" => self.sglang_config.as_ref(),
+            "vllm_config" => self.vllm_config.as_ref(),
+            "mocker_config" => self.mocker_config.as_ref(),
+            _ => None,
+        }
     }
 }
 

@@ -19,7 +19,8 @@ use super::values::*;
 /// `engine:` — a type name (`engine: sglang`) or a mapping with `type` and engine-wide knobs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Engine {
-    /// `sglang`, `vllm`, `trtllm`, `mocker`, ... (kept as written; the planner decides).
+    /// `sglang`, `vllm`, `trtllm`, `mocker`, ... as written: the engine registry
+    /// (`crate::engine::ENGINES`) decides what it names.
     pub r#type: Option<String>,
     /// `engine.mooncake_kv_store`: the same block as v1's `backend.mooncake_kv_store`.
     pub mooncake_kv_store: Option<MooncakeKvStore>,
@@ -41,7 +42,7 @@ impl<'de> Deserialize<'de> for Engine {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Engine, E> {
                 Ok(Engine {
-                    r#type: Some(engine_type(v).map_err(|m| E::custom(at_key("", m.0, m.1)))?),
+                    r#type: Some(v.to_string()),
                     ..Engine::default()
                 })
             }
@@ -60,13 +61,7 @@ impl<'de> Deserialize<'de> for Engine {
                     &mut ignored,
                     |key, map| {
                         match key {
-                            "type" => {
-                                let t = map.next_value::<String>()?;
-                                e.r#type =
-                                    Some(engine_type(&t).map_err(|m| {
-                                        de::Error::custom(at_key("type", m.0, m.1))
-                                    })?);
-                            }
+                            "type" => e.r#type = Some(map.next_value::<String>()?),
                             _ => e.mooncake_kv_store = map.next_value()?,
                         }
                         Ok(())
@@ -78,25 +73,6 @@ impl<'de> Deserialize<'de> for Engine {
         }
         d.deserialize_any(V)
     }
-}
-
-/// The engine types srtctl 2.0 registers (`engine.type`).
-pub const ENGINE_TYPES: &[&str] = &["sglang", "vllm", "trtllm", "mocker", "atom", "tilert"];
-
-/// A known engine type, or (message, fix) naming the closest one.
-fn engine_type(t: &str) -> Result<String, (String, String)> {
-    let lower = t.trim().to_ascii_lowercase();
-    if ENGINE_TYPES.contains(&lower.as_str()) {
-        return Ok(lower);
-    }
-    let closest = crate::domain::suggest(&lower, ENGINE_TYPES.iter().copied());
-    Err((
-        format!("unknown engine type `{t}`"),
-        match closest {
-            Some(k) => format!("did you mean `{k}`? (engines: {})", ENGINE_TYPES.join(", ")),
-            None => format!("use one of: {}", ENGINE_TYPES.join(", ")),
-        },
-    ))
 }
 
 /// `roles:` — per engine role (`prefill`, `decode`, `agg`).

@@ -60,7 +60,7 @@ fn servable_probe() -> ServableProbe {
     ServableProbe {
         host: "127.0.0.1".into(),
         port: 8000,
-        frontend: FrontendType::Dynamo,
+        frontend: FrontendType::default_kind(),
         expected: Expected {
             prefill: 1,
             decode: 2,

@@ -1,17 +1,27 @@
 //! The job's endpoint: srtctl's frontend stage (`cli/mixins/frontend_stage.py`,
-//! `frontends/{dynamo,sglang,vllm}.py`, `templates/nginx.conf.j2`, srt-slurm main @ c88ef731).
+//! `frontends/{dynamo,sglang,vllm,trtllm_serve}.py`, `templates/nginx.conf.j2`, srt-slurm main
+//! @ c88ef731), one module per frontend behind one seam: a [`FrontendKind`] in the registry
+//! [`FRONTENDS`] says how its process is launched, how its health answer is read and what it
+//! needs of the workers; [`FrontendType`] names one wherever a plan or a status file does.
 //!
-//! | `frontend.type` | processes | what says the job is servable |
-//! |---|---|---|
-//! | `dynamo` (default) | `python3 -m dynamo.frontend --http-port=P` + `frontend.args` | `GET /health`: `instances` with endpoint `generate`, per component |
-//! | `sglang` (2.0: `sglang-router`) | `python -m sglang_router.launch_router` with the workers' URLs | `GET /workers`: `stats` |
-//! | `vllm` | none: the one aggregated `vllm serve` worker owns the public port | `GET /v1/models` lists a model |
+//! | `frontend.type` | module | processes | what says the job is servable |
+//! |---|---|---|---|
+//! | `dynamo` (default) | [`dynamo`] | `python3 -m dynamo.frontend --http-port=P` + `frontend.args` | `GET /health`: `instances` with endpoint `generate`, per component |
+//! | `sglang` (2.0: `sglang-router`) | [`sglang_router`] | `python -m sglang_router.launch_router` with the workers' URLs | `GET /workers`: `stats` |
+//! | `vllm` | [`vllm`] | none: the one aggregated `vllm serve` worker owns the public port | `GET /v1/models` lists a model |
+//! | `trtllm_serve` | [`trtllm_serve`] | planned by the TRT-LLM engine: its endpoints' `trtllm-serve`, and a disaggregated job's orchestrator | its `/health` |
 //!
 //! Placement ([`layout`]): one frontend on the head node (port 8000), or, when the job has two
 //! or more worker nodes and `enable_multiple_frontends` (srtctl's default), nginx on the head node
 //! (port 8000) in front of up to `num_additional_frontends + 1` frontends (port 8180) on the other
 //! worker nodes. The expected worker counts are srtctl's `_get_health_expectations`
-//! (`cli/mixins/benchmark_stage.py`). Pure.
+//! (`cli/mixins/benchmark_stage.py`). Adding a frontend: a module with a unit struct implementing
+//! [`FrontendKind`] and one line in [`FRONTENDS`]. Pure.
+
+pub mod dynamo;
+pub mod sglang_router;
+pub mod trtllm_serve;
+pub mod vllm;
 
 use serde::{Deserialize, Serialize};
 
@@ -40,33 +50,166 @@ pub const RECIPE_KEYS: &[&str] = &[
     "dedicated_node",
 ];
 
-/// Which frontend fronts the workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FrontendType {
-    Dynamo,
-    SglangRouter,
-    /// `vllm serve` is its own frontend.
-    Vllm,
+/// The frontends mcsup knows, in srtctl's order: one line each.
+pub static FRONTENDS: &[&dyn FrontendKind] = &[
+    &dynamo::Dynamo,
+    &sglang_router::SglangRouter,
+    &vllm::VllmServe,
+    &trtllm_serve::TrtllmServe,
+];
+
+/// One frontend process's name, argv and environment (in srtctl's order, each with its layer).
+pub struct FrontendLaunch {
+    pub name: String,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String, &'static str)>,
 }
 
+/// A frontend as srtctl runs it: a registry entry ([`FRONTENDS`]).
+pub trait FrontendKind: std::fmt::Debug + Sync {
+    /// Its `frontend.type` (2.0's spelling, which plans and status files carry).
+    fn name(&self) -> &'static str;
+    /// Other spellings `frontend.type` accepts (v1's).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The engine that plans its processes itself, when not mcsup's frontend stage
+    /// (`trtllm_serve`: the TRT-LLM engine), which is then the only engine it fronts: its
+    /// registry name and how people call it.
+    fn planned_by_engine(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+    /// The path whose answer says which workers it sees.
+    fn health_path(&self) -> &'static str;
+    /// Count what its health answer lists (srtctl's own check of it). `Err` when the answer is
+    /// not what this frontend sends.
+    fn parse_health(&self, body: &serde_json::Value) -> Result<Seen, String>;
+    /// The `frontend.args` flag that moves its port, if one does (the last one wins).
+    fn port_flag(&self) -> Option<&'static str> {
+        None
+    }
+    /// Its process `idx` listening on `port`; `None` when it runs none of its own.
+    fn launch(
+        &self,
+        s: &FrontendSettings,
+        idx: usize,
+        port: u16,
+        job: &FrontendJob<'_>,
+    ) -> Option<FrontendLaunch>;
+    /// It finds the workers itself as they register (etcd/NATS discovery): it starts with them,
+    /// not after them.
+    fn discovers_workers(&self) -> bool {
+        false
+    }
+    /// The workers it fronts run Dynamo's modules (`dynamo.sglang`, ...) rather than the
+    /// engine's own server.
+    fn dynamo_workers(&self) -> bool {
+        true
+    }
+    /// srtctl v1 runs etcd and NATS on the infra node for it (`start_head_infrastructure`).
+    fn head_infrastructure(&self) -> bool {
+        true
+    }
+    /// It talks to the engines' own HTTP servers (SGLang's router): SGLang runs
+    /// `sglang.launch_server`, not `dynamo.sglang`.
+    fn talks_to_engine_servers(&self) -> bool {
+        false
+    }
+    /// The public port is the engine's own server (`vllm serve`): no frontend process, and no
+    /// nginx in front of it.
+    fn worker_serves(&self) -> bool {
+        false
+    }
+    /// Where its in-flight requests are counted, for a drain.
+    fn inflight_gauge(&self, _port: u16) -> Option<super::stop::InflightGauge> {
+        None
+    }
+}
+
+/// A frontend kind by name, as plans, status files and probes carry it.
+#[derive(Clone, Copy)]
+pub struct FrontendType(&'static dyn FrontendKind);
+
 impl FrontendType {
+    /// The kind `frontend.type` names (its name or an alias).
+    pub fn named(name: &str) -> Option<Self> {
+        FRONTENDS
+            .iter()
+            .copied()
+            .find(|k| k.name() == name || k.aliases().contains(&name))
+            .map(FrontendType)
+    }
+
+    /// srtctl's default, `dynamo`.
+    pub fn default_kind() -> Self {
+        FrontendType(&dynamo::Dynamo)
+    }
+
     /// Its `frontend.type` spelling (2.0's for the router).
     pub fn as_str(self) -> &'static str {
-        match self {
-            FrontendType::Dynamo => "dynamo",
-            FrontendType::SglangRouter => "sglang-router",
-            FrontendType::Vllm => "vllm",
-        }
+        self.0.name()
+    }
+
+    /// What it is and does.
+    pub fn kind(self) -> &'static dyn FrontendKind {
+        self.0
     }
 
     /// The path whose answer says which workers the frontend sees.
     pub fn health_path(self) -> &'static str {
-        match self {
-            FrontendType::Dynamo => "/health",
-            FrontendType::SglangRouter => "/workers",
-            FrontendType::Vllm => "/v1/models",
+        self.0.health_path()
+    }
+
+    /// Every spelling `frontend.type` accepts, for messages.
+    pub fn spellings() -> String {
+        let mut names: Vec<String> = Vec::new();
+        for k in FRONTENDS {
+            let mut n = k.name().to_string();
+            if let Some(alias) = k.aliases().first() {
+                n = format!("{alias} ({n} in 2.0)");
+            }
+            names.push(n);
         }
+        let last = names.pop().unwrap_or_default();
+        format!("{} or {last}", names.join(", "))
+    }
+}
+
+impl PartialEq for FrontendType {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for FrontendType {}
+
+impl std::fmt::Debug for FrontendType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for FrontendType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for FrontendType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FrontendType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        FrontendType::named(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown frontend `{name}` (known: {})",
+                FrontendType::spellings()
+            ))
+        })
     }
 }
 
@@ -86,30 +229,36 @@ pub struct FrontendSettings {
     pub env: Vec<(String, String)>,
 }
 
-/// The frontend of TRT-LLM's own server, planned by the TRT-LLM engine (`engine::trtllm`).
-pub const TRTLLM_SERVE: &str = "trtllm_serve";
+/// `frontend.type`: srtctl's default (`dynamo`) when absent.
+pub fn frontend_type(recipe: &Recipe) -> Result<FrontendType, PlanError> {
+    let r = Reader {
+        recipe,
+        section: "frontend",
+    };
+    match r.string("type")? {
+        None => Ok(FrontendType::default_kind()),
+        Some(name) => FrontendType::named(&name).ok_or_else(|| {
+            plan_err(
+                "frontend.type",
+                format!("unknown frontend type `{name}`"),
+                format!("use {}", FrontendType::spellings()),
+            )
+        }),
+    }
+}
 
 impl FrontendSettings {
-    /// Read `frontend:`. `Ok(None)` for `trtllm_serve`, whose orchestrator the TRT-LLM engine
-    /// plans (a disaggregated job's `trtllm-serve disaggregated`).
+    /// Read `frontend:`. `Ok(None)` for a frontend whose processes its engine plans
+    /// (`trtllm_serve`: the TRT-LLM engine, with a disaggregated job's orchestrator).
     pub fn from_recipe(recipe: &Recipe) -> Result<Option<Self>, PlanError> {
         let r = Reader {
             recipe,
             section: "frontend",
         };
-        let kind = match r.string("type")?.as_deref().unwrap_or("dynamo") {
-            "dynamo" => FrontendType::Dynamo,
-            "sglang" | "sglang-router" => FrontendType::SglangRouter,
-            "vllm" => FrontendType::Vllm,
-            TRTLLM_SERVE => return Ok(None),
-            other => {
-                return Err(plan_err(
-                    "frontend.type",
-                    format!("unknown frontend type `{other}`"),
-                    "use dynamo, sglang (sglang-router in 2.0), vllm or trtllm_serve",
-                ))
-            }
-        };
+        let kind = frontend_type(recipe)?;
+        if kind.kind().planned_by_engine().is_some() {
+            return Ok(None);
+        }
         let placement = r.string("orchestrator_placement")?;
         if placement.as_deref().is_some_and(|p| p != "head") {
             return Err(plan_err(
@@ -195,10 +344,8 @@ impl FrontendSettings {
     /// The port the frontend really listens on: srtctl's, unless `frontend.args` sets it again
     /// (the last `--http-port` / `--port` wins in both argument parsers).
     fn listen_port(&self, default: u16) -> Result<u16, PlanError> {
-        let key = match self.kind {
-            FrontendType::Dynamo => "http-port",
-            FrontendType::SglangRouter => "port",
-            FrontendType::Vllm => return Ok(default),
+        let Some(key) = self.kind.kind().port_flag() else {
+            return Ok(default);
         };
         match self.args.iter().rev().find(|(k, _)| k == key) {
             None => Ok(default),
@@ -333,7 +480,7 @@ pub fn stage(
     let port = s.listen_port(layout.frontend_port)?;
     let mut processes = Vec::new();
     let mut nginx_conf = None;
-    if s.kind == FrontendType::Vllm {
+    if s.kind.kind().worker_serves() {
         if layout.nginx.is_some() {
             return Err(plan_err(
                 "frontend.enable_multiple_frontends",
@@ -358,18 +505,13 @@ pub fn stage(
     }
     let public = layout.nginx.is_none();
     for (idx, node) in layout.frontends.iter().enumerate() {
-        let (name, argv, mut env) = match s.kind {
-            FrontendType::Dynamo => (
-                format!("frontend_{idx}"),
-                dynamo_argv(s, layout.frontend_port),
-                dynamo_env(job),
-            ),
-            FrontendType::SglangRouter => (
-                format!("sglang_router_{idx}"),
-                router_argv(s, layout.frontend_port, job),
-                Vec::new(),
-            ),
-            FrontendType::Vllm => continue,
+        let Some(FrontendLaunch {
+            name,
+            argv,
+            mut env,
+        }) = s.kind.kind().launch(s, idx, layout.frontend_port, job)
+        else {
+            continue;
         };
         env.extend(
             s.env
@@ -434,96 +576,6 @@ fn nginx_process(
         port: public_port,
         public: true,
     }
-}
-
-/// `python3 -m dynamo.frontend --http-port=P` and `frontend.args`.
-fn dynamo_argv(s: &FrontendSettings, port: u16) -> Vec<String> {
-    let mut argv: Vec<String> = ["python3", "-m", "dynamo.frontend"]
-        .map(String::from)
-        .to_vec();
-    argv.push(format!("--http-port={}", port));
-    argv.extend(s.args_list());
-    argv
-}
-
-/// srtctl's Dynamo frontend env: discovery and planes, then the spans' and the recipe's.
-fn dynamo_env(job: &FrontendJob<'_>) -> Vec<(String, String, &'static str)> {
-    let mut env = vec![
-        (
-            "ETCD_ENDPOINTS".to_string(),
-            format!("http://{}:{}", job.infra_node, super::layout::ports::ETCD),
-            "srtctl",
-        ),
-        (
-            "NATS_SERVER".to_string(),
-            format!("nats://{}:{}", job.infra_node, super::layout::ports::NATS),
-            "srtctl",
-        ),
-        (
-            "DYN_REQUEST_PLANE".to_string(),
-            job.request_plane.to_string(),
-            "srtctl",
-        ),
-        (
-            "DYN_SKIP_SGLANG_LOG_FORMATTING".to_string(),
-            "1".into(),
-            "srtctl",
-        ),
-    ];
-    if let Some(e) = job.event_plane {
-        env.push(("DYN_EVENT_PLANE".into(), e.to_string(), "srtctl"));
-    }
-    env.extend(
-        job.observability
-            .otel_env("frontend")
-            .into_iter()
-            .map(|(k, v)| (k, v, "observability")),
-    );
-    env.extend(
-        job.environment
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone(), "environment")),
-    );
-    env
-}
-
-/// SGLang's router with the workers' leader URLs (prefill with its bootstrap port), then
-/// `frontend.args`.
-fn router_argv(s: &FrontendSettings, port: u16, job: &FrontendJob<'_>) -> Vec<String> {
-    let mut argv: Vec<String> = ["python", "-m", "sglang_router.launch_router"]
-        .map(String::from)
-        .to_vec();
-    let scheme = |l: &Leader| if l.grpc { "grpc://" } else { "http://" };
-    if job.disaggregated {
-        argv.push("--pd-disaggregation".into());
-        for l in job.leaders.iter().filter(|l| l.mode == Role::Prefill) {
-            argv.push("--prefill".into());
-            argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
-            if let Some(b) = l.bootstrap_port {
-                argv.push(b.to_string());
-            }
-        }
-        for l in job.leaders.iter().filter(|l| l.mode == Role::Decode) {
-            argv.push("--decode".into());
-            argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
-        }
-    } else {
-        argv.push("--worker-urls".into());
-        for l in job.leaders.iter().filter(|l| l.mode == Role::Aggregated) {
-            argv.push(format!("{}{}:{}", scheme(l), l.ip, l.http_port));
-        }
-    }
-    argv.extend(
-        [
-            "--host".to_string(),
-            "0.0.0.0".into(),
-            "--port".into(),
-            port.to_string(),
-        ]
-        .into_iter()
-        .chain(s.args_list()),
-    );
-    argv
 }
 
 /// The nginx configuration srtctl's `nginx.conf.j2` renders, directive for directive (the
@@ -615,71 +667,11 @@ pub fn describe(expected: &Expected, seen: &Seen) -> String {
     )
 }
 
-/// Count what a frontend's health answer lists (srtctl's `check_dynamo_health` and
-/// `check_sglang_router_health`). `Err` when the answer is not what that frontend sends.
+/// Count what a frontend's health answer lists (srtctl's own check of it). `Err` when the answer
+/// is not what that frontend sends.
 pub fn parse_health(kind: FrontendType, body: &str) -> Result<Seen, String> {
     let v: serde_json::Value = serde_json::from_str(body).map_err(|e| format!("not JSON ({e})"))?;
-    match kind {
-        FrontendType::Dynamo => {
-            let list = v
-                .get("instances")
-                .and_then(|i| i.as_array())
-                .ok_or("no `instances` list")?;
-            let mut seen = Seen {
-                prefill: 0,
-                decode: 0,
-            };
-            for i in list {
-                if i.get("endpoint").and_then(|e| e.as_str()) != Some("generate") {
-                    continue;
-                }
-                match i.get("component").and_then(|c| c.as_str()) {
-                    Some("prefill") => seen.prefill += 1,
-                    Some("decode" | "tensorrt_llm" | "backend") => seen.decode += 1,
-                    _ => {}
-                }
-            }
-            Ok(seen)
-        }
-        FrontendType::SglangRouter => {
-            // The workers list says which are healthy; `stats` counts every registered worker,
-            // a dead one included (sglang-router 0.3.2, measured: 2 decode in `stats` with one
-            // SIGKILLed and `is_healthy: false`).
-            if let Some(list) = v.get("workers").and_then(|w| w.as_array()) {
-                let mut seen = Seen {
-                    prefill: 0,
-                    decode: 0,
-                };
-                for w in list {
-                    if w.get("is_healthy").and_then(|h| h.as_bool()) == Some(false) {
-                        continue;
-                    }
-                    match w.get("worker_type").and_then(|t| t.as_str()) {
-                        Some("prefill") => seen.prefill += 1,
-                        Some("decode" | "regular") => seen.decode += 1,
-                        _ => {}
-                    }
-                }
-                return Ok(seen);
-            }
-            let stats = v.get("stats").ok_or("no `stats`")?;
-            let n = |k: &str| stats.get(k).and_then(|x| x.as_u64()).unwrap_or(0) as u32;
-            Ok(Seen {
-                prefill: n("prefill_count"),
-                decode: n("decode_count") + n("regular_count"),
-            })
-        }
-        FrontendType::Vllm => {
-            let models = v
-                .get("data")
-                .and_then(|d| d.as_array())
-                .ok_or("no `data` list")?;
-            Ok(Seen {
-                prefill: 0,
-                decode: u32::from(!models.is_empty()),
-            })
-        }
-    }
+    kind.kind().parse_health(&v)
 }
 
 #[cfg(test)]
@@ -766,7 +758,7 @@ mod tests {
             {"component":"prefill","endpoint":"clear_kv_blocks"},
             {"component":"backend","endpoint":"generate"},
             {"component":"decode","endpoint":"generate"}]}"#;
-        let seen = parse_health(FrontendType::Dynamo, dynamo).unwrap();
+        let seen = parse_health(FrontendType::named("dynamo").unwrap(), dynamo).unwrap();
         assert_eq!(
             seen,
             Seen {
@@ -782,7 +774,11 @@ mod tests {
             prefill: 2,
             decode: 2
         }));
-        assert!(parse_health(FrontendType::Dynamo, r#"{"status":"unhealthy"}"#).is_err());
+        assert!(parse_health(
+            FrontendType::named("dynamo").unwrap(),
+            r#"{"status":"unhealthy"}"#
+        )
+        .is_err());
         // sglang-router 0.3.2's answer after one of two decode workers was SIGKILLed.
         let router = r#"{"workers":[
             {"worker_type":"decode","is_healthy":true},
@@ -790,7 +786,7 @@ mod tests {
             {"worker_type":"decode","is_healthy":false}],
             "stats":{"prefill_count":1,"decode_count":2,"regular_count":0}}"#;
         assert_eq!(
-            parse_health(FrontendType::SglangRouter, router).unwrap(),
+            parse_health(FrontendType::named("sglang-router").unwrap(), router).unwrap(),
             Seen {
                 prefill: 1,
                 decode: 1
@@ -798,13 +794,13 @@ mod tests {
         );
         let stats_only = r#"{"stats":{"prefill_count":1,"decode_count":1,"regular_count":2}}"#;
         assert_eq!(
-            parse_health(FrontendType::SglangRouter, stats_only).unwrap(),
+            parse_health(FrontendType::named("sglang-router").unwrap(), stats_only).unwrap(),
             Seen {
                 prefill: 1,
                 decode: 3
             }
         );
-        assert!(parse_health(FrontendType::SglangRouter, "oops").is_err());
+        assert!(parse_health(FrontendType::named("sglang-router").unwrap(), "oops").is_err());
     }
 
     #[test]
