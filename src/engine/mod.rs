@@ -123,6 +123,30 @@ pub enum MooncakeClient {
     ConfigFile,
 }
 
+/// Why mcsup derives no workers of an engine for a recipe that srtctl would run, and what to do:
+/// the plan's warning on a node that still runs services, or its error on a worker node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Underivable {
+    /// The key the error points at.
+    pub key: &'static str,
+    /// What srtctl does with the engine's workers.
+    pub srtctl: &'static str,
+    /// What mcsup lacks to do it for this recipe.
+    pub gap: &'static str,
+    pub fix: &'static str,
+}
+
+/// What mcsup makes of `roles.<role>.args` (2.0) for an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleArgs {
+    /// The engine's command-line flags (scalars and lists), read as such.
+    Flags,
+    /// The engine's own settings, which its settings read from the recipe (nested mappings).
+    Settings,
+    /// Not read: listed as ignored.
+    Unread,
+}
+
 /// What the engine's settings are read from.
 pub struct EngineInputs<'r, 'f> {
     pub recipe: &'r Recipe,
@@ -142,10 +166,9 @@ pub trait EngineKind: std::fmt::Debug + Sync {
     }
     /// The v1 section of its per-mode flags (`backend.<section>.<mode>`).
     fn flags_section(&self) -> &'static str;
-    /// Whether mcsup reads its per-mode flags (`roles.<role>.args` in 2.0): false for an
-    /// engine whose launch takes none from there.
-    fn reads_role_args(&self) -> bool {
-        true
+    /// What `roles.<role>.args` are for it (2.0).
+    fn role_args(&self) -> RoleArgs {
+        RoleArgs::Flags
     }
     /// The engine section's keys (`backend.*`, `engine.*`) its settings read, beyond those the
     /// recipe parser knows; the plan does not list them as ignored.
@@ -189,6 +212,11 @@ pub trait EngineKind: std::fmt::Debug + Sync {
     /// GPU (the batch script's `--ntasks`).
     fn steps_from_host(&self) -> bool {
         false
+    }
+    /// Why mcsup derives none of its workers for `recipe` (which lists none under
+    /// `mcsup.workers`), when it cannot; `has_layout`: the recipe gives srtctl's worker counts.
+    fn underivable(&self, _recipe: &Recipe, _has_layout: bool) -> Option<Underivable> {
+        None
     }
     /// Its settings from the recipe; `None` when mcsup derives no worker for it.
     fn settings(&self, inputs: &EngineInputs<'_, '_>)

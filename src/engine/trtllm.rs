@@ -620,8 +620,8 @@ impl super::EngineKind for Trtllm {
     }
 
     /// Its per-mode settings are `backend.trtllm_config` (read by its settings), not flags.
-    fn reads_role_args(&self) -> bool {
-        false
+    fn role_args(&self) -> super::RoleArgs {
+        super::RoleArgs::Unread
     }
 
     fn recipe_keys(&self) -> &'static [&'static str] {
@@ -634,6 +634,24 @@ impl super::EngineKind for Trtllm {
 
     fn steps_from_host(&self) -> bool {
         true
+    }
+
+    fn underivable(&self, recipe: &Recipe, has_layout: bool) -> Option<super::Underivable> {
+        let srtctl = "srtctl starts each TRT-LLM endpoint as one MPI job over all of its nodes (one `srun --mpi=pmix` per endpoint, one rank per GPU)";
+        if recipe.engine.is_some() {
+            return Some(super::Underivable {
+                key: "engine.type",
+                srtctl,
+                gap: "mcsup derives TRT-LLM endpoints from srt-slurm v1 recipes (backend.type: trtllm); it does not read 2.0's engine: trtllm yet",
+                fix: "run this recipe with srtctl for now, write it as a v1 recipe (backend.type: trtllm with resources: worker counts), or list each node's processes under mcsup.workers.<role>",
+            });
+        }
+        (!has_layout).then_some(super::Underivable {
+            key: "resources",
+            srtctl,
+            gap: "mcsup derives TRT-LLM endpoints from srtctl's layout, which needs the worker counts under resources: (prefill_workers and decode_workers, or agg_workers)",
+            fix: "give resources.prefill_workers/decode_workers (or agg_workers) with their nodes, as srtctl recipes do; or list each node's processes under mcsup.workers.<role>",
+        })
     }
 
     /// srt-slurm v1's `backend:`; 2.0's `engine: trtllm` is not read yet.

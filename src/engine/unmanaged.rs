@@ -30,8 +30,8 @@ macro_rules! unmanaged {
                 concat!($name, "_config")
             }
 
-            fn reads_role_args(&self) -> bool {
-                false
+            fn role_args(&self) -> super::RoleArgs {
+                super::RoleArgs::Unread
             }
 
             fn dynamo_module(&self) -> &'static str {

@@ -353,13 +353,14 @@ fn read_roles_v2(roles: &Roles, backend: &Backend, model: &mut JobModel) -> Resu
         ));
     }
     let engine_name = model.engine.name();
-    let takes_flags = model.engine.reads_role_args();
+    let role_args = model.engine.role_args();
     for role in Role::ALL {
         if let Some(rc) = roles.for_role(role) {
             let name = role.short();
             // A declared role runs a worker even without args (srtctl derives one per role).
-            let flags = match (&rc.args, takes_flags) {
-                (Some(v), true) => {
+            use crate::engine::RoleArgs;
+            let flags = match (&rc.args, role_args) {
+                (Some(v), RoleArgs::Flags) => {
                     Some(serde_yaml::from_value::<FlagMap>(v.clone()).map_err(|e| {
                         let msg = e.to_string();
                         let (m, f) = msg.split_once(FIX_MARKER).map_or(
@@ -369,12 +370,12 @@ fn read_roles_v2(roles: &Roles, backend: &Backend, model: &mut JobModel) -> Resu
                         err(format!("roles.{name}.args"), m.to_string(), f.to_string())
                     })?)
                 }
-                (Some(_), false) => {
+                (Some(_), RoleArgs::Unread) => {
                     model.ignored.push(format!("roles.{name}.args ({engine_name} flags: mcsup derives no {engine_name} worker)"));
                     None
                 }
-                (None, true) => Some(FlagMap::default()),
-                (None, false) => None,
+                (None, RoleArgs::Flags) => Some(FlagMap::default()),
+                (_, RoleArgs::Settings) | (None, RoleArgs::Unread) => None,
             };
             model.roles.insert(
                 role,

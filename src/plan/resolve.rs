@@ -97,9 +97,9 @@ pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanE
     }
     let dir = log_dir(&model, &mc, ctx);
     let Some(t) = topo::job_layout(recipe, &model, &mc, ctx, &dir, &mut Vec::new())? else {
-        if no_trtllm_workers(recipe, &model, &mc) {
-            // What a Slurm job of a TRT-LLM recipe meets first: say what is missing.
-            return Err(trtllm_unsupported(&model));
+        if let Some(u) = underivable(recipe, &model, &mc) {
+            // What a Slurm job of such a recipe meets first: say what is missing.
+            return Err(underivable_error(&model, &u));
         }
         return Err(err(
             "--role",
@@ -150,7 +150,7 @@ pub fn plan_with(
     let mut warnings: Vec<String> = ctx.warnings.clone();
     warnings.extend(model.warnings.iter().cloned());
     let mut ignored: Vec<String> = model.ignored.clone();
-    warnings.extend(no_trtllm_workers(recipe, &model, &mc).then(|| trtllm_warning(&model)));
+    warnings.extend(underivable(recipe, &model, &mc).map(|u| underivable_warning(&model, &u)));
     let log_dir = log_dir(&model, &mc, ctx);
     let ph = Placeholders::new(ctx, model.master_ports[0], model.master_ports[1], &log_dir);
     let master = order::MasterAt::of(&model, ctx);
@@ -480,50 +480,42 @@ fn ranks_held(t: &workers::TopoPlan) -> Vec<String> {
         .collect()
 }
 
-/// A TRT-LLM recipe whose endpoints mcsup would have to derive and cannot: a 2.0 recipe, or a
-/// v1 recipe without srtctl's worker counts.
-fn no_trtllm_workers(recipe: &Recipe, model: &JobModel, mc: &McsupSection) -> bool {
-    model.engine.steps_from_host()
-        && mc.workers == WorkersConfig::default()
-        && (model.spelling == Spelling::V2
-            || !matches!(crate::engine::layout::inputs(recipe), Ok(Some(_))))
+/// A recipe whose workers mcsup would have to derive and cannot (its engine says why: a TRT-LLM
+/// recipe without srtctl's worker counts); a recipe that lists its own (`mcsup.workers`) is
+/// fine.
+fn underivable(
+    recipe: &Recipe,
+    model: &JobModel,
+    mc: &McsupSection,
+) -> Option<crate::engine::Underivable> {
+    if mc.workers != WorkersConfig::default() {
+        return None;
+    }
+    let has_layout = matches!(crate::engine::layout::inputs(recipe), Ok(Some(_)));
+    model.engine.underivable(recipe, has_layout)
 }
 
 /// Such a recipe on a node whose services still run.
-fn trtllm_warning(model: &JobModel) -> String {
+fn underivable_warning(model: &JobModel, u: &crate::engine::Underivable) -> String {
     format!(
         "engine {}: {}; this node runs only its services, and the job cannot serve",
         model.engine.name(),
-        trtllm_gap(model)
+        u.gap
     )
 }
 
-/// What mcsup lacks for such a recipe.
-fn trtllm_gap(model: &JobModel) -> &'static str {
-    match model.spelling {
-        Spelling::V2 => "mcsup derives TRT-LLM endpoints from srt-slurm v1 recipes (backend.type: trtllm); it does not read 2.0's engine: trtllm yet",
-        _ => "mcsup derives TRT-LLM endpoints from srtctl's layout, which needs the worker counts under resources: (prefill_workers and decode_workers, or agg_workers)",
-    }
-}
-
-/// Why a TRT-LLM recipe's worker node cannot be planned: what srtctl does, and what mcsup
-/// lacks to do it for this recipe.
-fn trtllm_unsupported(model: &JobModel) -> PlanError {
-    let key = match model.spelling {
-        Spelling::V2 => "engine.type",
-        _ => "resources",
-    };
+/// Why such a recipe's worker node cannot be planned: what srtctl does, and what mcsup lacks
+/// to do it for this recipe.
+fn underivable_error(model: &JobModel, u: &crate::engine::Underivable) -> PlanError {
     err(
-        key,
+        u.key,
         format!(
-            "{}: srtctl starts each TRT-LLM endpoint as one MPI job over all of its nodes (one `srun --mpi=pmix` per endpoint, one rank per GPU); {}, so nothing would run on this node and no node of this job could serve",
+            "{}: {}; {}, so nothing would run on this node and no node of this job could serve",
             model.engine.name(),
-            trtllm_gap(model)
+            u.srtctl,
+            u.gap
         ),
-        match model.spelling {
-            Spelling::V2 => "run this recipe with srtctl for now, write it as a v1 recipe (backend.type: trtllm with resources: worker counts), or list each node's processes under mcsup.workers.<role>",
-            _ => "give resources.prefill_workers/decode_workers (or agg_workers) with their nodes, as srtctl recipes do; or list each node's processes under mcsup.workers.<role>",
-        },
+        u.fix,
     )
 }
 
@@ -542,8 +534,8 @@ fn check_not_empty(
     if !processes.is_empty() || mc.allow_empty_node || hosts_ranks {
         return Ok(());
     }
-    if no_trtllm_workers(recipe, model, mc) {
-        return Err(trtllm_unsupported(model));
+    if let Some(u) = underivable(recipe, model, mc) {
+        return Err(underivable_error(model, &u));
     }
     let roles_txt = Role::list(roles);
     Err(err(
