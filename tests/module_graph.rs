@@ -197,3 +197,69 @@ fn no_function_in_src_is_longer_than_the_limit() {
         long.join("\n")
     );
 }
+
+/// Lines outside `src/engine/` that may spell an engine's or a frontend's name, with why: none
+/// compares one.
+const NAME_SPELLED: &[(&str, &str)] = &[(
+    "recipe/types.rs",
+    // The recipe's `dynamo:` section key, not the frontend.
+    "\"dynamo\" => r.dynamo = map.next_value()?,",
+)];
+
+/// An engine and a frontend are each one module behind a registry (`engine::ENGINES`,
+/// `engine::frontend::FRONTENDS`): no code outside `src/engine/` compares or matches on their
+/// names, so adding one touches its module and a registry line.
+#[test]
+fn engines_and_frontends_are_named_only_in_their_modules() {
+    let names: Vec<&str> = mcsup::engine::ENGINES
+        .iter()
+        .map(|k| k.name())
+        .chain(mcsup::engine::frontend::FRONTENDS.iter().flat_map(|k| {
+            std::iter::once(k.name()).chain(k.aliases().iter().copied())
+        }))
+        .collect();
+    assert!(names.len() >= 10, "{names:?}");
+    let alternatives = names
+        .iter()
+        .map(|n| regex::escape(n))
+        .collect::<Vec<_>>()
+        .join("|");
+    let re = regex::Regex::new(&format!(
+        r#"(==|!=)\s*"({alternatives})"|"({alternatives})"\s*(=>|\|)"#
+    ))
+    .unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(&src).unwrap().display().to_string();
+            if p.is_dir() {
+                if rel != "engine" {
+                    stack.push(p);
+                }
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            // Tests may spell names; they sit at the end of a file.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (i, line) in code.lines().enumerate() {
+                let known = NAME_SPELLED
+                    .iter()
+                    .any(|(f, l)| *f == rel && line.trim() == *l);
+                if re.is_match(line) && !known {
+                    found.push(format!("src/{rel}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "an engine or frontend compared by name outside src/engine/ (ask its EngineKind/FrontendKind instead):\n{}",
+        found.join("\n")
+    );
+}
