@@ -16,9 +16,12 @@ use mcsup::plan::*;
 use nix::sys::signal::Signal;
 
 const T: Duration = Duration::from_secs(15);
-/// How long the directory stays frozen: longer than the teardown deadline (10 s) and the stall
-/// warning (5 s), as the issue asks.
-const FROZEN: Duration = Duration::from_secs(30);
+/// How long the directory stays frozen: longer than the teardown deadline ([`DEADLINE`]) and
+/// the stall warning ([`STALL`]), as the issue asks.
+const FROZEN: Duration = Duration::from_secs(8);
+/// The plan's teardown deadline and stall warning here (the product's: 25 s and 5 s).
+const DEADLINE: Duration = Duration::from_secs(4);
+const STALL: Duration = Duration::from_secs(1);
 
 /// The mounted file system; dropping it thaws, unmounts and stops the server, whatever happened.
 struct Frozen {
@@ -160,6 +163,8 @@ fn a_frozen_log_directory_stalls_no_probe_restart_or_teardown() {
     dep(&mut late, "worker");
     let mut plan = env.plan(vec![master, worker, flaky, late]);
     plan.log_dir = fs.mnt.join("logs");
+    plan.shutdown.deadline = DEADLINE;
+    plan.periods.log_dir_stall = STALL;
     let mut m = env.start(&plan);
     m.events_path = plan.log_dir.join("n1.events.jsonl");
     // Dropped before `m` (whose drop waits for mcsup) if the test fails while frozen.

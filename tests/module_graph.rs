@@ -214,9 +214,11 @@ fn engines_and_frontends_are_named_only_in_their_modules() {
     let names: Vec<&str> = mcsup::engine::ENGINES
         .iter()
         .map(|k| k.name())
-        .chain(mcsup::engine::frontend::FRONTENDS.iter().flat_map(|k| {
-            std::iter::once(k.name()).chain(k.aliases().iter().copied())
-        }))
+        .chain(
+            mcsup::engine::frontend::FRONTENDS
+                .iter()
+                .flat_map(|k| std::iter::once(k.name()).chain(k.aliases().iter().copied())),
+        )
         .collect();
     assert!(names.len() >= 10, "{names:?}");
     let alternatives = names

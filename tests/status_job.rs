@@ -267,7 +267,9 @@ fn a_node_elsewhere_is_judged_by_its_heartbeat_not_by_its_pid() {
         "run the tests as root (the CI does)",
     );
     let env = TestEnv::new();
-    let plan = env.plan(vec![env.proc("worker", ProcessKind::Worker, &[])]);
+    let mut plan = env.plan(vec![env.proc("worker", ProcessKind::Worker, &[])]);
+    // A short heartbeat (the product's is 5 s): the file states the one it keeps.
+    plan.periods.heartbeat = std::time::Duration::from_secs(1);
     let plan_path = env.path("plan.json");
     std::fs::write(&plan_path, serde_json::to_string(&plan).unwrap()).unwrap();
     // sh is the namespace's pid 1, mcsup its pid 2; killing unshare kills the namespace.
@@ -307,7 +309,7 @@ fn a_node_elsewhere_is_judged_by_its_heartbeat_not_by_its_pid() {
     let status: serde_json::Value =
         serde_json::from_slice(&std::fs::read(env.log_dir().join("n1.status.json")).unwrap())
             .unwrap();
-    assert_eq!(status["heartbeat_ms"], 5000);
+    assert_eq!(status["heartbeat_ms"], 1000);
     assert_ne!(
         status["pid_ns"].as_str().unwrap(),
         std::fs::read_link("/proc/self/ns/pid")
@@ -315,8 +317,9 @@ fn a_node_elsewhere_is_judged_by_its_heartbeat_not_by_its_pid() {
             .to_str()
             .unwrap()
     );
-    // Still running 8 s on, with nothing changed: the heartbeat rewrote the file.
-    std::thread::sleep(std::time::Duration::from_secs(8));
+    // Still running 4 s on (past three heartbeats), with nothing changed: the heartbeat rewrote
+    // the file.
+    std::thread::sleep(std::time::Duration::from_secs(4));
     assert!(job_status(&env, false).contains("n1: running (mcsup pid 2)"));
     // The namespace goes, mcsup with it, without a word in its status file.
     ns.0.kill().unwrap();

@@ -280,6 +280,7 @@ pub fn plan_with(
             per_gpu_hca: mc.network.per_gpu_hca,
         },
         control,
+        periods: Periods::default(),
     })
 }
 

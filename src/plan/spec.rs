@@ -148,6 +148,48 @@ pub struct Plan {
     /// The job's control connection between the nodes' mcsups (a Slurm job of several nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<ControlSpec>,
+    /// The supervisor's own periods: the product's unless a plan file sets them (a test does).
+    #[serde(default, skip_serializing_if = "Periods::is_default")]
+    pub periods: Periods,
+}
+
+/// The supervisor's own periods, as values a plan file can set (the planner writes the
+/// product's, [`Periods::default`], and leaves them out of the printed plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Periods {
+    /// The status file is rewritten at least this often: a reader on another host cannot ask
+    /// the pid, so a file three periods old says its writer is gone.
+    #[serde(with = "duration_ms", rename = "heartbeat_ms")]
+    pub heartbeat: Duration,
+    /// How long one write into the log directory may wait before mcsup says the directory is
+    /// stuck.
+    #[serde(with = "duration_ms", rename = "log_dir_stall_ms")]
+    pub log_dir_stall: Duration,
+    /// Between two reads of the frontend's health answer once the job is servable.
+    #[serde(with = "duration_ms", rename = "frontend_watch_ms")]
+    pub frontend_watch: Duration,
+    /// Between two looks at the Mooncake master's view (its own report is every 10 s).
+    #[serde(with = "duration_ms", rename = "master_look_ms")]
+    pub master_look: Duration,
+}
+
+impl Default for Periods {
+    fn default() -> Self {
+        Periods {
+            heartbeat: Duration::from_secs(5),
+            log_dir_stall: Duration::from_secs(5),
+            frontend_watch: Duration::from_secs(2),
+            master_look: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Periods {
+    /// The product's periods (left out of a printed plan).
+    pub fn is_default(&self) -> bool {
+        *self == Periods::default()
+    }
 }
 
 /// The job's control connection (docs/supervision.md, "Across nodes"): the coordinator's mcsup
@@ -792,4 +834,23 @@ pub enum HiCacheL2 {
         ratio: String,
         key: String,
     },
+}
+
+#[cfg(test)]
+mod periods_tests {
+    use super::*;
+
+    /// The product's periods, which a printed plan leaves out and a plan file may set.
+    #[test]
+    fn the_planned_periods_are_the_products_and_a_plan_file_may_set_them() {
+        let p = Periods::default();
+        assert_eq!(p.heartbeat, Duration::from_secs(5));
+        assert_eq!(p.log_dir_stall, Duration::from_secs(5));
+        assert_eq!(p.frontend_watch, Duration::from_secs(2));
+        assert_eq!(p.master_look, Duration::from_secs(5));
+        let set: Periods = serde_json::from_str(r#"{"heartbeat_ms": 1000}"#).unwrap();
+        assert_eq!(set.heartbeat, Duration::from_secs(1));
+        assert_eq!(set.master_look, p.master_look);
+        assert!(p.is_default() && !set.is_default());
+    }
 }

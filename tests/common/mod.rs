@@ -294,6 +294,7 @@ impl TestEnv {
             ignored_sections: vec![],
             warnings: vec![],
             control: None,
+            periods: Default::default(),
         }
     }
 

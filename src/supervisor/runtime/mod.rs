@@ -46,7 +46,6 @@ mod setup;
 mod watchers;
 
 use finish::with_losses;
-pub use report::HEARTBEAT;
 
 /// Backstop re-check of watched groups when a member's death may not reach us as SIGCHLD (its
 /// parent is alive outside the group). Only runs while a group is being stopped.
@@ -100,7 +99,8 @@ struct Report {
     /// When the pending status change is written ([`report::STATUS_DELAY`] after the first
     /// unwritten one).
     due: Option<Instant>,
-    /// When the status is rewritten even if nothing changed ([`HEARTBEAT`] after the last write).
+    /// When the status is rewritten even if nothing changed (the plan's heartbeat after the last
+    /// write).
     heartbeat_due: Instant,
     /// Where this mcsup runs (host name, PID namespace).
     here: (String, String),

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+// The heartbeat and the stall warning are the plan's periods (`Periods`).
+
 use super::Runtime;
 use crate::runfiles::StatusFile;
 use crate::supervisor::logs;
@@ -16,11 +18,6 @@ use crate::supervisor::status;
 /// and renamed over the old ones; on ext4 the rename starts the new file's writeback and evicting
 /// the old inode can wait for disk.) The final status is written at once.
 pub(super) const STATUS_DELAY: Duration = Duration::from_millis(25);
-/// The status file is rewritten at least this often while mcsup runs: a reader on another host
-/// cannot ask the pid, so a file three periods old says its writer is gone.
-pub const HEARTBEAT: Duration = Duration::from_secs(5);
-/// How long one write into the log directory may wait before mcsup says the directory is stuck.
-const STALL_SAID: Duration = Duration::from_secs(5);
 
 /// Roles as the status file names them.
 pub(super) fn roles_of(roles: &[crate::domain::Role]) -> Vec<String> {
@@ -55,7 +52,7 @@ impl Runtime {
         }
         self.report.version = Some(v);
         let now = Instant::now();
-        self.report.heartbeat_due = now + HEARTBEAT;
+        self.report.heartbeat_due = now + self.plan.periods.heartbeat;
         let r = &self.report;
         let mut status = StatusFile {
             node: self.plan.node.name.clone(),
@@ -66,7 +63,7 @@ impl Runtime {
             phase: self.machine.phase().into(),
             started_ts_ms: self.clock.wall_ms(self.clock.start()),
             updated_ts_ms: self.clock.wall_ms(now),
-            heartbeat_ms: HEARTBEAT.as_millis() as u64,
+            heartbeat_ms: self.plan.periods.heartbeat.as_millis() as u64,
             reason: self.machine.reason().map(|r| r.to_string()),
             exit_code: final_code,
             console_dropped_lines: self.console.dropped(),
@@ -133,13 +130,14 @@ impl Runtime {
         }
     }
 
-    /// Say once when the writer has been stuck on one write for [`STALL_SAID`] (a hung log
+    /// Say once when the writer has been stuck on one write for the plan's `log_dir_stall` (a hung log
     /// directory: supervision goes on, what does not fit in its queue is dropped and counted),
     /// and when it moves again.
     pub(super) fn watch_writer(&mut self) {
         let stalled = self.writer.stalled_for();
+        let stall = self.plan.periods.log_dir_stall;
         match self.report.stall_said {
-            None if stalled >= STALL_SAID => {
+            None if stalled >= stall => {
                 self.report.stall_said = Some(stalled);
                 tracing::warn!(
                     log_dir = %self.plan.log_dir.display(),
@@ -148,7 +146,7 @@ impl Runtime {
                     stalled.as_secs()
                 );
             }
-            Some(_) if stalled < STALL_SAID => {
+            Some(_) if stalled < stall => {
                 self.report.stall_said = None;
                 let dropped = self.writer.events_dropped();
                 tracing::warn!(

@@ -9,7 +9,7 @@ use regex::bytes::Regex;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-use super::{control, watchers, Children, Msg, Report, Runtime, HEARTBEAT};
+use super::{control, watchers, Children, Msg, Report, Runtime};
 use crate::plan::{Plan, ProbeSpec};
 use crate::supervisor::machine::Machine;
 use crate::supervisor::status::{self, Clock, EventsWriter};
@@ -68,6 +68,7 @@ pub(super) async fn runtime(
         .map(|p| (p.name.clone(), super::report::roles_of(&p.roles)))
         .collect();
     let watchers = watchers::Watchers::new(&plan).await;
+    let heartbeat_due = Instant::now() + plan.periods.heartbeat;
     let mut rt = Runtime {
         machine,
         plan,
@@ -85,7 +86,7 @@ pub(super) async fn runtime(
         report: Report {
             version: None,
             due: None,
-            heartbeat_due: Instant::now() + HEARTBEAT,
+            heartbeat_due,
             here: crate::runfiles::where_am_i(),
             unit_roles,
             losses: Default::default(),

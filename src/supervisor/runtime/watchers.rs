@@ -135,8 +135,8 @@ async fn run(task: Task, report: Report) {
             let result = servable::attempt(probe, timeout).await;
             report(Answer::Servable { attempt, result });
         }
-        Task::FrontendWatch(probe) => {
-            servable::watch(probe, |read| {
+        Task::FrontendWatch { probe, every } => {
+            servable::watch(probe, every, |read| {
                 report(Answer::Seen(read));
                 true
             })

@@ -120,9 +120,11 @@ pub enum Task {
         probe: ServableProbe,
         timeout: Duration,
     },
-    /// Read the frontend's health answer every [`servable::WATCH_EVERY`]: [`Answer::Seen`]
-    /// each time.
-    FrontendWatch(ServableProbe),
+    /// Read the frontend's health answer every `every`: [`Answer::Seen`] each time.
+    FrontendWatch {
+        probe: ServableProbe,
+        every: Duration,
+    },
     /// Look at the master's admin server every `every`: [`Answer::MasterView`] each time.
     MasterLooks { port: u16, every: Duration },
     /// Verify that the stores registered with the restarted `master` again:

@@ -1,4 +1,5 @@
-//! The Mooncake master as this node sees it: its view read every [`MASTER_LOOK_EVERY`] once it
+//! The Mooncake master as this node sees it: its view read every `master_look` (the plan's
+//! periods, 5 s by default) once it
 //! is ready (the status and metrics files, and the job's capacity against the stores' planned
 //! segments), and, after a restarted master is ready again, whether this node's stores
 //! registered with it again and that the cache it held is gone.
@@ -30,9 +31,6 @@ use crate::runfiles::{MooncakeView, StatusFile};
 use super::{Answer, Effect, Hooks, Input, Now, Report, Task, TaskKey, Watcher};
 use crate::supervisor::logs::{self, LineTap};
 use crate::supervisor::machine::{RecordKind, WatchRequest};
-
-/// How often the master's view is read once it is ready (its own report is every 10 s).
-pub const MASTER_LOOK_EVERY: Duration = Duration::from_secs(5);
 
 /// The Mooncake watcher: the master's restarts, its last view and the capacity said.
 #[derive(Default)]
@@ -105,7 +103,7 @@ impl Mooncake {
                     key: Some(TaskKey::MasterLooks),
                     task: Task::MasterLooks {
                         port,
-                        every: MASTER_LOOK_EVERY,
+                        every: plan.periods.master_look,
                     },
                 });
             }

@@ -3,7 +3,8 @@
 //! A frontend whose readiness is a servable probe (the job's public endpoint: nginx, or the only
 //! frontend) makes the job servable when it becomes ready: the frontend listed every expected
 //! worker and a one-token completion through it answered. From then on the frontend's health
-//! answer is read every [`WATCH_EVERY`]: a worker it no longer lists is an event
+//! answer is read every `frontend_watch` (the plan's periods, 2 s by default): a worker it no
+//! longer lists is an event
 //! (`workers-lost`), not a teardown, and so is its return (`workers-back`); the status file
 //! carries the current count. The watcher ([`Servable`]) and the pure parts ([`judge`],
 //! [`describe`]) apart from the reads ([`watch`], [`attempt`]).
@@ -107,7 +108,10 @@ impl Servable {
             Effect::note(&unit.name, RecordKind::Servable, detail),
             Effect::Run {
                 key: Some(TaskKey::FrontendWatch),
-                task: Task::FrontendWatch(probe),
+                task: Task::FrontendWatch {
+                    probe,
+                    every: plan.periods.frontend_watch,
+                },
             },
         ]
     }
@@ -162,8 +166,6 @@ pub async fn attempt(p: ServableProbe, timeout: Duration) -> Result<Seen, String
     probes::servable(p, timeout).await
 }
 
-/// Between two reads of the frontend's health answer once the job is servable.
-pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 /// One read may take this long.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -176,11 +178,15 @@ pub fn judge(expected: &Expected, read: &Result<Seen, String>) -> ServableState 
     }
 }
 
-/// Read the frontend's health answer every [`WATCH_EVERY`] and hand each result to `send`, until
-/// it returns false (the receiver is gone) or the task is aborted.
-pub async fn watch(probe: ServableProbe, send: impl Fn(Result<Seen, String>) -> bool) {
+/// Read the frontend's health answer every `every` and hand each result to `send`, until it
+/// returns false (the receiver is gone) or the task is aborted.
+pub async fn watch(
+    probe: ServableProbe,
+    every: Duration,
+    send: impl Fn(Result<Seen, String>) -> bool,
+) {
     loop {
-        tokio::time::sleep(WATCH_EVERY).await;
+        tokio::time::sleep(every).await;
         let read =
             probes::frontend_seen(probe.host.clone(), probe.port, probe.frontend, READ_TIMEOUT)
                 .await;

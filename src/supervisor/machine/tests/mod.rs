@@ -129,6 +129,7 @@ pub(crate) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         ignored_sections: vec![],
         warnings: vec![],
         control: None,
+        periods: Default::default(),
     }
 }
 
