@@ -8,6 +8,10 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO_ROOT"
 
+# Each step says when it starts (seconds since the script began): the CI time, step by step.
+step() { printf '\n==> [%s s] %s\n' "$SECONDS" "$*"; }
+
+step "setup"
 "$REPO_ROOT/scripts/setup.sh"
 
 # The Slurm tests start private clusters in parallel: install the packages once, up front,
@@ -38,7 +42,6 @@ if [[ "$free_kb" =~ ^[0-9]+$ ]] && (( free_kb < 6 * 1024 * 1024 )); then
   warn "test.sh: only $(( free_kb / 1024 )) MiB free under $target_dir; a clean build needs about 5 GiB (free space, or set CARGO_TARGET_DIR)"
 fi
 
-step() { printf '\n==> %s\n' "$*"; }
 
 step "format, lints and docs (warnings are errors)"
 cargo fmt --all -- --check
@@ -65,3 +68,4 @@ cargo nextest run --workspace --locked --profile ci --no-fail-fast "$@"
 
 step "doc tests"
 cargo test --workspace --doc --locked
+step "done"

@@ -23,17 +23,21 @@ pub enum ExitCode {
     SpawnFailed,
     /// The node finished on its own (workers done / nothing left) but some process had failed.
     FinishedWithFailures,
+    /// The benchmark exited 0 but its result files say it measured nothing (no request
+    /// completed, no token generated, too many requests failed).
+    BenchmarkInvalid,
     /// A requested shutdown whose teardown needed SIGKILL (a grace or the global deadline
     /// expired, or a second SIGINT/SIGTERM forced it). A failure code wins over this one.
     TeardownNeededSigkill,
-    /// The failing critical process's own exit code N, or 128 + S when signal S killed it.
+    /// The failing critical process's own exit code N, or 128 + S when signal S killed it; the
+    /// benchmark's exit status N.
     Child(i32),
 }
 
 impl ExitCode {
     /// Every fixed code with its meaning, in the order of docs/supervision.md's table (which also has a
     /// row for [`ExitCode::Child`]: "N, 128+S").
-    pub const TABLE: [(ExitCode, &'static str); 10] = [
+    pub const TABLE: [(ExitCode, &'static str); 11] = [
         (ExitCode::Ok, "success; for `run`: a requested shutdown (signal, drain, all workers done) with every process stopped cleanly"),
         (ExitCode::PreflightFailed, "preflight failed (`preflight`, or `run` refusing to start); `status` found no status file"),
         (ExitCode::Usage, "usage error, unreadable or invalid recipe, or a plan that cannot be made for this node"),
@@ -43,12 +47,13 @@ impl ExitCode {
         (ExitCode::LivenessFailed, "`run`: a critical process kept failing its liveness probe until its restart limit"),
         (ExitCode::SpawnFailed, "`run`: a critical process could not be spawned (e.g. program not found)"),
         (ExitCode::FinishedWithFailures, "`run`: the node finished on its own (all workers done) but a non-critical process had failed"),
+        (ExitCode::BenchmarkInvalid, "`run`: the benchmark exited 0 but its results measured nothing (`benchmark-invalid`: no completed request, no generated token, or more failed requests than `benchmark.max_failed_requests`)"),
         (ExitCode::TeardownNeededSigkill, "`run`: the teardown needed SIGKILL (a grace or the global deadline expired, or a second SIGINT/SIGTERM)"),
     ];
 
     /// The meaning of [`ExitCode::Child`] in docs/supervision.md's table.
     pub const CHILD_MEANING: &'static str =
-        "`run`: the failing critical process's own exit code N, or 128 + S when signal S killed it";
+        "`run`: the failing critical process's own exit code N, or 128 + S when signal S killed it; the benchmark's exit status N";
 
     /// The process exit status.
     pub const fn code(self) -> i32 {
@@ -62,6 +67,7 @@ impl ExitCode {
             ExitCode::LivenessFailed => 6,
             ExitCode::SpawnFailed => 7,
             ExitCode::FinishedWithFailures => 8,
+            ExitCode::BenchmarkInvalid => 9,
             ExitCode::TeardownNeededSigkill => 124,
             ExitCode::Child(n) => n,
         }

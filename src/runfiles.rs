@@ -82,6 +82,8 @@ wire_names! {
         Service => "service",
         Worker => "worker",
         Frontend => "frontend",
+        /// The recipe's benchmark client.
+        Benchmark => "benchmark",
         /// A process on another node this node waits for.
         Gate => "gate",
     }
@@ -207,6 +209,17 @@ wire_names! {
         ControlRefused => "control-refused",
         /// Another node failed for good, or the coordinator is gone: this node drains.
         PeerFailed => "peer-failed",
+        /// What the job is for ended (the benchmark client, a terminal service): the job ends
+        /// with its exit status; on another node: this node drains.
+        JobDone => "job-done",
+        /// Every terminal process of this node ended, in a job of several nodes: the node
+        /// waits for the coordinator's `job-done` (another node's part may still run).
+        PartDone => "part-done",
+        /// The benchmark's result files say it measured something: their headline numbers.
+        BenchmarkResult => "benchmark-result",
+        /// The benchmark exited 0 but its results measured nothing (the number that was wrong):
+        /// the job fails.
+        BenchmarkInvalid => "benchmark-invalid",
         Finished => "finished",
     }
 }
@@ -294,7 +307,7 @@ pub struct MooncakeView {
 }
 
 /// The whole status file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusFile {
     pub node: String,
     /// The node's roles (prefill, decode, agg; none on a dedicated infra or frontend node).
@@ -326,6 +339,9 @@ pub struct StatusFile {
     /// The Mooncake master's view, on the node that runs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mooncake: Option<MooncakeView>,
+    /// The benchmark's judged result (on the client's node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<BenchmarkStatus>,
     /// The Slurm steps of other nodes' mcsups with ranks here (the plan's
     /// `shutdown.holds_ranks_of`): why a node with no unit of its own stays up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -495,6 +511,41 @@ impl ServableState {
     }
 }
 
+/// The benchmark's result, in `<node>.status.json` (on the client's node), once judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarkStatus {
+    /// `benchmark.type`.
+    pub kind: String,
+    /// Whether the result gate found that it measured something.
+    pub valid: bool,
+    /// The result line (`benchmark-result`), or the number that was wrong (`benchmark-invalid`).
+    pub said: String,
+    /// Each result file it judged, with its numbers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<BenchmarkNumbers>,
+}
+
+/// One result file's numbers (sa-bench's `results_*.json`, AIPerf's export).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BenchmarkNumbers {
+    /// The file, relative to the log directory.
+    pub file: String,
+    /// Its concurrency, when it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u64>,
+    pub completed: u64,
+    pub failed: u64,
+    pub output_tokens: u64,
+    /// Requests and output tokens per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_throughput: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_throughput: Option<f64>,
+    /// Latency percentiles in ms, by name (`p50_ttft_ms`, `p99_itl_ms`, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_ms: Vec<(String, f64)>,
+}
+
 /// The endpoint, in `<node>.status.json` (on the node that runs it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServableStatus {
@@ -541,6 +592,7 @@ mod tests {
             units: vec![],
             servable: None,
             mooncake: None,
+            benchmark: None,
             holds_ranks_of: vec![],
             control: None,
         };

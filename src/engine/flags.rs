@@ -163,6 +163,28 @@ pub(crate) fn python_json_dumps(items: &[(String, serde_json::Value)]) -> String
     )
 }
 
+/// Python's `shlex.quote`: as it is when every character is in `[A-Za-z0-9_@%+=:,./-]` (and it
+/// is not empty), else single-quoted with `'` written `'"'"'`.
+pub fn shlex_quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\"'\"'"))
+    }
+}
+
+/// Python's `shlex.join`.
+pub fn shlex_join(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| shlex_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

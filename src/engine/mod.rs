@@ -21,6 +21,7 @@
 //! What every engine shares is srtctl's `start_worker` environment ([`worker_env`]) and the
 //! flag rendering of [`flags`].
 
+pub mod benchmark;
 pub mod flags;
 pub mod frontend;
 pub mod job;

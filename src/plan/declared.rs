@@ -52,6 +52,7 @@ pub(super) fn declared_service(
         readiness: c.readiness(mc),
         inherit_discovery_env: s.inherit_discovery_env,
         critical: s.critical.unwrap_or(d.critical),
+        terminal: s.terminal,
         runnable,
         recorded,
     })
@@ -335,7 +336,6 @@ impl Declared<'_> {
             ("cpu_bind", s.cpu_bind.is_some()),
             ("srun_options", !s.srun_options.is_empty()),
             ("metrics", !s.metrics.0.is_empty()),
-            ("terminal", s.terminal),
         ] {
             if set {
                 recorded.push(format!("{key}.{k}"));

@@ -236,6 +236,7 @@ fn orchestrator_plan(
         critical: true,
         fatal_log_patterns: Vec::new(),
         slurm_step: Some(SlurmStep { name: o.step }),
+        terminal: None,
     });
     out.files.push(FileSpec {
         path: o.ser_path.into(),
@@ -358,5 +359,6 @@ fn frontend_process(
         critical: true,
         fatal_log_patterns: Vec::new(),
         slurm_step: None,
+        terminal: None,
     }
 }

@@ -6,12 +6,13 @@
 //! `resolve::plan_with` is the pipeline; its steps, one file each: [`model`] folds every recipe
 //! spelling into one service model ([`kinds`]: the service kinds' defaults); [`topo`] reads
 //! srtctl's worker layout for the job and takes this node's part; [`services`], [`workers`] and
-//! [`frontends`] resolve this node's processes (with [`placeholders`] and [`policy`]; each
+//! [`frontends`] resolve this node's processes, and [`benchmark`] the job's benchmark client (with [`placeholders`] and [`policy`]; each
 //! engine's worker launch comes from [`crate::engine`]); `files` lists what the node writes;
 //! `order` gates on other nodes and orders the phases; [`memory`] sizes HiCache and headroom;
 //! [`lints`] words the warnings. `declared` reads one `services:` entry for [`model`].
 //! [`spec`] is the output.
 
+pub mod benchmark;
 pub mod control;
 mod declared;
 mod env;

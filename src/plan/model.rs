@@ -124,6 +124,9 @@ pub struct ServiceModel {
     pub readiness: ReadinessModel,
     pub inherit_discovery_env: bool,
     pub critical: bool,
+    /// srtctl 2.0's `terminal: true`: the job ends once every terminal service has exited,
+    /// with the worst exit status.
+    pub terminal: bool,
     /// `Err(why)`: mcsup does not run it (listed in the plan, an error with `--strict`).
     pub runnable: Result<(), String>,
     /// Keys mcsup records but does not act on (srun options, metrics, ...).
@@ -192,7 +195,8 @@ fn partly_read(key: &str, is_v2: bool) -> Option<String> {
         "health_check" => {
             "max_attempts, interval_seconds, fatal_log_markers and extra_fatal_log_patterns"
         }
-        "benchmark" => "client_dedicated_node and colocate_with_frontend",
+        // srtctl's benchmark stage, read whole (plan::benchmark).
+        "benchmark" => return None,
         "infra" => "etcd_nats_dedicated_node",
         _ => return Some(key.to_string()),
     };
@@ -578,6 +582,7 @@ fn implied_master(
         },
         inherit_discovery_env: true,
         critical: true,
+        terminal: false,
         runnable: Ok(()),
         recorded: Vec::new(),
     }
@@ -631,6 +636,7 @@ fn standalone_store(sa: &Standalone, key: &str) -> ServiceModel {
         },
         inherit_discovery_env: true,
         critical: sa.critical,
+        terminal: false,
         runnable: Ok(()),
         recorded,
     }

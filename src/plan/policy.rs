@@ -44,6 +44,13 @@ pub fn policy_defaults(kind: ProcessKind) -> (StopSpec, RestartSpec) {
             budget: None,
             inflight: None,
         },
+        // srtctl terminates the client and waits 15 s before it kills it.
+        ProcessKind::Benchmark => StopSpec {
+            signal: SignalName::SIGTERM,
+            grace: Duration::from_secs(15),
+            budget: None,
+            inflight: None,
+        },
     };
     let restart = RestartSpec {
         policy: match kind {

@@ -81,6 +81,7 @@ pub struct AutoRoles {
 /// `--role auto`: the roles srtctl's layout puts on this node.
 pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanError> {
     let model = normalize(recipe)?;
+    super::benchmark::check_terminal_services(recipe, &model)?;
     let mc = recipe.mcsup.clone().unwrap_or_default();
     if let Some(r) = Role::ALL
         .into_iter()
@@ -195,7 +196,12 @@ pub fn plan_with(
         &mut ignored,
     )?;
     let worker_procs = workers_planned?;
-    let fe = frontends_here(topo.as_ref(), &model, ctx, &worker_procs, &mut taken)?;
+    let mut fe = frontends_here(topo.as_ref(), &model, ctx, &worker_procs, &mut taken)?;
+    let bench = match topo.as_ref() {
+        Some(t) => super::benchmark::plan_benchmark(recipe, t, ctx, &model.environment.0, &fe)?,
+        None => Default::default(),
+    };
+    fe.gates.extend(bench.gate.clone());
     let files = files::node_files(
         &scope,
         &placed.processes,
@@ -219,6 +225,7 @@ pub fn plan_with(
     );
     let mut processes =
         order::start_order(&model, &waits, placed.processes, worker_procs, fe.processes);
+    add_client(&mut processes, &mut taken, bench.process)?;
     let mut notes = Vec::new();
     if let Some(m) = processes.iter().find(|p| p.kind == ProcessKind::Master) {
         let added = stores::master_cleanup_added(&m.argv);
@@ -247,13 +254,7 @@ pub fn plan_with(
     let shutdown = shutdown_spec(&mc, &processes, topo.as_ref(), &mut warnings)?;
     lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
     check_not_empty(recipe, &model, &mc, roles, ctx, &processes, topo.as_ref())?;
-    if processes.iter().any(|p| p.name == "mcsup") {
-        return Err(err(
-            "mcsup",
-            "a worker or service is named `mcsup`: that is mcsup's own name in the events, the status and the log lines".to_string(),
-            "rename it",
-        ));
-    }
+    not_named_mcsup(&processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
     let scratch_dir = uses_scratch(&processes, &ctx.scratch_dir).then(|| ctx.scratch_dir.clone());
     let control = super::control::spec(ctx, &mc, &log_dir);
@@ -265,6 +266,7 @@ pub fn plan_with(
         processes,
         services: placed.rows,
         endpoint: fe.summary,
+        benchmark: bench.stage.as_ref().map(super::benchmark::summary),
         recipe_schema: model.spelling.as_str().into(),
         files,
         dirs,
@@ -282,6 +284,36 @@ pub fn plan_with(
         control,
         periods: Periods::default(),
     })
+}
+
+/// The benchmark client, last: what the job is for starts once everything else is up.
+fn add_client(
+    processes: &mut Vec<ProcessSpec>,
+    taken: &mut BTreeSet<String>,
+    client: Option<ProcessSpec>,
+) -> Result<(), PlanError> {
+    let Some(client) = client else { return Ok(()) };
+    if !taken.insert(client.name.clone()) {
+        return Err(err(
+            "benchmark",
+            format!("process name `{}` is used twice on this node", client.name),
+            "rename the worker or service that uses it",
+        ));
+    }
+    processes.push(client);
+    Ok(())
+}
+
+/// `mcsup` is mcsup's own name in the events, the status and the log lines.
+fn not_named_mcsup(processes: &[ProcessSpec]) -> Result<(), PlanError> {
+    if processes.iter().any(|p| p.name == "mcsup") {
+        return Err(err(
+            "mcsup",
+            "a worker or service is named `mcsup`: that is mcsup's own name in the events, the status and the log lines".to_string(),
+            "rename it",
+        ));
+    }
+    Ok(())
 }
 
 /// Whether a process names the node's scratch directory (in its argv, preamble or env).

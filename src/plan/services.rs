@@ -389,6 +389,10 @@ fn instance(
             critical: svc.critical,
             fatal_log_patterns: Vec::new(),
             slurm_step: None,
+            terminal: svc.terminal.then_some(TerminalSpec {
+                benchmark: None,
+                max_failed_requests: 0,
+            }),
         },
         ports,
     })

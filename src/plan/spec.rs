@@ -23,6 +23,8 @@ pub enum ProcessKind {
     Worker,
     /// The job's endpoint: a Dynamo frontend, an SGLang router, nginx in front of several.
     Frontend,
+    /// The recipe's benchmark client (srtctl's benchmark stage), once the job is servable.
+    Benchmark,
 }
 
 impl ProcessKind {
@@ -33,6 +35,7 @@ impl ProcessKind {
             ProcessKind::Service => "service",
             ProcessKind::Worker => "worker",
             ProcessKind::Frontend => "frontend",
+            ProcessKind::Benchmark => "benchmark",
         }
     }
 }
@@ -67,6 +70,7 @@ impl Phase {
         match kind {
             ProcessKind::Worker => Phase::Workers,
             ProcessKind::Frontend => Phase::Frontend,
+            ProcessKind::Benchmark => Phase::AfterFrontend,
             _ => Phase::BeforeWorkers,
         }
     }
@@ -111,6 +115,9 @@ pub struct Plan {
     /// The job's endpoint and what makes it servable, when mcsup runs its frontends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// The job's benchmark (srtctl's stage): where and when it runs, and what (every node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<String>,
     /// The recipe's spelling: `v1`, `v1+standalone` (the seed's), `2.0`.
     #[serde(default)]
     pub recipe_schema: String,
@@ -288,6 +295,22 @@ pub struct ProcessSpec {
     /// `scancel` of the step (its tasks on every node), never by a signal to srun.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_step: Option<SlurmStep>,
+    /// What the job is for (the benchmark client): when it exits, the job ends with its exit
+    /// status (the result gate judges a 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<TerminalSpec>,
+}
+
+/// A terminal process's result gate ([`ProcessSpec::terminal`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TerminalSpec {
+    /// The benchmark type, whose result files the gate reads; none for a 2.0 `terminal: true`
+    /// service (its exit status alone counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub benchmark: Option<String>,
+    /// At most this many failed requests (`benchmark.max_failed_requests`, default 0).
+    #[serde(default)]
+    pub max_failed_requests: u64,
 }
 
 /// A process that is a Slurm step ([`ProcessSpec::slurm_step`]).

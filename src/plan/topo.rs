@@ -136,6 +136,7 @@ pub fn job_layout(
         engine,
         job,
         nodes,
+        sizes: inputs,
     }))
 }
 

@@ -60,6 +60,8 @@ pub struct TopoPlan {
     /// Where srtctl puts the workers, the frontend, etcd/NATS and the client in the job's node
     /// list ([`crate::engine::job::JobSettings::nodes`]).
     pub nodes: crate::engine::job::JobNodes,
+    /// The sizes srtctl's allocation was given (resources or roles).
+    pub sizes: crate::engine::layout::TopologyInputs,
 }
 
 /// What a topology worker adds to the common worker path.
@@ -231,6 +233,7 @@ pub fn plan_workers(
                         _ => Vec::new(),
                     },
                     slurm_step: extra.as_ref().and_then(|x| x.slurm_step.clone()),
+                    terminal: None,
                 });
             }
         }

@@ -470,6 +470,7 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, wait: Duration, re
                 ProcessKind::Service => "install the service's program on this node (srtctl's /configs binaries: set mcsup.configs_dir), or set the service's command",
                 ProcessKind::Worker => "fix the worker's command, or put its program on PATH",
                 ProcessKind::Frontend => "install the frontend in the interpreter on PATH (Dynamo: ai-dynamo; SGLang router: sglang-router; nginx: the nginx package)",
+                ProcessKind::Benchmark => "run the benchmark where its program is (srtctl's scripts: inside the job's container, which `mcsup submit` mounts them into)",
             };
             report.push(Check::fail(
                 "tools",

@@ -45,6 +45,7 @@ pub fn group_of(kind: UnitKind, roles: &[String], node_roles: &[String]) -> Grou
         _ if !roles.is_empty() => roles.join("+"),
         UnitKind::Master | UnitKind::Service => "infra".into(),
         UnitKind::Frontend => "frontend".into(),
+        UnitKind::Benchmark => "benchmark".into(),
         UnitKind::Store | UnitKind::Gate => node(node_roles).unwrap_or_else(|| "infra".into()),
         UnitKind::Worker | UnitKind::Other => {
             node(node_roles).unwrap_or_else(|| kind.as_str().into())

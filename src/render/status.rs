@@ -1012,6 +1012,7 @@ pub(crate) mod status_tests {
             console_dropped_lines: 0,
             servable: None,
             mooncake: None,
+            benchmark: None,
             holds_ranks_of: Vec::new(),
             control: None,
             units: vec![

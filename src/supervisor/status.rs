@@ -86,6 +86,7 @@ pub fn unit_to_status(u: &UnitStatus, clock: &Clock) -> StatusProcess {
             Some(ProcessKind::Service) => UnitKind::Service,
             Some(ProcessKind::Worker) => UnitKind::Worker,
             Some(ProcessKind::Frontend) => UnitKind::Frontend,
+            Some(ProcessKind::Benchmark) => UnitKind::Benchmark,
         },
         critical: u.critical,
         state: u.state,

@@ -233,6 +233,7 @@ impl TestEnv {
             critical: true,
             fatal_log_patterns: Vec::new(),
             slurm_step: None,
+            terminal: None,
         }
     }
 
@@ -274,6 +275,7 @@ impl TestEnv {
             processes,
             services: vec![],
             endpoint: None,
+            benchmark: None,
             recipe_schema: String::new(),
             memory: Default::default(),
             redacted: false,

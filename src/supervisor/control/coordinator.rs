@@ -121,11 +121,30 @@ pub struct Coordinator {
     /// A node failed, and why: every node was told (one that joins later, when it joins);
     /// nothing more is decided.
     failed: Option<(String, String)>,
+    /// The job's nodes: the job is done only once each has said hello (and so whether it
+    /// holds a terminal process). Empty: whoever joined.
+    expected: BTreeSet<String>,
+    /// Nodes that said hello, ever.
+    greeted: BTreeSet<String>,
+    /// Nodes holding a terminal process (the benchmark client) that have not finished yet.
+    terminal_pending: BTreeSet<String>,
+    /// What the finished ones said, by node.
+    finished: BTreeMap<String, String>,
+    /// The job is done (the last terminal node, and what was said): every node was told.
+    done: Option<(String, String)>,
 }
 
 impl Coordinator {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A coordinator for a job of these nodes.
+    pub fn expecting(nodes: Vec<String>) -> Self {
+        Self {
+            expected: nodes.into_iter().collect(),
+            ..Self::default()
+        }
     }
 
     /// When [`Input::Tick`] is next due.
@@ -149,7 +168,11 @@ impl Coordinator {
         let mut out = Vec::new();
         match input {
             Input::Said { node, body } => match body {
-                Body::Hello { units } => {
+                Body::Hello { units, terminal } => {
+                    let first = self.greeted.insert(node.clone());
+                    if terminal && first && !self.finished.contains_key(&node) {
+                        self.terminal_pending.insert(node.clone());
+                    }
                     for info in units {
                         self.units
                             .entry(info.worker.clone())
@@ -162,7 +185,8 @@ impl Coordinator {
                             });
                     }
                     self.catch_up(&node, &mut out);
-                    self.nodes.insert(node, false);
+                    self.nodes.insert(node.clone(), false);
+                    self.maybe_done(&node, &mut out);
                 }
                 Body::Down {
                     worker,
@@ -181,6 +205,11 @@ impl Coordinator {
                 Body::Failing { reason } => self.node_failed(&node, reason, &mut out),
                 Body::Leaving => {
                     self.nodes.insert(node, true);
+                }
+                Body::Finished { detail } if self.done.is_none() && self.failed.is_none() => {
+                    self.terminal_pending.remove(&node);
+                    self.finished.insert(node.clone(), detail);
+                    self.maybe_done(&node, &mut out);
                 }
                 _ => {}
             },
@@ -411,9 +440,55 @@ impl Coordinator {
         self.failed = Some((node.to_string(), reason));
     }
 
+    /// What the job is for: once a node said its part ended, every node that holds a terminal
+    /// process did, and every node of the job has said hello (one that has not may hold one),
+    /// the job is done and every node drains (`last`, the node whose word completed it).
+    fn maybe_done(&mut self, last: &str, out: &mut Vec<Output>) {
+        let all_greeted = self.expected.iter().all(|n| self.greeted.contains(n));
+        if self.done.is_some()
+            || self.failed.is_some()
+            || self.finished.is_empty()
+            || !self.terminal_pending.is_empty()
+            || !all_greeted
+        {
+            return;
+        }
+        let detail = self
+            .finished
+            .iter()
+            .map(|(n, d)| format!("{n}: {d}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        out.push(Output::Note(Note::Event {
+            unit: last.to_string(),
+            kind: EventKind::JobDone,
+            detail: format!("{detail}: the job is done, every node drains"),
+        }));
+        for to in self.nodes.keys() {
+            out.push(Output::Send {
+                to: to.clone(),
+                body: Body::JobDone {
+                    node: last.to_string(),
+                    detail: detail.clone(),
+                },
+            });
+        }
+        self.done = Some((last.to_string(), detail));
+    }
+
     /// A node joins (late, or again): what it missed. A failed node (it drains); its workers'
     /// give-ups; the stop of a generation that waits for its rank.
     fn catch_up(&self, node: &str, out: &mut Vec<Output>) {
+        if let Some((from, detail)) = &self.done {
+            out.push(Output::Send {
+                to: node.to_string(),
+                body: Body::JobDone {
+                    node: from.clone(),
+                    detail: detail.clone(),
+                },
+            });
+            return;
+        }
         if let Some((failed, reason)) = &self.failed {
             if failed != node {
                 out.push(Output::Send {

@@ -13,7 +13,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
 use super::coordinator::{Coordinator, Input, Note, Output};
-use super::wire::{self, Body, Opener, Sealer, UnitInfo, MAX_LINE};
+use super::wire::{self, Body, Opener, Sealer, MAX_LINE};
 use crate::plan::ControlSpec;
 
 /// How often each side says it is alive.
@@ -91,7 +91,7 @@ pub fn start(
     spec: &ControlSpec,
     node: &str,
     job: &str,
-    units: Vec<UnitInfo>,
+    hello: wire::Hello,
     reach: Duration,
     deliver: Deliver,
 ) -> Result<Link, String> {
@@ -136,7 +136,7 @@ pub fn start(
         spec.clone(),
         node.to_string(),
         job.to_string(),
-        units,
+        hello,
         reach,
         rx,
         Box::new(move |i| d(i)),
@@ -272,14 +272,14 @@ async fn join(
     spec: &ControlSpec,
     node: &str,
     job: &str,
-    units: &[UnitInfo],
+    hello: &wire::Hello,
     reach: Duration,
     late: &(dyn Fn(String) + Send + Sync),
 ) -> Joined {
     let started = tokio::time::Instant::now();
     let mut said = false;
     loop {
-        match try_join(spec, node, job, units).await {
+        match try_join(spec, node, job, hello).await {
             Ok(j) => return j,
             Err(e) if !said && started.elapsed() >= reach => {
                 said = true;
@@ -307,7 +307,7 @@ async fn try_join(
     spec: &ControlSpec,
     node: &str,
     job: &str,
-    units: &[UnitInfo],
+    hello: &wire::Hello,
 ) -> Result<Joined, String> {
     let (port, secret) = read_secret(&spec.secret)?;
     let stream = tokio::time::timeout(HANDSHAKE, TcpStream::connect((spec.address.as_str(), port)))
@@ -317,13 +317,7 @@ async fn try_join(
     let (mut r, mut w, mine, theirs) = handshake(stream).await?;
     let mut sealer = Sealer::new(&secret, theirs, job, node);
     let mut opener = Opener::new(&secret, mine, job);
-    write(
-        &mut w,
-        &sealer.seal(Body::Hello {
-            units: units.to_vec(),
-        }),
-    )
-    .await?;
+    write(&mut w, &sealer.seal(hello.body())).await?;
     let line = read_line(&mut r, HANDSHAKE)
         .await?
         .ok_or("the coordinator closed the connection: it holds another secret")?;
@@ -344,13 +338,13 @@ async fn link(
     spec: ControlSpec,
     node: String,
     job: String,
-    units: Vec<UnitInfo>,
+    hello: wire::Hello,
     reach: Duration,
     mut rx: UnboundedReceiver<Outgoing>,
     deliver: Deliver,
 ) {
     let late = |why: String| deliver(Incoming::Unavailable(why));
-    let joining = join(&spec, &node, &job, &units, reach, &late);
+    let joining = join(&spec, &node, &job, &hello, reach, &late);
     tokio::pin!(joining);
     // A node that fails before it has joined still says so once it does (the others drain
     // sooner than through the batch script); one that leaves in order has nothing to say.
@@ -437,7 +431,7 @@ enum Hub {
     /// A node's hello on a new connection, and where its messages go.
     Joined {
         node: String,
-        units: Vec<UnitInfo>,
+        hello: wire::Hello,
         tx: UnboundedSender<Body>,
         conn: u64,
     },
@@ -465,7 +459,7 @@ async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
     let (hub_tx, hub_rx) = unbounded_channel();
     // Dropped with this task (the node's link dropped): the hub and every connection end too.
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(hub(hub_rx, deliver));
+    tasks.spawn(hub(hub_rx, served.nodes.clone(), deliver));
     // Every node's, a reconnecting node's, and a few strangers' at a time (each stranger is
     // closed within the handshake's bound): a flood of connections cannot exhaust descriptors.
     let most = 2 * served.nodes.len() + 32;
@@ -535,12 +529,12 @@ async fn connection(stream: TcpStream, c: Conn) {
         Ok(None) => return refuse("closed before its hello".into()),
         Err(e) => return refuse(e),
     };
-    let (node, units) = match opener.open(&first) {
+    let (node, hello) = match opener.open(&first) {
         Ok(wire::Envelope {
             from,
-            body: Body::Hello { units },
+            body: Body::Hello { units, terminal },
             ..
-        }) => (from, units),
+        }) => (from, wire::Hello { units, terminal }),
         Ok(_) => return refuse("its first message is not a hello".into()),
         Err(e) => return refuse(e.to_string()),
     };
@@ -555,7 +549,7 @@ async fn connection(stream: TcpStream, c: Conn) {
     let (tx, mut rx) = unbounded_channel();
     let _ = c.hub.send(Hub::Joined {
         node: node.clone(),
-        units,
+        hello,
         tx,
         conn: c.id,
     });
@@ -599,18 +593,18 @@ async fn connection(stream: TcpStream, c: Conn) {
 
 /// The coordinator's state, fed by every connection; its sends go to the nodes' connections,
 /// its records to this node's loop.
-async fn hub(mut rx: UnboundedReceiver<Hub>, deliver: Deliver) {
-    let mut coordinator = Coordinator::new();
+async fn hub(mut rx: UnboundedReceiver<Hub>, job_nodes: Vec<String>, deliver: Deliver) {
+    let mut coordinator = Coordinator::expecting(job_nodes);
     let mut nodes: HashMap<String, (u64, UnboundedSender<Body>)> = HashMap::new();
     loop {
         let due = coordinator.next_deadline();
         let input = tokio::select! {
             m = rx.recv() => match m {
                 None => return,
-                Some(Hub::Joined { node, units, tx, conn }) => {
+                Some(Hub::Joined { node, hello, tx, conn }) => {
                     // A node's newer connection replaces its older one (whose task then ends).
                     nodes.insert(node.clone(), (conn, tx));
-                    Input::Said { node, body: Body::Hello { units } }
+                    Input::Said { node, body: hello.body() }
                 }
                 Some(Hub::Input(i)) => i,
                 Some(Hub::Gone { node, conn, why }) => {

@@ -39,14 +39,18 @@ pub struct UnitInfo {
     pub stop_ms: u64,
 }
 
-/// What travels. Nodes send `hello`, `heartbeat`, `down`, `ready`, `failing`, `leaving`; the coordinator
-/// sends `heartbeat`, `stop`, `start`, `give-up`, `node-failed`.
+/// What travels. Nodes send `hello`, `heartbeat`, `down`, `ready`, `failing`, `finished`,
+/// `leaving`; the coordinator sends `heartbeat`, `stop`, `start`, `give-up`, `node-failed`,
+/// `job-done`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Body {
-    /// A node's first message: the units it holds ranks of.
+    /// A node's first message: the units it holds ranks of, and whether it runs what the job
+    /// is for (a terminal process: the benchmark client), whose end ends the job.
     Hello {
         units: Vec<UnitInfo>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        terminal: bool,
     },
     Heartbeat,
     /// A rank of `worker` is down on the sender's node, in the worker's `generation`. `code`
@@ -73,6 +77,18 @@ pub enum Body {
     },
     /// The sender stops in order (a signal, its workers done): its connection may close.
     Leaving,
+    /// What the job is for ended on the sender's node (its terminal processes exited): `detail`
+    /// says how. The sender keeps running until `job-done`: once every node that holds a
+    /// terminal process has said so (and every node has said hello), the job is done.
+    Finished {
+        detail: String,
+    },
+    /// The job is done (`node`'s word completed it), to every node, the finished ones too:
+    /// drain.
+    JobDone {
+        node: String,
+        detail: String,
+    },
     /// Stop your rank of `worker`; generation `generation` comes next.
     Stop {
         worker: String,
@@ -93,6 +109,22 @@ pub enum Body {
         node: String,
         reason: String,
     },
+}
+
+/// What a node says in its hello.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Hello {
+    pub units: Vec<UnitInfo>,
+    pub terminal: bool,
+}
+
+impl Hello {
+    pub fn body(&self) -> Body {
+        Body::Hello {
+            units: self.units.clone(),
+            terminal: self.terminal,
+        }
+    }
 }
 
 /// One message.

@@ -34,6 +34,7 @@ mod probing;
 mod restart;
 mod start;
 mod teardown;
+mod terminal;
 mod types;
 mod unit;
 
@@ -237,6 +238,13 @@ pub struct Machine {
     peers: bool,
     /// That this node stays up for that reason was said.
     stays_up_said: bool,
+    /// Terminal processes that exited, with their exit status (the result gate's verdict).
+    terminal_codes: Vec<(String, i32)>,
+    /// Terminal processes that exited 0, waiting for the result gate.
+    judging: Vec<terminal::Judging>,
+    /// Every terminal process here has ended: the worst of them, which is the node's exit
+    /// status whatever ends it afterwards.
+    finished: Option<(String, i32)>,
 }
 
 impl Machine {
@@ -349,6 +357,9 @@ impl Machine {
             held: Vec::new(),
             peers: plan.control.is_some(),
             stays_up_said: false,
+            terminal_codes: Vec::new(),
+            judging: Vec::new(),
+            finished: None,
         })
     }
 
@@ -375,8 +386,13 @@ impl Machine {
     /// The exit code mcsup should return (meaningful once [`Phase::Done`]); see
     /// [`super::RunOutcome`] for the table.
     pub fn exit_code(&self) -> i32 {
+        // What the job is for decides: the benchmark's status (0 after its result gate).
+        if let Some((_, code)) = &self.finished {
+            return *code;
+        }
         match &self.reason {
             Some(ShutdownReason::CriticalFailure { code, .. }) => *code,
+            Some(ShutdownReason::Finished { code, .. }) => *code,
             Some(ShutdownReason::WorkersDone | ShutdownReason::NothingLeft)
                 if self
                     .procs
@@ -435,6 +451,7 @@ impl Machine {
                 _ => {}
             }
         }
+        consider(self.judging_deadline());
         for h in &self.held {
             consider(Some(h.until));
         }
@@ -575,6 +592,8 @@ impl Machine {
             Event::PeerFailed { detail } => {
                 self.begin_teardown(ShutdownReason::PeerFailed(detail), now, &mut out)
             }
+            Event::JobDone { detail } => self.job_done(detail, now, &mut out),
+            Event::Judged { proc, verdict } => self.on_judged(proc, verdict, now, &mut out),
             Event::Tick => {}
         }
         self.release_held(now, &mut out);
@@ -624,6 +643,7 @@ impl Machine {
                 self.settle_running(now, out);
                 self.settle_rejoining(now, out);
                 self.settle_waiting(now, out);
+                self.settle_judging(now, out);
                 self.check_node_done(now, out);
             }
             if self.phase == Phase::Stopping {

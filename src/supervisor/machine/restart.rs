@@ -213,6 +213,11 @@ impl Machine {
             self.rank_ended(i, status, liveness, now, out);
             return;
         }
+        if self.procs[i].spec.terminal.is_some() && !liveness {
+            // What the job is for: its end is the job's.
+            self.terminal_exited(i, status, now, out);
+            return;
+        }
         let p = &mut self.procs[i];
         let success = !liveness && p.last_success;
         let restart = match p.spec.restart.policy {

@@ -152,6 +152,16 @@ pub enum Event {
     RankGiveUp { proc: usize, reason: String },
     /// Another node failed for good, or the coordinator is gone: drain this node.
     PeerFailed { detail: String },
+    /// What the job is for ended on every node that runs part of it (the coordinator's word,
+    /// or this node's own when it is alone): drain; the exit status is this node's terminal
+    /// processes' (0 on a node without one).
+    JobDone { detail: String },
+    /// The result gate's verdict on terminal process `proc` (`WatchRequest::Judge`): `Ok`
+    /// what it measured, `Err` the number that was wrong.
+    Judged {
+        proc: usize,
+        verdict: Result<String, String>,
+    },
     /// Time passed: act on whatever is due.
     Tick,
 }
@@ -192,6 +202,10 @@ pub enum Action {
         proc: usize,
         exit: Option<ExitStatus>,
     },
+    /// Every terminal process here has exited and been judged: tell the coordinator (`detail`),
+    /// which answers `JobDone` once every node's have (the node drains then). Without a
+    /// connection, answer `JobDone` at once: the node ends alone.
+    Finished { detail: String },
     /// Log this and append it to the events file.
     Record(Record),
     /// Follow-up work for the watchers (`supervisor::watch`), always right after the record it
@@ -214,6 +228,9 @@ pub enum WatchRequest {
     Rank { proc: usize },
     /// `proc` failed, is restarting or failed its liveness: what its output said it died of.
     Diagnose { proc: usize },
+    /// Terminal process `proc` (the benchmark client) exited 0: do its result files say it
+    /// measured something? Answered with `Event::Judged`.
+    Judge { proc: usize },
 }
 
 /// What a [`Record`] reports: the events file's names.
@@ -276,6 +293,10 @@ pub enum ShutdownReason {
     CriticalFailure { unit: String, code: i32 },
     /// Another node failed for good, or the coordinator is gone (the detail says which).
     PeerFailed(String),
+    /// What the job is for ended here (every terminal process exited): the worst exit status.
+    Finished { unit: String, code: i32 },
+    /// What the job is for ended on the nodes that run it, not here.
+    JobDone(String),
 }
 
 impl std::fmt::Display for ShutdownReason {
@@ -288,6 +309,10 @@ impl std::fmt::Display for ShutdownReason {
                 write!(f, "critical `{unit}` failed (exit code {code})")
             }
             ShutdownReason::PeerFailed(detail) => f.write_str(detail),
+            ShutdownReason::Finished { unit, code } => {
+                write!(f, "`{unit}` ended (exit code {code}): the job is done")
+            }
+            ShutdownReason::JobDone(detail) => f.write_str(detail),
         }
     }
 }

@@ -74,14 +74,11 @@ impl Runtime {
             let _ = tx.send(Msg::Control(i));
         });
         let node = self.plan.node.name.clone();
-        match net::start(
-            &spec,
-            &node,
-            &job,
-            units(&self.plan),
-            net::REACH_WITHIN,
-            deliver,
-        ) {
+        let hello = crate::supervisor::control::wire::Hello {
+            units: units(&self.plan),
+            terminal: self.plan.processes.iter().any(|p| p.terminal.is_some()),
+        };
+        match net::start(&spec, &node, &job, hello, net::REACH_WITHIN, deliver) {
             Ok(link) => self.control.link = Some(link),
             Err(e) => {
                 return Err(crate::supervisor::SupervisorError::Setup(format!(
@@ -216,6 +213,11 @@ impl Runtime {
             Body::NodeFailed { node, reason } => {
                 self.drain_for(format!("node {node} failed: {reason}"))
             }
+            Body::JobDone { node, detail } => {
+                let said = format!("{detail} (on {node}): the job is done, this node drains");
+                self.note("mcsup", RecordKind::JobDone, said.clone());
+                self.feed(Event::JobDone { detail: said });
+            }
             _ => {}
         }
     }
@@ -266,6 +268,20 @@ impl Runtime {
                 worker: unit.worker.clone(),
                 generation,
             }));
+        }
+    }
+
+    /// This node's part of the job is done: the coordinator is told, and answers `JobDone` once
+    /// every node's is. Without a connection the node ends alone.
+    pub(super) fn part_done(&mut self, detail: String, queue: &mut VecDeque<Event>) {
+        match (&self.control.link, self.control.up) {
+            (Some(link), true) => link.send(Outgoing::Say(Body::Finished { detail })),
+            _ => queue.push_back(Event::JobDone {
+                detail: format!(
+                    "{detail}; without the job's control connection ({}) this node ends alone",
+                    self.control.down_why.as_deref().unwrap_or("not joined yet")
+                ),
+            }),
         }
     }
 

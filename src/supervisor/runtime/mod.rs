@@ -301,6 +301,7 @@ impl Runtime {
                 });
             }
             Action::RankDown { proc, exit } => self.rank_down(proc, exit, queue),
+            Action::Finished { detail } => self.part_done(detail, queue),
             Action::AwaitRelease {
                 attempt,
                 pgid,

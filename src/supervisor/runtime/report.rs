@@ -81,6 +81,7 @@ impl Runtime {
                 .collect(),
             servable: None,
             mooncake: None,
+            benchmark: None,
             control: self.control_status(),
         };
         self.watchers.status(&mut status);

@@ -12,8 +12,8 @@ use crate::plan::Plan;
 use crate::runfiles::StatusFile;
 use crate::supervisor::machine::Event;
 use crate::supervisor::watch::{
-    diagnosis, mooncake, release, servable, stores, Answer, Effect, Hooks, Input, Now, Report,
-    Task, TaskKey, Watcher,
+    benchmark, diagnosis, mooncake, release, servable, stores, Answer, Effect, Hooks, Input, Now,
+    Report, Task, TaskKey, Watcher,
 };
 
 /// The watchers of a run, in the order they hear each input (and offer output hooks).
@@ -24,6 +24,7 @@ async fn registry(plan: &Plan) -> Vec<Box<dyn Watcher>> {
         Box::new(stores::Stores::new(plan)),
         Box::new(diagnosis::Diagnosis::default()),
         Box::new(release::Release::read(plan).await),
+        Box::new(benchmark::Benchmark::default()),
     ]
 }
 
@@ -194,6 +195,22 @@ async fn run(task: Task, report: Report) {
                 port,
                 answer,
             });
+        }
+        Task::Judge {
+            proc,
+            dir,
+            since_ms,
+            kind,
+            max_failed,
+        } => {
+            // Off the loop: the log directory may be a slow shared file system.
+            let read = tokio::task::spawn_blocking(move || {
+                benchmark::read_and_judge(&dir, since_ms, &kind, max_failed)
+            })
+            .await;
+            if let Ok(status) = read {
+                report(Answer::Judged { proc, status });
+            }
         }
         Task::GpuRelease {
             attempt,

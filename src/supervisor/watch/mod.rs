@@ -12,11 +12,13 @@
 //! | [`stores`] | the stores' registration and `/health` probes; every process's output | a store's segment as the master holds it; its client's view of the master; Mooncake's and the engines' failure lines |
 //! | [`diagnosis`] | `WatchRequest::Diagnose`; failure lines in the output | what a process died of (the last traceback's exception) |
 //! | [`release`] | `Action::AwaitRelease` | a restart's wait for its GPUs (against their memory before the run) |
+//! | [`benchmark`] | `WatchRequest::Judge` | the result gate: a benchmark that exited 0 measured something (its result files) |
 //!
 //! Adding one: a module here with its watcher (and its tasks' async reads), and one line in
 //! `runtime/watchers.rs`'s `registry`. Watchers do no I/O in [`Watcher::on`]; they must not
 //! block the loop.
 
+pub mod benchmark;
 pub mod diagnosis;
 pub mod mooncake;
 pub mod release;
@@ -150,6 +152,15 @@ pub enum Task {
         port: u16,
         timeout: Duration,
     },
+    /// Read and judge the result files a benchmark wrote under `dir` since `since_ms`:
+    /// [`Answer::Judged`].
+    Judge {
+        proc: usize,
+        dir: PathBuf,
+        since_ms: u64,
+        kind: String,
+        max_failed: u64,
+    },
     /// Wait until group `pgid` is empty and its GPUs' memory is back: [`Answer::Released`].
     GpuRelease {
         attempt: u64,
@@ -191,6 +202,11 @@ pub enum Answer {
     Released {
         attempt: u64,
         result: Result<String, String>,
+    },
+    /// The result gate's verdict on terminal process `proc`.
+    Judged {
+        proc: usize,
+        status: crate::runfiles::BenchmarkStatus,
     },
     /// A known failure line in the output of process `proc`'s incarnation `generation`.
     Found {

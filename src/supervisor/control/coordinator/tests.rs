@@ -23,7 +23,16 @@ fn started(policy: RestartPolicy, max_restarts: u32) -> (Coordinator, Instant) {
         } else {
             vec![unit(policy, max_restarts)]
         };
-        let out = c.handle(said(node, Body::Hello { units }), t);
+        let out = c.handle(
+            said(
+                node,
+                Body::Hello {
+                    units,
+                    terminal: false,
+                },
+            ),
+            t,
+        );
         assert!(out.is_empty());
     }
     (c, t)
@@ -267,12 +276,22 @@ fn a_node_that_does_not_stop_its_rank_in_time_is_a_failed_node() {
 fn without_n3(policy: RestartPolicy) -> (Coordinator, Instant) {
     let mut c = Coordinator::new();
     let t = Instant::now();
-    c.handle(said("n1", Body::Hello { units: vec![] }), t);
+    c.handle(
+        said(
+            "n1",
+            Body::Hello {
+                units: vec![],
+                terminal: false,
+            },
+        ),
+        t,
+    );
     c.handle(
         said(
             "n2",
             Body::Hello {
                 units: vec![unit(policy, 3)],
+                terminal: false,
             },
         ),
         t,
@@ -286,6 +305,7 @@ fn n3_joins(c: &mut Coordinator, t: Instant) -> Vec<(String, Body)> {
             "n3",
             Body::Hello {
                 units: vec![unit(RestartPolicy::OnFailure, 3)],
+                terminal: false,
             },
         ),
         t,

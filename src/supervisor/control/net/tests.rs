@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::supervisor::control::wire::{Hello, UnitInfo};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -50,7 +51,18 @@ fn recorder() -> (Heard, Deliver) {
 fn node(spec: &ControlSpec, name: &str, units: Vec<UnitInfo>, reach: Duration) -> (Link, Heard) {
     let (heard, deliver) = recorder();
     (
-        start(spec, name, "77", units, reach, deliver).unwrap(),
+        start(
+            spec,
+            name,
+            "77",
+            Hello {
+                units,
+                terminal: false,
+            },
+            reach,
+            deliver,
+        )
+        .unwrap(),
         heard,
     )
 }
@@ -191,7 +203,7 @@ fn a_second_coordinator_on_a_taken_port_says_how_to_fix_it() {
     let spec = spec(dir.path(), held.local_addr().unwrap().port());
     rt().block_on(async {
         let (_h, d) = recorder();
-        let e = start(&spec, "n1", "77", vec![], REACH_WITHIN, d)
+        let e = start(&spec, "n1", "77", Hello::default(), REACH_WITHIN, d)
             .err()
             .unwrap();
         assert!(e.contains("set mcsup.control_port"), "{e}");

@@ -48,6 +48,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
         critical: true,
         fatal_log_patterns: Vec::new(),
         slurm_step: None,
+        terminal: None,
     }
 }
 
@@ -109,6 +110,7 @@ pub(crate) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         processes,
         services: vec![],
         endpoint: None,
+        benchmark: None,
         recipe_schema: String::new(),
         memory: Default::default(),
         redacted: false,
