@@ -1079,6 +1079,7 @@ fn render_for(job: &JobArgs) -> Result<crate::launch::Rendered, CliError> {
         "  early warning: USR1 {} s before the time limit (drain + teardown deadline + margins)\n",
         r.early_warning.as_secs_f64().ceil()
     ));
+    summary.push_str(&format!("  benchmark: {}\n", r.benchmark));
     crate::supervisor::stderr_write(summary.as_bytes());
     Ok(r)
 }

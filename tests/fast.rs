@@ -35,6 +35,7 @@ mod render_sbatch;
 mod secrets_cli;
 mod size_table;
 mod srt_slurm_2_catalogue;
+mod srtctl_benchmark;
 mod srtctl_workers;
 mod status_job;
 mod supervisor_cycles;

@@ -9,6 +9,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use mcsup::launch::{self, cluster, sbatch, RenderEnv, RenderRequest};
+use mcsup::recipe;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -301,13 +302,15 @@ fn a_trtllm_job_runs_mcsup_on_the_host_and_its_steps_in_the_container() {
     std::fs::write(&image, "").unwrap();
     let model = d.path().join("models/dsr1");
     std::fs::create_dir_all(&model).unwrap();
+    let root = srtctl_checkout(d.path());
     let config = d.path().join("srtslurm.yaml");
     std::fs::write(
         &config,
         format!(
-            "containers: {{dynamo-trtllm: {}}}\nmodel_paths: {{dsr1: {}}}\n",
+            "containers: {{dynamo-trtllm: {}}}\nmodel_paths: {{dsr1: {}}}\nsrtctl_root: {}\n",
             image.display(),
-            model.display()
+            model.display(),
+            root.display()
         ),
     )
     .unwrap();
@@ -343,8 +346,9 @@ fn a_trtllm_job_runs_mcsup_on_the_host_and_its_steps_in_the_container() {
         vec![
             format!("--step-container-image={}", image.display()),
             format!(
-                "--step-container-mounts={}:/model,/o/77:/o/77,/o/77/logs:/logs",
-                model.display()
+                "--step-container-mounts={m}:/model,{r}/configs:/configs,{r}/src/srtctl/runtime_scripts:/srtctl-runtime,{r}/src/srtctl/benchmarks/scripts:/srtctl-benchmarks,/o/77:/o/77,/o/77/logs:/logs",
+                m = model.display(),
+                r = root.display()
             ),
         ],
         "{steps_in}"
@@ -375,7 +379,11 @@ fn a_trtllm_job_runs_mcsup_on_the_host_and_its_steps_in_the_container() {
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    let mounts = format!("{}:/model,/o/77:/o/77,/o/77/logs:/logs", model.display());
+    let mounts = format!(
+        "{m}:/model,{r}/configs:/configs,{r}/src/srtctl/runtime_scripts:/srtctl-runtime,{r}/src/srtctl/benchmarks/scripts:/srtctl-benchmarks,/o/77:/o/77,/o/77/logs:/logs",
+        m = model.display(),
+        r = root.display()
+    );
     let image = image.display().to_string();
     let container = [
         "--container-image",
@@ -394,4 +402,163 @@ fn a_trtllm_job_runs_mcsup_on_the_host_and_its_steps_in_the_container() {
         plan["processes"][0]["slurm_step"]["name"],
         "mcsup.trtllm-prefill-0"
     );
+}
+
+/// A stand-in srt-slurm checkout under `dir`: the directories srtctl mounts into its steps.
+fn srtctl_checkout(dir: &Path) -> PathBuf {
+    let root = dir.join("srt-slurm");
+    for sub in [
+        "configs",
+        "src/srtctl/runtime_scripts",
+        "src/srtctl/benchmarks/scripts/sa-bench",
+    ] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    root
+}
+
+/// Issue 49: the benchmark's step sees srtctl's mounts. For captures of srtctl's benchmark
+/// stage (tests/fixtures/srt-slurm-v1/benchmark), the container `mcsup render` gives the job
+/// mounts what srtctl's runtime gives the benchmark step (its `container_mounts`: the log
+/// directory at /logs, the model at /model, srt-slurm's configs, runtime scripts and benchmark
+/// scripts), the capture's `/SRTCTL`, `/MODEL`, `/LOGS` being the checkout, the model and the
+/// job's log directory. mcsup adds its own: the job's directory. Mount order aside (pyxis mounts
+/// in order; none of these nest), the lists are equal.
+#[test]
+fn the_rendered_container_mounts_what_srtctls_benchmark_step_mounts() {
+    for stem in ["dsr1-b200-1p3d", "mocker-agg", "dsv4-gb300-max-tpt-custom"] {
+        let d = tempfile::tempdir().unwrap();
+        let root = srtctl_checkout(d.path());
+        let model = d.path().join("model");
+        std::fs::create_dir_all(&model).unwrap();
+        let image = d.path().join("image.sqsh");
+        std::fs::write(&image, "").unwrap();
+        let dir = fixtures().join("srt-slurm-v1/benchmark");
+        let capture: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(format!("{stem}.srtctl.json"))).unwrap(),
+        )
+        .unwrap();
+        let r = recipe::load_file(&dir.join(format!("{stem}.yaml"))).unwrap();
+        let given = |k: &str| {
+            r.raw_get(&["model", k])
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let config = d.path().join("srtslurm.yaml");
+        let models = if given("path").starts_with("hf:") {
+            String::new()
+        } else {
+            format!(
+                "model_paths: {{{:?}: {}}}\n",
+                given("path"),
+                model.display()
+            )
+        };
+        std::fs::write(
+            &config,
+            format!(
+                "srtctl_root: {}\ncontainers: {{{:?}: {}}}\n{models}",
+                root.display(),
+                given("container"),
+                image.display(),
+            ),
+        )
+        .unwrap();
+        let req = request(
+            dir.join(format!("{stem}.yaml")),
+            Some(config),
+            d.path(),
+            true,
+        );
+        let out = launch::render(&req).unwrap_or_else(|e| panic!("{stem}: {e}"));
+        let c = out.container.as_ref().unwrap();
+        let mut got: Vec<String> = c.mounts.iter().map(|(h, ct)| format!("{h}:{ct}")).collect();
+        got.push("$LOG_DIR:/logs".into());
+        got.sort();
+        let mut want: Vec<String> = capture["steps"][0]["container_mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                m.as_str()
+                    .unwrap()
+                    .replace("/SRTCTL", &root.display().to_string())
+                    .replace("/MODEL", &model.display().to_string())
+                    .replace("/LOGS", "$LOG_DIR")
+            })
+            .collect();
+        want.sort();
+        // What the recipe's extra_mount adds, srtctl and mcsup alike (its host paths as given).
+        assert_eq!(got, want, "{stem}");
+        assert!(
+            out.benchmark.contains("/srtctl-benchmarks/") || out.benchmark.starts_with("custom"),
+            "{stem}: {}",
+            out.benchmark
+        );
+        // mcsup's own, on top: the job's directory (and the binary, for mcsup in the container).
+        let script_mounts = out
+            .script
+            .lines()
+            .find(|l| l.contains("--container-mounts="))
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            script_mounts.contains("$LOG_DIR:/logs")
+                && script_mounts.contains("/srtctl-benchmarks"),
+            "{stem}: {script_mounts}"
+        );
+    }
+}
+
+/// A benchmark that runs srtctl's scripts needs the checkout they come from: without
+/// `srtctl_root`, or with one that lacks them, `mcsup render` says so at `benchmark.type` rather
+/// than letting the client fail once the models have loaded.
+#[test]
+fn a_benchmark_without_srtctls_scripts_is_refused_at_render() {
+    let d = tempfile::tempdir().unwrap();
+    let image = d.path().join("image.sqsh");
+    std::fs::write(&image, "").unwrap();
+    let stem = fixtures().join("srt-slurm-v1/benchmark/mocker-agg.yaml");
+    let r = recipe::load_file(&stem).unwrap();
+    let alias = r
+        .raw_get(&["model", "container"])
+        .and_then(|v| v.as_str())
+        .unwrap()
+        .to_string();
+    for (extra, why) in [
+        ("", "names no srtctl_root"),
+        (
+            "srtctl_root: /nonexistent/srt-slurm\n",
+            "has no src/srtctl/benchmarks/scripts",
+        ),
+    ] {
+        let config = d.path().join("srtslurm.yaml");
+        std::fs::write(
+            &config,
+            format!("{extra}containers: {{{alias:?}: {}}}\n", image.display()),
+        )
+        .unwrap();
+        let e = launch::render(&request(stem.clone(), Some(config), d.path(), true))
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("benchmark.type") && e.contains(why), "{e}");
+        assert!(e.contains("set srtctl_root"), "{e}");
+    }
+    // manual needs no scripts.
+    let manual = fixtures().join("srt-slurm-v1/benchmark/mocker-1p2d.yaml");
+    let config = d.path().join("srtslurm.yaml");
+    let r = recipe::load_file(&manual).unwrap();
+    let alias = r
+        .raw_get(&["model", "container"])
+        .and_then(|v| v.as_str())
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &config,
+        format!("containers: {{{alias:?}: {}}}\n", image.display()),
+    )
+    .unwrap();
+    let out = launch::render(&request(manual, Some(config), d.path(), true)).unwrap();
+    assert!(out.benchmark.starts_with("manual"), "{}", out.benchmark);
 }

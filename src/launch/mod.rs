@@ -54,6 +54,8 @@ pub struct Rendered {
     pub nodes: Vec<String>,
     pub early_warning: Duration,
     pub container: Option<Container>,
+    /// What the job is for, in words: the benchmark and where its scripts come from.
+    pub benchmark: String,
 }
 
 /// Why a job could not be rendered.
@@ -100,10 +102,17 @@ pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
     let (nodes, deadline) = plan_every_node(&recipe, allocation.nodes, &req.roles, &req.recipe)?;
     let early_warning = deadline + crate::slurm::KILL_MARGIN + FORWARD_MARGIN;
     let container = if req.container {
-        Some(container(&recipe, &cluster, &req.cwd, &req.recipe)?)
+        Some(container(
+            &recipe,
+            &cluster,
+            &req.env,
+            &req.cwd,
+            &req.recipe,
+        )?)
     } else {
         None
     };
+    let benchmark = benchmark_line(&recipe, &cluster, container.as_ref(), &req.recipe)?;
     let srun_options = sbatch::srun_options(&recipe).map_err(in_recipe)?;
     let script = script::Script {
         recipe_path: &absolute(&req.cwd, &req.recipe),
@@ -128,7 +137,63 @@ pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
         nodes,
         early_warning,
         container,
+        benchmark,
     })
+}
+
+/// The job's benchmark in words; an error when its scripts (srtctl's, from the checkout the
+/// cluster config names) are not there to mount.
+fn benchmark_line(
+    recipe: &Recipe,
+    cluster: &Cluster,
+    container: Option<&Container>,
+    path: &Path,
+) -> Result<String, LaunchError> {
+    use crate::engine::benchmark::{self as bench, SCRIPTS_IN_CHECKOUT, SCRIPTS_MOUNT};
+    let in_recipe = |e: crate::domain::PlanError| LaunchError::At(recipe.place(path, &e));
+    let b = bench::BenchmarkSettings::from_recipe(recipe).map_err(in_recipe)?;
+    if b.kind == bench::MANUAL {
+        return Ok(
+            "manual: the job serves until it is stopped (scancel, or its time limit)".into(),
+        );
+    }
+    let k = bench::kind(&b.kind).map_err(in_recipe)?;
+    let Some(script) = k.script() else {
+        return Ok(format!(
+            "{} once the job is servable; the job ends with its exit status",
+            b.kind
+        ));
+    };
+    let Some(c) = container else {
+        return Ok(format!(
+            "{} runs {SCRIPTS_MOUNT}/{script}: without a container, each client node must have srtctl's scripts there (the preflight checks)",
+            b.kind
+        ));
+    };
+    if let Some((host, _)) = c.mounts.iter().find(|(_, ct)| ct == SCRIPTS_MOUNT) {
+        return Ok(format!(
+            "{} once the job is servable, srtctl's {SCRIPTS_MOUNT}/{script} from {host}; the job ends with its exit status",
+            b.kind
+        ));
+    }
+    let why = match (&cluster.config.srtctl_root, &cluster.path) {
+        (Some(root), _) => format!(
+            "srtctl_root ({root}) has no {SCRIPTS_IN_CHECKOUT} and src/srtctl/runtime_scripts"
+        ),
+        (None, Some(p)) => format!("{} names no srtctl_root", p.display()),
+        (None, None) => "no srtslurm.yaml names srtctl_root".into(),
+    };
+    Err(LaunchError::At(
+        Diagnostic::new(
+            "benchmark.type",
+            format!(
+                "`{}` runs srtctl's {script}, which comes from an srt-slurm checkout: {why}",
+                b.kind
+            ),
+            "set srtctl_root in srtslurm.yaml to your srt-slurm checkout (srtctl is not on PyPI), or set benchmark.type: manual".to_string(),
+        )
+        .in_file(path, recipe.positions.find("benchmark.type")),
+    ))
 }
 
 /// Plan each node of an `n`-node job as it will plan itself, on stand-in names `node0..`: the
@@ -207,6 +272,7 @@ fn plan_every_node(
 fn container(
     recipe: &Recipe,
     cluster: &Cluster,
+    env: &RenderEnv,
     cwd: &Path,
     path: &Path,
 ) -> Result<Container, LaunchError> {
@@ -265,9 +331,16 @@ fn container(
         mounts.push((dir.display().to_string(), "/model".to_string()));
     }
     if let Some(root) = &cluster.config.srtctl_root {
-        let configs = absolute(cwd, Path::new(&expand_vars(root))).join("configs");
+        let root = absolute(cwd, Path::new(&expand_vars(root)));
+        let configs = root.join("configs");
         if configs.is_dir() {
             mounts.push((configs.display().to_string(), "/configs".to_string()));
+        }
+        // srtctl's own scripts, where its steps find them (the benchmark's client).
+        if let Some((scripts, runtime)) = crate::engine::benchmark::scripts_in(&root) {
+            use crate::engine::benchmark::{RUNTIME_MOUNT, SCRIPTS_MOUNT};
+            mounts.push((runtime.display().to_string(), RUNTIME_MOUNT.to_string()));
+            mounts.push((scripts.display().to_string(), SCRIPTS_MOUNT.to_string()));
         }
     }
     for (h, c) in cluster::pairs(&cluster.config.default_mounts) {
@@ -278,6 +351,51 @@ fn container(
             c,
         ));
     }
+    push_extra_mounts(recipe, cwd, path, &mut mounts)?;
+    // srtctl's lm-eval workspace, from the submitting shell's environment.
+    if let Some(ws) = &env.infmax_workspace {
+        mounts.push((ws.clone(), "/infmax-workspace".into()));
+    }
+    if recipe.raw_get(&["container_mounts"]).is_some() {
+        return Err(in_recipe(
+            "container_mounts",
+            "mcsup render does not expand srtctl's path templates (`{log_dir}`, ...) in container_mounts".into(),
+            "list the mounts under extra_mount as \"/host/path:/container/path\"".into(),
+        ));
+    }
+    for (h, c) in &mounts {
+        plain_path("a container mount", Path::new(h))?;
+        plain_path("a container mount", Path::new(c))?;
+    }
+    Ok(Container {
+        image,
+        mounts: by_host_path(mounts),
+    })
+}
+
+/// srtctl keeps its mounts in a dict keyed by the host path: a host path given twice is mounted
+/// once, at the last container path given, in the first one's place.
+fn by_host_path(mounts: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (h, c) in mounts {
+        match out.iter_mut().find(|(x, _)| *x == h) {
+            Some(m) => m.1 = c,
+            None => out.push((h, c)),
+        }
+    }
+    out
+}
+
+/// The recipe's `extra_mount`, `host:container` each.
+fn push_extra_mounts(
+    recipe: &Recipe,
+    cwd: &Path,
+    path: &Path,
+    mounts: &mut Vec<(String, String)>,
+) -> Result<(), LaunchError> {
+    let in_recipe = |key: &str, msg: String, fix: String| {
+        LaunchError::At(Diagnostic::new(key, msg, fix).in_file(path, recipe.positions.find(key)))
+    };
     match recipe.raw_get(&["extra_mount"]) {
         None => {}
         Some(serde_yaml::Value::Sequence(items)) => {
@@ -302,18 +420,7 @@ fn container(
             ))
         }
     }
-    if recipe.raw_get(&["container_mounts"]).is_some() {
-        return Err(in_recipe(
-            "container_mounts",
-            "mcsup render does not expand srtctl's path templates (`{log_dir}`, ...) in container_mounts".into(),
-            "list the mounts under extra_mount as \"/host/path:/container/path\"".into(),
-        ));
-    }
-    for (h, c) in &mounts {
-        plain_path("a container mount", Path::new(h))?;
-        plain_path("a container mount", Path::new(c))?;
-    }
-    Ok(Container { image, mounts })
+    Ok(())
 }
 
 /// `model.path` and `model.container` after srtctl's alias resolution

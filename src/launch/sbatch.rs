@@ -72,6 +72,8 @@ pub struct RenderEnv {
     pub runner_name: Option<String>,
     pub slurm_account: Option<String>,
     pub slurm_partition: Option<String>,
+    /// `INFMAX_WORKSPACE`: srtctl mounts it at `/infmax-workspace` (lm-eval's harness).
+    pub infmax_workspace: Option<String>,
 }
 
 impl RenderEnv {
@@ -81,6 +83,7 @@ impl RenderEnv {
             runner_name: var("RUNNER_NAME"),
             slurm_account: var("SLURM_ACCOUNT"),
             slurm_partition: var("SLURM_PARTITION"),
+            infmax_workspace: var("INFMAX_WORKSPACE"),
         }
     }
 }

@@ -67,7 +67,7 @@ pub fn plan_benchmark(
     let b = BenchmarkSettings::from_recipe(recipe)?;
     let c = context(recipe, t, ctx, environment)?;
     let hc = health(t, &c);
-    let Some(stage) = benchmark::stage(&b, &c, hc, std::path::Path::new(&t.launch.log_dir))? else {
+    let Some(stage) = benchmark::stage(&b, &c, hc)? else {
         return Ok(BenchmarkPlan::default());
     };
     let mut out = BenchmarkPlan {
@@ -100,7 +100,8 @@ pub fn plan_benchmark(
 }
 
 /// When mcsup runs on the host (its workers are Slurm steps: TRT-LLM), the client is srtctl's
-/// step exactly: `srun --overlap` on its node, its output in `benchmark.out`, in the job's (or
+/// step: `srun --overlap` on its node (its output is the process's log, not srtctl's
+/// `--output benchmark.out`), in the job's (or
 /// `benchmark.container_image`'s) container, the recipe's `srun_options`, and `bash -c` with
 /// the exports before the command.
 fn srun_step(
@@ -122,8 +123,6 @@ fn srun_step(
             "1",
             "--nodelist",
             &s.node,
-            "--output",
-            &s.output.display().to_string(),
         ]
         .map(String::from),
     );
@@ -143,8 +142,8 @@ fn srun_step(
     Ok(argv)
 }
 
-/// The recipe's `srun_options` as srtctl passes them: `--key=value`, or `--key` for an empty
-/// value.
+/// The recipe's `srun_options` as srtctl passes them (`start_srun_process`): `--key=value`, or
+/// `--key` for a value Python finds false (null, empty, `false`, 0).
 fn srun_options(recipe: &Recipe) -> Result<Vec<String>, PlanError> {
     match recipe.raw_get(&["srun_options"]) {
         None => Ok(Vec::new()),
@@ -152,10 +151,20 @@ fn srun_options(recipe: &Recipe) -> Result<Vec<String>, PlanError> {
             .iter()
             .map(|(k, v)| {
                 let k = crate::engine::python_str(k);
-                match v {
-                    serde_yaml::Value::Null => format!("--{k}"),
-                    serde_yaml::Value::String(x) if x.is_empty() => format!("--{k}"),
-                    v => format!("--{k}={}", crate::engine::python_str(v)),
+                use serde_yaml::Value as V;
+                let falsy = match v {
+                    V::Null => true,
+                    V::Bool(b) => !b,
+                    V::String(x) => x.is_empty(),
+                    V::Number(n) => n.as_f64() == Some(0.0),
+                    V::Sequence(s) => s.is_empty(),
+                    V::Mapping(m) => m.is_empty(),
+                    V::Tagged(_) => false,
+                };
+                if falsy {
+                    format!("--{k}")
+                } else {
+                    format!("--{k}={}", crate::engine::python_str(v))
                 }
             })
             .collect()),
@@ -176,8 +185,11 @@ fn client(
     wait: &str,
 ) -> ProcessSpec {
     let mut env = EnvBuilder::new();
-    for (k, v) in &s.env {
-        env.set(k, v.clone(), "srtctl benchmark stage");
+    // A Slurm step exports them itself, in its `bash -c` (srtctl's step, exactly).
+    if t.launch.step_container.is_none() {
+        for (k, v) in &s.env {
+            env.set(k, v.clone(), "srtctl benchmark stage");
+        }
     }
     // mcsup's: where the job's files are outside a container (inside one, /logs is the same).
     env.set(
@@ -401,16 +413,20 @@ fn no_decode(placement: &str) -> PlanError {
 }
 
 /// The stage in words for the plan: where the client runs, after what, and what it runs.
-pub fn summary(s: &BenchmarkStage) -> String {
-    format!(
-        "benchmark {} ({}) on {} once {} lists {} prefill + {} decode (srtctl's wait, up to {:.0} s): {}; the job ends with its exit status",
-        s.kind,
-        s.title,
-        s.node,
-        s.health.host,
-        s.health.prefill,
-        s.health.decode,
-        s.health.timeout_s,
-        crate::engine::flags::shlex_join(&s.command)
-    )
+pub fn summary(s: &BenchmarkStage) -> BenchmarkSummary {
+    let ms = |secs: f64| (secs * 1000.0).round() as u64;
+    BenchmarkSummary {
+        kind: s.kind.to_string(),
+        title: s.title.to_string(),
+        node: s.node.clone(),
+        command: s.command.clone(),
+        health: BenchmarkHealth {
+            host: s.health.host.clone(),
+            port: s.health.port,
+            prefill: s.health.prefill,
+            decode: s.health.decode,
+            interval_ms: ms(s.health.interval_s),
+            timeout_ms: ms(s.health.timeout_s),
+        },
+    }
 }

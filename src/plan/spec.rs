@@ -117,7 +117,7 @@ pub struct Plan {
     pub endpoint: Option<String>,
     /// The job's benchmark (srtctl's stage): where and when it runs, and what (every node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub benchmark: Option<String>,
+    pub benchmark: Option<BenchmarkSummary>,
     /// The recipe's spelling: `v1`, `v1+standalone` (the seed's), `2.0`.
     #[serde(default)]
     pub recipe_schema: String,
@@ -299,6 +299,55 @@ pub struct ProcessSpec {
     /// status (the result gate judges a 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal: Option<TerminalSpec>,
+}
+
+/// The job's benchmark as srtctl's stage runs it ([`Plan::benchmark`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BenchmarkSummary {
+    /// `benchmark.type`, and srtctl's name for it.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    /// The node the client runs on.
+    pub node: String,
+    /// srtctl's command.
+    pub command: Vec<String>,
+    /// srtctl's health wait before it.
+    pub health: BenchmarkHealth,
+}
+
+/// srtctl's wait for the endpoint before its benchmark (`wait_for_model`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BenchmarkHealth {
+    /// The public API node's name and port.
+    pub host: String,
+    pub port: u16,
+    /// The workers it must list.
+    pub prefill: u32,
+    pub decode: u32,
+    /// `health_check.interval_seconds`, and the whole wait (`max_attempts x interval`).
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+}
+
+impl std::fmt::Display for BenchmarkSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let h = &self.health;
+        write!(
+            f,
+            "{} ({}) on {} once {}:{} lists {} prefill + {} decode (srtctl's wait: every {} s, up to {} s): {}; the job ends with its exit status",
+            self.kind,
+            self.title,
+            self.node,
+            h.host,
+            h.port,
+            h.prefill,
+            h.decode,
+            h.interval_ms as f64 / 1000.0,
+            h.timeout_ms as f64 / 1000.0,
+            crate::engine::flags::shlex_join(&self.command)
+        )
+    }
 }
 
 /// A terminal process's result gate ([`ProcessSpec::terminal`]).

@@ -205,6 +205,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
         tools::check_ports(plan, &mut report);
         let (path, wait) = (opts.path_var.as_deref(), opts.tool_timeout);
         tools::check_executables(plan, path, wait, &mut report);
+        tools::check_benchmark_scripts(plan, &mut report);
         tools::check_master_flags(plan, path, wait, &mut report);
         let kill_wait = slurm::read_kill_wait(opts.in_slurm, path, wait);
         slurm::check(plan, &kill_wait, &mut report);

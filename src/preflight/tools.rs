@@ -511,6 +511,43 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, wait: Duration, re
     }
 }
 
+/// The benchmark client's script is where srtctl's container has it (`/srtctl-benchmarks`,
+/// `/srtctl-runtime`): a client whose script is missing would fail only once the job is
+/// servable, after the models loaded.
+pub fn check_benchmark_scripts(plan: &Plan, report: &mut Report) {
+    use crate::engine::benchmark::{RUNTIME_MOUNT, SCRIPTS_MOUNT};
+    for p in plan
+        .processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Benchmark)
+    {
+        let Some(script) = p.argv.iter().skip(1).find(|a| {
+            [SCRIPTS_MOUNT, RUNTIME_MOUNT]
+                .iter()
+                .any(|m| a.starts_with(&format!("{m}/")))
+        }) else {
+            continue;
+        };
+        let label = format!("{} script", p.name);
+        if p.argv.first().is_some_and(|a| a == "srun") {
+            // In the step's container, which srtctl's mounts give it: not visible from here.
+            continue;
+        }
+        if Path::new(script).is_file() {
+            report.push(Check::ok("tools", &label, script.clone()));
+        } else {
+            report.push(Check::fail(
+                "tools",
+                &label,
+                format!("{script} is not a file: srtctl's benchmark scripts are not mounted here"),
+                format!(
+                    "run inside the job's container with srt-slurm's src/srtctl/benchmarks/scripts at {SCRIPTS_MOUNT} and src/srtctl/runtime_scripts at {RUNTIME_MOUNT} (`mcsup submit` mounts them when srtslurm.yaml names srtctl_root), or set benchmark.type: manual"
+                ),
+            ));
+        }
+    }
+}
+
 /// Flag names a gflags `--help` lists (`    -name (...)`), plus `no<name>` forms.
 pub fn gflags_names(help: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();

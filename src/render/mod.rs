@@ -248,6 +248,9 @@ fn plan_header(o: &mut String, p: &Plan) {
     if let Some(e) = &p.endpoint {
         let _ = writeln!(o, "endpoint: {e}");
     }
+    if let Some(b) = &p.benchmark {
+        let _ = writeln!(o, "benchmark: {b}");
+    }
 }
 
 /// The job's services as srtctl's dry-run lists them, and what each does on this node.

@@ -8,8 +8,9 @@
 //! environment (`_get_benchmark_env`: profiling windows, worker endpoints, the frontend's
 //! address, the recipe's environment, the measurement window, SA-Bench's slow-down, AIPerf's
 //! server metrics), the container and its mounts (`/logs`, `/model`, `/configs`,
-//! `/srtctl-runtime`, `/srtctl-benchmarks` from the srt-slurm checkout), and the srun step with
-//! its output in `<log_dir>/benchmark.out`.
+//! `/srtctl-runtime`, `/srtctl-benchmarks` from the srt-slurm checkout), and the srun step
+//! (srtctl writes its output to `<log_dir>/benchmark.out`; mcsup's client writes the process log
+//! `<log_dir>/<node>.benchmark.log` like every process it runs).
 //!
 //! | `benchmark.type` | module | command |
 //! |---|---|---|
@@ -192,8 +193,6 @@ pub struct BenchmarkStage {
     pub env: Vec<(String, String)>,
     /// `benchmark.container_image` (custom), else the job's image.
     pub image: Option<String>,
-    /// Where the client's output goes.
-    pub output: PathBuf,
     pub health: HealthWait,
 }
 
@@ -202,7 +201,6 @@ pub fn stage(
     b: &BenchmarkSettings,
     c: &BenchContext<'_>,
     health: HealthWait,
-    log_dir: &Path,
 ) -> Result<Option<BenchmarkStage>, PlanError> {
     if b.kind == MANUAL {
         return Ok(None);
@@ -237,7 +235,6 @@ pub fn stage(
         command: k.command(b, c),
         env: env.0,
         image: k.image(b),
-        output: log_dir.join("benchmark.out"),
         health,
     }))
 }
