@@ -98,6 +98,16 @@ pub const SIGNATURES: &[Signature] = &[
         "sglang/srt/disaggregation/common/conn.py (sglang 0.5.23); NVIDIA/srt-slurm #429",
     ),
     at_once(
+        "sglang-kv-transfer-failed",
+        &[
+            "Prefill transfer failed for request rank=",
+            "Decode transfer failed for request rank=",
+        ],
+        "a request's KV cache did not move from its prefill worker to its decode worker (the request is aborted): every such request is lost, and a benchmark that goes on measures nothing",
+        "read the lines before it (Mooncake's transfer engine says why: memory registration needs nvidia_peermem for GPU memory, an inactive HCA, a dead peer); `mcsup preflight` checks the NICs and locked memory",
+        "sglang/srt/disaggregation/prefill.py and decode.py `handle_inflight_transfer_failure` (sglang 0.5.23); NVIDIA/srt-slurm #429",
+    ),
+    at_once(
         "trtllm-executor-init-failed",
         &["Failed to initialize executor on rank"],
         "TensorRT-LLM could not build its executor; the text after the colon is why",
@@ -321,6 +331,8 @@ mod tests {
         ("[2026-08-22 10:03:11 TP0] RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.55", "sglang-not-enough-memory"),
         ("[2026-08-22 10:04:40 TP1] Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 1.50 GiB.", "sglang-cuda-graph-capture-failed"),
         ("RuntimeError: Page size mismatch: prefill server has page_size=64, but decode server has page_size=1. Both servers must use the same --page-size value.", "sglang-disagg-page-size-mismatch"),
+        ("[2026-12-06 10:02:11 TP0] Prefill transfer failed for request rank=0 req.rid='9f2c' req.bootstrap_room=8812 with exception KVTransferError(bootstrap_room=8812): Failed to send kv chunk of 8812 to 10.0.0.3:41235", "sglang-kv-transfer-failed"),
+        ("[2026-12-06 10:02:11 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='9f2c' decode_req.req.bootstrap_room=8812 with exception KVTransferError(bootstrap_room=8812): Failed to get kvcache from prefill instance, it might be dead", "sglang-kv-transfer-failed"),
         ("[07/22/2025-05:45:38] [TRT-LLM] [E] Failed to initialize executor on rank 0: CUDA out of memory. Tried to allocate 136.00 MiB.", "trtllm-executor-init-failed"),
         ("[2026-08-22 10:01:02 TP3] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.11 GiB of which 1.06 GiB is free.", "cuda-oom"),
         ("RuntimeError: CUDA error: out of memory", "cuda-oom"),

@@ -3,9 +3,10 @@
 //! during its run are read off the loop and judged ([`judge`]): sa-bench's
 //! `results_*.json` (srtctl's `benchmark_serving.py --save-result`) and AIPerf's
 //! `profile_export_aiperf.json`. No completed request, no generated token, or more failed
-//! requests than `benchmark.max_failed_requests` is `benchmark-invalid` (upstream srt-slurm
-//! #429: every KV transfer failed and sa-bench reported `Total generated tokens: 0` as a
-//! success; #423: a successful sweep after its client failed). The verdict goes to the machine
+//! requests than `benchmark.max_failed_requests` is `benchmark-invalid`, and so is a KV transfer
+//! failure any process here printed while the client ran ([`KV_TRANSFER_FAILURES`], from the
+//! failure catalogue) (upstream srt-slurm #429: every KV transfer failed and sa-bench reported
+//! `Total generated tokens: 0` as a success; #423: a successful sweep after its client failed). The verdict goes to the machine
 //! (`Event::Judged`) and into the status file and the metrics.
 
 use std::collections::HashMap;
@@ -22,18 +23,45 @@ const MAX_FILES: usize = 256;
 const MAX_DEPTH: usize = 4;
 const MAX_BYTES: u64 = 64 << 20;
 
+/// The catalogue's signatures of a KV transfer that failed (`crate::engine::signatures`,
+/// `crate::mooncake::signatures`): seen in any process's output while a benchmark runs, its
+/// result does not stand.
+pub const KV_TRANSFER_FAILURES: &[&str] = &[
+    "sglang-kv-transfer-failed",
+    "memory-registration",
+    "mkey-exhausted",
+    "qp-transition-failed",
+];
+
 /// The benchmark watcher: when each terminal process started, and its judged result.
 #[derive(Default)]
 pub struct Benchmark {
     started_ms: HashMap<usize, u64>,
+    /// The first KV transfer failure seen while a benchmark ran: the process and the line.
+    kv_failure: Option<String>,
+    /// Benchmarks whose verdict is pending (started, not judged).
+    running: usize,
     result: Option<BenchmarkStatus>,
 }
 
 impl Watcher for Benchmark {
     fn on(&mut self, plan: &Plan, input: &Input<'_>, now: Now<'_>) -> Vec<Effect> {
         match input {
-            Input::Spawned { proc, .. } if plan.processes[*proc].terminal.is_some() => {
+            Input::Spawned { proc, .. } if judged(plan, *proc) => {
                 self.started_ms.insert(*proc, now.wall_ms());
+                self.running += 1;
+                Vec::new()
+            }
+            Input::Answer(Answer::Found { proc, found, .. })
+                if self.running > 0
+                    && self.kv_failure.is_none()
+                    && KV_TRANSFER_FAILURES.contains(&found.signature.id) =>
+            {
+                let unit = plan.processes.get(*proc).map_or("?", |p| p.name.as_str());
+                self.kv_failure = Some(format!(
+                    "a KV transfer failed while the benchmark ran ({} in {unit}'s output: {})",
+                    found.signature.id, found.line
+                ));
                 Vec::new()
             }
             Input::Asked(WatchRequest::Judge { proc }) => {
@@ -57,6 +85,12 @@ impl Watcher for Benchmark {
                 }]
             }
             Input::Answer(Answer::Judged { proc, status }) => {
+                self.running = self.running.saturating_sub(1);
+                let mut status = status.clone();
+                if let (true, Some(why)) = (status.valid, &self.kv_failure) {
+                    status.valid = false;
+                    status.said = why.clone();
+                }
                 self.result = Some(status.clone());
                 let verdict = if status.valid {
                     Ok(status.said.clone())
@@ -78,6 +112,14 @@ impl Watcher for Benchmark {
     fn status(&self, status: &mut StatusFile) {
         status.benchmark = self.result.clone();
     }
+}
+
+/// Whether process `proc` is a terminal process with a result gate (a benchmark client).
+fn judged(plan: &Plan, proc: usize) -> bool {
+    plan.processes
+        .get(proc)
+        .and_then(|p| p.terminal.as_ref())
+        .is_some_and(|t| t.benchmark.is_some())
 }
 
 /// Read and judge what the client wrote under `dir` since `since_ms` (blocking: run off the
@@ -117,7 +159,10 @@ fn result_files(dir: &Path, since_ms: u64) -> Vec<PathBuf> {
                 continue;
             }
             let name = e.file_name().to_string_lossy().into_owned();
-            let wanted = (name.starts_with("results_") && name.ends_with(".json"))
+            // sa-bench's result, not the `.pytorch.json` copy it may write beside it.
+            let wanted = (name.starts_with("results_")
+                && name.ends_with(".json")
+                && !name.ends_with(".pytorch.json"))
                 || name == "profile_export_aiperf.json";
             let fresh = meta
                 .modified()
@@ -305,7 +350,8 @@ fn concurrency_in(name: &str) -> Option<u64> {
         .rsplit('/')
         .next()?
         .strip_prefix("results_concurrency_")?;
-    rest.split('_').next()?.parse().ok()
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The wall clock now, in ms (for a test's `since`).

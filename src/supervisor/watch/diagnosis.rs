@@ -23,7 +23,7 @@ use crate::supervisor::logs::{LineTap, LineWatcher, Watch};
 use crate::supervisor::machine::WatchRequest;
 
 /// Bumped when a signature is added, removed or its meaning changes (events name it).
-pub const CATALOGUE_VERSION: u32 = 2;
+pub const CATALOGUE_VERSION: u32 = 3;
 
 /// Lines a traceback is followed for before it is given up (a runaway dump is no traceback).
 const TRACEBACK_MAX_LINES: usize = 2000;

@@ -526,3 +526,295 @@ fn a_release_wait_without_a_baseline_still_waits_for_the_group() {
     );
     assert!(matches!(fed(&e)[..], [Event::Released { attempt: 3, .. }]));
 }
+
+// ---------------------------------------------------------------------------------------------
+// benchmark: the result gate
+// ---------------------------------------------------------------------------------------------
+
+fn client() -> Plan {
+    let mut b = proc("benchmark", ProcessKind::Benchmark);
+    b.terminal = Some(crate::plan::TerminalSpec {
+        benchmark: Some("sa-bench".into()),
+        max_failed_requests: 1,
+    });
+    let mut s = proc("load", ProcessKind::Service);
+    s.terminal = Some(crate::plan::TerminalSpec {
+        benchmark: None,
+        max_failed_requests: 0,
+    });
+    let mut p = plan(vec![b, s]);
+    p.log_dir = "/job/logs".into();
+    p
+}
+
+/// One of sa-bench's result files (benchmark_serving.py `--save-result`: the keys its
+/// `benchmark_result` and `main` write).
+fn sa_bench_result(completed: u64, tokens: u64, errors: &[&str]) -> String {
+    serde_json::json!({
+        "date": "20261206-120000", "backend": "dynamo", "model_id": "m", "num_prompts": completed as usize + errors.iter().filter(|e| !e.is_empty()).count(),
+        "request_rate": "inf", "max_concurrency": 4, "duration": 2.5,
+        "completed": completed, "total_input_tokens": 4096, "total_output_tokens": tokens,
+        "request_throughput": 4.0, "output_throughput": 410.5,
+        "mean_ttft_ms": 12.0, "median_ttft_ms": 11.0, "p99_ttft_ms": 30.5, "p99_itl_ms": 4.25,
+        "errors": errors,
+    })
+    .to_string()
+}
+
+#[test]
+fn a_benchmarks_end_is_judged_off_the_loop_from_the_files_written_since_it_started() {
+    let p = client();
+    let mut w = benchmark::Benchmark::default();
+    let clock = Clock::new();
+    let now = at(&clock);
+    assert!(w
+        .on(
+            &p,
+            &Input::Spawned {
+                proc: 0,
+                generation: 1
+            },
+            now
+        )
+        .is_empty());
+    let e = w.on(&p, &Input::Asked(WatchRequest::Judge { proc: 0 }), now);
+    match e.as_slice() {
+        [Effect::Run {
+            task:
+                Task::Judge {
+                    proc: 0,
+                    dir,
+                    since_ms,
+                    kind,
+                    max_failed: 1,
+                },
+            ..
+        }] => {
+            assert_eq!(dir, std::path::Path::new("/job/logs"));
+            assert_eq!(kind, "sa-bench");
+            assert_eq!(*since_ms, now.wall_ms());
+        }
+        other => panic!("{other:?}"),
+    }
+    // A terminal service has no result gate.
+    assert!(w
+        .on(&p, &Input::Asked(WatchRequest::Judge { proc: 1 }), now)
+        .is_empty());
+    // The verdict: fed to the machine, and into the status file.
+    let status = benchmark::judge(
+        "sa-bench",
+        &[(
+            "sa-bench_isl_8_osl_8/results_concurrency_4_gpus_1.json".into(),
+            sa_bench_result(40, 4000, &["", ""]),
+        )],
+        1,
+    );
+    assert!(status.valid, "{status:?}");
+    let e = w.on(
+        &p,
+        &Input::Answer(Answer::Judged {
+            proc: 0,
+            status: status.clone(),
+        }),
+        now,
+    );
+    assert!(matches!(
+        fed(&e)[..],
+        [Event::Judged {
+            proc: 0,
+            verdict: Ok(_)
+        }]
+    ));
+    assert_eq!(status_of(&w).benchmark, Some(status));
+}
+
+#[test]
+fn the_gate_names_the_number_that_was_wrong() {
+    let ok = sa_bench_result(40, 4000, &[""]);
+    let zero_tokens = sa_bench_result(40, 0, &[""]);
+    let none = sa_bench_result(0, 0, &["Connection refused", "Connection refused"]);
+    let failing = sa_bench_result(38, 3800, &["", "HTTP 500", "HTTP 500"]);
+    let f = |name: &str, text: &str| (name.to_string(), text.to_string());
+    let said = |s: crate::runfiles::BenchmarkStatus| (s.valid, s.said);
+
+    let (valid, s) = said(benchmark::judge(
+        "sa-bench",
+        &[f("results_concurrency_4.json", &ok)],
+        0,
+    ));
+    assert!(valid, "{s}");
+    assert!(
+        s.contains("40 requests completed, 4000 tokens generated, 0 failed"),
+        "{s}"
+    );
+    assert!(s.contains("best output throughput 410.5 tok/s"), "{s}");
+
+    // upstream srt-slurm #429: every KV transfer failed, "Total generated tokens: 0".
+    let (valid, s) = said(benchmark::judge(
+        "sa-bench",
+        &[
+            f("results_concurrency_4.json", &ok),
+            f("results_concurrency_8.json", &zero_tokens),
+        ],
+        0,
+    ));
+    assert!(!valid);
+    assert_eq!(
+        s,
+        "generated tokens: 0 in results_concurrency_8.json (concurrency 8) (40 requests completed with empty answers)"
+    );
+    let (valid, s) = said(benchmark::judge(
+        "sa-bench",
+        &[f("results_concurrency_4.json", &none)],
+        0,
+    ));
+    assert!(!valid);
+    assert!(
+        s.starts_with("completed requests: 0 in results_concurrency_4.json"),
+        "{s}"
+    );
+    // Failed requests within the recipe's bound pass; over it, not.
+    assert!(benchmark::judge("sa-bench", &[f("results_concurrency_4.json", &failing)], 2).valid);
+    let (valid, s) = said(benchmark::judge(
+        "sa-bench",
+        &[f("results_concurrency_4.json", &failing)],
+        1,
+    ));
+    assert!(!valid);
+    assert!(
+        s.contains("failed requests: 2") && s.contains("benchmark.max_failed_requests (1)"),
+        "{s}"
+    );
+    // upstream #423: sa-bench exits 0 with no result at all.
+    let (valid, s) = said(benchmark::judge("sa-bench", &[], 0));
+    assert!(!valid);
+    assert!(s.contains("wrote no results_*.json"), "{s}");
+    // A custom command with no file mcsup reads: its exit status is the verdict.
+    let (valid, s) = said(benchmark::judge("custom", &[], 0));
+    assert!(valid, "{s}");
+    // A file that is not JSON is named.
+    let (valid, s) = said(benchmark::judge(
+        "sa-bench",
+        &[f("results_x.json", "{trunc")],
+        0,
+    ));
+    assert!(!valid);
+    assert!(s.contains("results_x.json: not JSON"), "{s}");
+}
+
+#[test]
+fn only_fresh_result_files_below_the_log_directory_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("sa-bench_isl_8_osl_8");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("results_concurrency_4_gpus_1.json"),
+        sa_bench_result(4, 40, &[""]),
+    )
+    .unwrap();
+    // Its `.pytorch.json` copy and unrelated files are not results.
+    std::fs::write(run.join("results_concurrency_4_gpus_1.pytorch.json"), "[]").unwrap();
+    std::fs::write(run.join("notes.json"), "{}").unwrap();
+    // A link is not followed (a shared log directory is not trusted).
+    std::os::unix::fs::symlink("/etc/passwd", run.join("results_link.json")).unwrap();
+    let s = benchmark::read_and_judge(dir.path(), 0, "sa-bench", 0);
+    assert!(s.valid, "{s:?}");
+    assert_eq!(s.results.len(), 1, "{s:?}");
+    assert_eq!(
+        s.results[0].file,
+        "sa-bench_isl_8_osl_8/results_concurrency_4_gpus_1.json"
+    );
+    assert_eq!(s.results[0].concurrency, Some(4));
+    // Files from before the client started (a previous job's) are not this run's.
+    let later = benchmark::now_ms() + 60_000;
+    let s = benchmark::read_and_judge(dir.path(), later, "sa-bench", 0);
+    assert!(!s.valid);
+    assert!(s.results.is_empty());
+}
+
+/// upstream srt-slurm #429: every KV transfer failed, the benchmark "succeeded". A transfer
+/// failure any process printed while the client ran makes its result invalid; one before it
+/// started (or another kind of line) does not.
+#[test]
+fn a_kv_transfer_failure_during_the_benchmark_invalidates_its_result() {
+    let mut p = client();
+    p.processes
+        .push(proc("sglang-decode-0", ProcessKind::Worker));
+    let worker = 2;
+    let sig = |id: &str| {
+        crate::engine::signatures::SIGNATURES
+            .iter()
+            .chain(crate::mooncake::signatures::SIGNATURES.iter())
+            .find(|s| s.id == id)
+            .unwrap()
+    };
+    let line = |id: &str, text: &str| {
+        Input::Answer(Answer::Found {
+            proc: worker,
+            generation: 1,
+            found: diagnosis::Found {
+                signature: sig(id),
+                line: text.into(),
+                context: vec![],
+            },
+        })
+    };
+    let ok = benchmark::judge(
+        "sa-bench",
+        &[(
+            "results_concurrency_4.json".into(),
+            sa_bench_result(40, 4000, &[""]),
+        )],
+        0,
+    );
+    let verdict = |w: &mut benchmark::Benchmark| {
+        let e = on(
+            w,
+            &p,
+            Input::Answer(Answer::Judged {
+                proc: 0,
+                status: ok.clone(),
+            }),
+        );
+        match fed(&e)[..] {
+            [Event::Judged { verdict, .. }] => verdict.clone(),
+            _ => panic!("{e:?}"),
+        }
+    };
+    // Before the client started: not its run.
+    let mut w = benchmark::Benchmark::default();
+    on(
+        &mut w,
+        &p,
+        line("memory-registration", "Failed to register memory"),
+    );
+    on(
+        &mut w,
+        &p,
+        Input::Spawned {
+            proc: 0,
+            generation: 1,
+        },
+    );
+    assert!(verdict(&mut w).is_ok());
+    // During it: the verdict names the process and the line.
+    let mut w = benchmark::Benchmark::default();
+    on(
+        &mut w,
+        &p,
+        Input::Spawned {
+            proc: 0,
+            generation: 1,
+        },
+    );
+    on(
+        &mut w,
+        &p,
+        line("cuda-oom", "torch.OutOfMemoryError: CUDA out of memory."),
+    );
+    let failed = "[TP0] Decode transfer failed for request rank=0 decode_req.req.rid='9f' with exception KVTransferError(bootstrap_room=1): Failed to get kvcache from prefill instance, it might be dead";
+    on(&mut w, &p, line("sglang-kv-transfer-failed", failed));
+    let why = verdict(&mut w).unwrap_err();
+    assert!(why.starts_with("a KV transfer failed while the benchmark ran (sglang-kv-transfer-failed in sglang-decode-0's output: [TP0] Decode transfer failed"), "{why}");
+    assert_eq!(status_of(&w).benchmark.map(|b| b.valid), Some(false));
+}

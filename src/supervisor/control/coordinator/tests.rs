@@ -355,3 +355,107 @@ fn a_node_that_joins_late_hears_what_it_missed() {
         )]
     );
 }
+
+fn hello(c: &mut Coordinator, node: &str, terminal: bool, t: Instant) -> Vec<(String, Body)> {
+    sent(&c.handle(
+        said(
+            node,
+            Body::Hello {
+                units: vec![],
+                terminal,
+            },
+        ),
+        t,
+    ))
+}
+
+fn finished(c: &mut Coordinator, node: &str, t: Instant) -> Vec<Output> {
+    c.handle(
+        said(
+            node,
+            Body::Finished {
+                detail: format!("`benchmark` on {node} ended (exit code 0)"),
+            },
+        ),
+        t,
+    )
+}
+
+fn job_done_to(out: &[(String, Body)]) -> Vec<String> {
+    let mut to: Vec<String> = out
+        .iter()
+        .filter(|(_, b)| matches!(b, Body::JobDone { .. }))
+        .map(|(n, _)| n.clone())
+        .collect();
+    to.sort();
+    to
+}
+
+/// What the job is for ends on the nodes holding a terminal process: once every one of them
+/// finished (and every node said hello), every node hears `job-done`, the finished ones too;
+/// not before.
+#[test]
+fn the_job_is_done_once_every_terminal_node_finished() {
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()]);
+    let t = Instant::now();
+    assert!(hello(&mut c, "n1", false, t).is_empty());
+    assert!(hello(&mut c, "n2", true, t).is_empty());
+    assert!(hello(&mut c, "n3", true, t).is_empty());
+    // n2's part is done; n3's still runs (and may use n2's workers): nothing yet.
+    assert!(sent(&finished(&mut c, "n2", t)).is_empty());
+    let out = finished(&mut c, "n3", t);
+    assert_eq!(job_done_to(&sent(&out)), ["n1", "n2", "n3"]);
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::Note(Note::Event { kind: EventKind::JobDone, detail, .. })
+            if detail.contains("n2: `benchmark` on n2 ended") && detail.contains("n3: ")
+    )));
+    // A node that joins again (a reconnect) hears it at once; nothing is decided twice.
+    assert_eq!(job_done_to(&hello(&mut c, "n1", false, t)), ["n1"]);
+    assert!(sent(&finished(&mut c, "n2", t)).is_empty());
+}
+
+/// A node that has not said hello yet may hold a terminal process: the job waits for it.
+#[test]
+fn the_job_is_not_done_before_every_node_said_hello() {
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()]);
+    let t = Instant::now();
+    hello(&mut c, "n1", true, t);
+    hello(&mut c, "n2", false, t);
+    assert!(sent(&finished(&mut c, "n1", t)).is_empty());
+    // n3 holds none: its hello completes the job, and it hears so with the others.
+    assert_eq!(
+        job_done_to(&hello(&mut c, "n3", false, t)),
+        ["n1", "n2", "n3"]
+    );
+
+    // n3 holds one: the job goes on until n3 finishes.
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()]);
+    hello(&mut c, "n1", true, t);
+    hello(&mut c, "n2", false, t);
+    finished(&mut c, "n1", t);
+    assert!(hello(&mut c, "n3", true, t).is_empty());
+    assert_eq!(
+        job_done_to(&sent(&finished(&mut c, "n3", t))),
+        ["n1", "n2", "n3"]
+    );
+}
+
+/// A failed node decides the job: a `finished` after it changes nothing.
+#[test]
+fn a_failed_job_is_not_done_by_a_later_finish() {
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into()]);
+    let t = Instant::now();
+    hello(&mut c, "n1", true, t);
+    hello(&mut c, "n2", false, t);
+    c.handle(
+        said(
+            "n2",
+            Body::Failing {
+                reason: "critical `decode` failed".into(),
+            },
+        ),
+        t,
+    );
+    assert!(job_done_to(&sent(&finished(&mut c, "n1", t))).is_empty());
+}

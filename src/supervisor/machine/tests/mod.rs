@@ -290,4 +290,5 @@ mod probing;
 mod restart;
 mod start;
 mod teardown;
+mod terminal;
 mod unit;
