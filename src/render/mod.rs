@@ -14,6 +14,7 @@ use crate::plan::*;
 use crate::recipe::SIZE_VARIABLES;
 use crate::secrets::{self, REDACTED};
 
+mod benchmark;
 pub mod groups;
 mod status;
 mod timeline;

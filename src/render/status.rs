@@ -17,7 +17,7 @@ use crate::runfiles::{
 // `mcsup status`
 // ---------------------------------------------------------------------------------------------
 
-fn ago(now_ms: u64, t: u64) -> String {
+pub(super) fn ago(now_ms: u64, t: u64) -> String {
     let s = now_ms.saturating_sub(t) / 1000;
     match s {
         0..=59 => format!("{s}s"),
@@ -27,7 +27,7 @@ fn ago(now_ms: u64, t: u64) -> String {
 }
 
 /// How a run ended, for the status tables: `137 (SIGKILL)`, `0`, or `-` before any exit.
-fn exit_text(e: Option<&crate::runfiles::StatusExit>) -> String {
+pub(super) fn exit_text(e: Option<&crate::runfiles::StatusExit>) -> String {
     e.map_or_else(
         || "-".into(),
         |e| match &e.signal {
@@ -107,6 +107,10 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
         out.push_str(&line);
         out.push('\n');
     }
+    if let Some(line) = super::benchmark::line(s, now_ms) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     for u in &s.units {
         if let Some(l) = &u.output_lost {
             out.push_str(&format!(
@@ -179,6 +183,9 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
     );
     if let Some(v) = &s.servable {
         servable_families(&mut out, v, s.started_ts_ms, &node);
+    }
+    for (name, kind, help, samples) in super::benchmark::families(s, &node) {
+        out.family(name, kind, help, samples);
     }
     mooncake_families(&mut out, s, &node);
     if let Some(c) = &s.control {
@@ -291,7 +298,7 @@ fn mooncake_families(out: &mut Prom, s: &StatusFile, node: &str) {
 }
 
 /// A label value in the Prometheus text format.
-fn prom_escape(v: &str) -> String {
+pub(super) fn prom_escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
@@ -810,6 +817,11 @@ fn job_status_tail(out: &mut String, nodes: &[(String, StatusRead)], now_ms: u64
             let _ = writeln!(out, "{} (on {node})", servable_text(v, start, now_ms));
         }
     }
+    for (node, r) in nodes {
+        if let Some(line) = super::benchmark::line(&r.status, now_ms) {
+            let _ = writeln!(out, "{line} (on {node})");
+        }
+    }
     if let Some(line) = mooncake_line(nodes) {
         let _ = writeln!(out, "{line}");
     }
@@ -977,6 +989,7 @@ pub fn job_status_json(
             "clients": m.clients,
             "allocated_bytes": m.allocated_bytes,
         })),
+        "benchmark": nodes.iter().find_map(|(n, r)| super::benchmark::json(n, &r.status)),
         "servable": nodes.iter().find_map(|(n, r)| r.status.servable.as_ref().map(|v| serde_json::json!({
             "node": n,
             "url": v.url,

@@ -105,7 +105,8 @@ pub struct Story<'a> {
 }
 
 /// One node's failures, in order: exits nobody asked for (before its teardown), liveness
-/// failures and other `failed` events (a readiness timeout, a spawn that failed). A `failed`
+/// failures, a benchmark whose result is invalid, and other `failed` events (a readiness
+/// timeout, a spawn that failed). A `failed`
 /// that follows an exit of the same run is the same failure, not another.
 fn failures_of<'a>(node: &'a str, evs: &'a [EventRecord]) -> Vec<Failure<'a>> {
     let mut out: Vec<Failure<'a>> = Vec::new();
@@ -142,6 +143,11 @@ fn failures_of<'a>(node: &'a str, evs: &'a [EventRecord]) -> Vec<Failure<'a>> {
             }
             EventKind::LivenessFailed if !teardown => Some(format!(
                 "its liveness failed: {}",
+                e.detail.as_deref().unwrap_or("")
+            )),
+            // It exited 0, but measured nothing: the job fails with benchmark-invalid.
+            EventKind::BenchmarkInvalid => Some(format!(
+                "exited 0, but its result is invalid (benchmark-invalid): {}",
                 e.detail.as_deref().unwrap_or("")
             )),
             EventKind::Failed if p != "mcsup" && !counted.get(p).copied().unwrap_or(false) => {
@@ -659,6 +665,53 @@ mod tests {
         assert_eq!(j["first_failure"]["node"], "n3");
         assert_eq!(j["first_failure"]["diagnosis"]["signature"], "cuda-oom");
         assert_eq!(j["nodes"][1]["outcome"], "drained");
+    }
+
+    /// What the job is for failed: a benchmark that exits 3, or one that exits 0 with an invalid
+    /// result, is the job's first failure, named with how.
+    #[test]
+    fn a_failing_or_invalid_benchmark_is_the_first_failure() {
+        let mut invalid = ev("n1", 9_000, "benchmark", "benchmark-invalid");
+        invalid.detail = Some("generated tokens: 0 in results_concurrency_4.json".into());
+        let nodes = vec![(
+            "n1".to_string(),
+            vec![
+                ev("n1", 0, "worker", "spawned"),
+                ev("n1", 4_000, "benchmark", "spawned"),
+                exited("n1", 9_000, "benchmark", 0),
+                ev("n1", 9_000, "benchmark", "completed"),
+                invalid,
+                shutdown(
+                    "n1",
+                    9_001,
+                    "`benchmark` ended (exit code 9): the job is done",
+                ),
+            ],
+        )];
+        let s = story(&nodes);
+        let text = s.human("/logs/n1.benchmark.log", &[]);
+        assert!(
+            text.starts_with("first failure: n1/benchmark at +9.0 s: exited 0, but its result is invalid (benchmark-invalid): generated tokens: 0 in results_concurrency_4.json"),
+            "{text}"
+        );
+        let nodes = vec![(
+            "n1".to_string(),
+            vec![
+                ev("n1", 4_000, "benchmark", "spawned"),
+                exited("n1", 9_000, "benchmark", 3),
+                ev("n1", 9_000, "benchmark", "failed"),
+                shutdown(
+                    "n1",
+                    9_001,
+                    "`benchmark` ended (exit code 3): the job is done",
+                ),
+            ],
+        )];
+        let text = story(&nodes).human("/logs/n1.benchmark.log", &[]);
+        assert!(
+            text.starts_with("first failure: n1/benchmark at +5.0 s: exited with code 3, unasked"),
+            "{text}"
+        );
     }
 
     #[test]
