@@ -10,6 +10,8 @@
 #      Mooncake client parsers of vLLM and SGLang (pinned, sha256-checked) for the loader tests
 #   3. <repo>/.venv-dynamo: Dynamo's frontend and mocker (ai-dynamo 1.6.1), the SGLang router,
 #      and a tiny tokenizer-only model directory for the mocker (scripts/dynamo-requirements.txt)
+#   3d. <repo>/.venv-aiperf: AIPerf 0.13.0, the load generator of the benchmark tests
+#      (scripts/aiperf-requirements.txt)
 #   4. cargo-nextest (only if `cargo nextest --version` fails)
 #   5. the tools of the portable release binaries (scripts/release.sh --tools-only: dpkg's arm64
 #      architecture with libibverbs-dev:arm64, the zig venv <repo>/.venv-zig, the Rust targets),
@@ -23,6 +25,7 @@
 #   MCSUP_PYTHON=/path      Python 3.11 interpreter to build the venv from (default: auto-detect)
 #   MCSUP_VENV=/path        venv location (default: <repo>/.venv)
 #   MCSUP_DYNAMO_VENV=/path Dynamo venv location (default: <repo>/.venv-dynamo)
+#   MCSUP_AIPERF_VENV=/path AIPerf venv location (default: <repo>/.venv-aiperf)
 #   MOONCAKE_WHEEL_VERSION  override the pinned wheel version (default below)
 set -euo pipefail
 
@@ -280,6 +283,33 @@ else
   "$DYNAMO_VENV/bin/python" "$REPO_ROOT/scripts/lib/tiny_model.py" "$DYNAMO_VENV/tiny-model" >/dev/null
   echo "$dynamo_want" > "$DYNAMO_STAMP"
   log "dynamo: ready in $DYNAMO_VENV"
+fi
+
+# --------------------------------------------------------------------------------------------
+# 3d. AIPerf, the load generator a `custom` benchmark runs in the benchmark tests, in
+#     <repo>/.venv-aiperf (its own venv: 138 packages, about 1.2 GB). Pins:
+#     scripts/aiperf-requirements.txt.
+# --------------------------------------------------------------------------------------------
+AIPERF_VENV="${MCSUP_AIPERF_VENV:-$REPO_ROOT/.venv-aiperf}"
+AIPERF_REQS="$REPO_ROOT/scripts/aiperf-requirements.txt"
+AIPERF_STAMP="$AIPERF_VENV/.mcsup-installed"
+aiperf_want="$(sha256sum "$AIPERF_REQS" | cut -d' ' -f1)"
+if [ -f "$AIPERF_STAMP" ] && [ "$(cat "$AIPERF_STAMP")" = "$aiperf_want" ] \
+   && [ -x "$AIPERF_VENV/bin/aiperf" ]; then
+  log "aiperf: already in $AIPERF_VENV"
+else
+  if [ ! -x "$AIPERF_VENV/bin/python" ]; then
+    log "aiperf: creating $AIPERF_VENV"
+    "$(readlink -f "$VENV/bin/python")" -m venv "$AIPERF_VENV"
+  fi
+  log "aiperf: installing scripts/aiperf-requirements.txt (aiperf==0.13.0)"
+  "$AIPERF_VENV/bin/python" -m pip install --disable-pip-version-check --no-input -q \
+    -r "$AIPERF_REQS"
+  "$AIPERF_VENV/bin/aiperf" --version >/dev/null 2>&1 \
+    || "$AIPERF_VENV/bin/python" -c "import aiperf" \
+    || die "aiperf: it does not run from $AIPERF_VENV"
+  echo "$aiperf_want" > "$AIPERF_STAMP"
+  log "aiperf: ready in $AIPERF_VENV"
 fi
 
 # --------------------------------------------------------------------------------------------

@@ -544,6 +544,9 @@ pub struct BenchmarkNumbers {
     /// Latency percentiles in ms, by name (`p50_ttft_ms`, `p99_itl_ms`, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latency_ms: Vec<(String, f64)>,
+    /// The run ended before it finished (AIPerf's `was_cancelled`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 /// The endpoint, in `<node>.status.json` (on the node that runs it).

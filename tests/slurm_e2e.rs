@@ -779,7 +779,9 @@ fn preflight_per_node_and_the_fleet_aggregate() {
 
 /// An upstream recipe of `tests/fixtures/srt-slurm-v1` with `patch`'s top-level keys set over
 /// it (and `backend` keys from `backend`), written to `<env>/<name>.yaml`. `configs/` in the
-/// test directory holds Debian's etcd and NATS under srtctl's names.
+/// test directory holds Debian's etcd and NATS under srtctl's names. The job serves until it is
+/// stopped (`benchmark: {type: manual}`) unless `patch` gives its own `benchmark:`: the
+/// upstream recipes' sa-bench needs srtctl's scripts, which are not on this machine.
 fn derived_recipe(
     env: &TestEnv,
     upstream: &str,
@@ -798,6 +800,10 @@ fn derived_recipe(
     }
     let patch: serde_yaml::Value = serde_yaml::from_str(patch).unwrap();
     let m = r.as_mapping_mut().unwrap();
+    m.insert(
+        "benchmark".into(),
+        serde_yaml::from_str("{type: manual}").unwrap(),
+    );
     for (k, v) in patch.as_mapping().unwrap() {
         m.insert(k.clone(), v.clone());
     }

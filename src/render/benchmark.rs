@@ -228,6 +228,7 @@ mod tests {
                     request_throughput: Some(4.0),
                     output_throughput: Some(400.0),
                     latency_ms: vec![("p99_ttft_ms".into(), 30.5)],
+                    cancelled: false,
                 },
                 BenchmarkNumbers {
                     file: "sa-bench_isl_8_osl_8/results_concurrency_8.json".into(),
@@ -238,6 +239,7 @@ mod tests {
                     request_throughput: Some(7.5),
                     output_throughput: Some(750.25),
                     latency_ms: vec![("p50_ttft_ms".into(), 20.0), ("p99_ttft_ms".into(), 55.0)],
+                    cancelled: false,
                 },
             ],
         }

@@ -219,7 +219,11 @@ pub fn judge(kind: &str, files: &[(String, String)], max_failed: u64) -> Benchma
             Some(c) => format!("{} (concurrency {c})", n.file),
             None => n.file.clone(),
         };
-        let wrong = if n.completed == 0 {
+        let wrong = if n.cancelled {
+            Some(format!(
+                "the run was cancelled before it finished (was_cancelled in {at})"
+            ))
+        } else if n.completed == 0 {
             Some(format!("completed requests: 0 in {at}"))
         } else if n.output_tokens == 0 {
             Some(format!(
@@ -293,6 +297,7 @@ fn numbers_of(name: &str, text: &str) -> Result<BenchmarkNumbers, String> {
         request_throughput: num("request_throughput"),
         output_throughput: num("output_throughput"),
         latency_ms,
+        cancelled: false,
     })
 }
 
@@ -315,8 +320,14 @@ fn aiperf_numbers(
             .or_else(|| m.get("avg")?.as_f64())
             .map(|f| f.round() as u64)
     };
+    // `request_count` counts the successes; `error_request_count` (absent: none) the failures.
     let completed = count("request_count").ok_or("no `request_count`")?;
-    let failed = count("error_request_count").unwrap_or(0);
+    // AIPerf counts a stream the server cut with an error event as a success, without output
+    // (measured, 0.13.0): fewer output lengths than successes are such requests.
+    let cut = metric("output_sequence_length")
+        .and_then(|m| m.get("count")?.as_u64())
+        .map_or(0, |n| completed.saturating_sub(n));
+    let failed = count("error_request_count").unwrap_or(0) + cut;
     let output_tokens = count("total_output_tokens")
         .or_else(|| count("output_sequence_length").map(|avg| avg * completed))
         .ok_or("no `total_output_tokens` nor `output_sequence_length`")?;
@@ -341,6 +352,8 @@ fn aiperf_numbers(
         request_throughput: stat("request_throughput", "avg"),
         output_throughput: stat("output_token_throughput", "avg"),
         latency_ms,
+        // `--failed-request-threshold` and SIGINT end a run early, with exit status 0.
+        cancelled: v.get("was_cancelled").and_then(serde_json::Value::as_bool) == Some(true),
     })
 }
 

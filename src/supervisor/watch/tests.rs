@@ -818,3 +818,80 @@ fn a_kv_transfer_failure_during_the_benchmark_invalidates_its_result() {
     assert!(why.starts_with("a KV transfer failed while the benchmark ran (sglang-kv-transfer-failed in sglang-decode-0's output: [TP0] Decode transfer failed"), "{why}");
     assert_eq!(status_of(&w).benchmark.map(|b| b.valid), Some(false));
 }
+
+/// AIPerf 0.13.0's real summaries (tests/fixtures/aiperf): a clean run stands with its numbers;
+/// a run whose frontend died has its failed requests counted; a cancelled run, a run with no
+/// output token and a run whose streams were cut by an error do not stand.
+#[test]
+fn aiperfs_real_exports_are_judged_by_their_numbers() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aiperf");
+    let text = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let name = "aiperf/profile_export_aiperf.json".to_string();
+    let ok = benchmark::judge(
+        "custom",
+        &[(name.clone(), text("profile_export_aiperf.json"))],
+        0,
+    );
+    assert!(ok.valid, "{ok:?}");
+    let n = &ok.results[0];
+    assert_eq!((n.completed, n.failed, n.output_tokens), (10, 0, 166));
+    assert!(
+        (n.request_throughput.unwrap() - 15.011).abs() < 0.01,
+        "{n:?}"
+    );
+    assert!(
+        (n.output_throughput.unwrap() - 249.19).abs() < 0.01,
+        "{n:?}"
+    );
+    assert!(
+        n.latency_ms
+            .iter()
+            .any(|(k, v)| k == "p99_ttft_ms" && (*v - 58.99).abs() < 0.01),
+        "{n:?}"
+    );
+    assert!(
+        ok.said
+            .contains("10 requests completed, 166 tokens generated, 0 failed"),
+        "{}",
+        ok.said
+    );
+
+    let errors = text("with-errors.profile_export_aiperf.json");
+    let bad = benchmark::judge("custom", &[(name.clone(), errors.clone())], 0);
+    assert!(!bad.valid);
+    assert!(
+        bad.said
+            .starts_with("failed requests: 26 in aiperf/profile_export_aiperf.json"),
+        "{}",
+        bad.said
+    );
+    assert!(benchmark::judge("custom", &[(name.clone(), errors)], 26).valid);
+
+    let mut v: serde_json::Value =
+        serde_json::from_str(&text("profile_export_aiperf.json")).unwrap();
+    v["was_cancelled"] = true.into();
+    let s = benchmark::judge("custom", &[(name.clone(), v.to_string())], 0);
+    assert!(!s.valid && s.said.contains("cancelled"), "{}", s.said);
+    // A server that answers text but reports no token (`--use-server-token-count`: AIPerf's
+    // total is null, every output length 0).
+    let mut v: serde_json::Value =
+        serde_json::from_str(&text("profile_export_aiperf.json")).unwrap();
+    v["total_output_tokens"] = serde_json::Value::Null;
+    v["output_sequence_length"]["avg"] = 0.0.into();
+    let s = benchmark::judge("custom", &[(name.clone(), v.to_string())], 0);
+    assert!(
+        !s.valid && s.said.starts_with("generated tokens: 0"),
+        "{}",
+        s.said
+    );
+    // Four of ten streams ended by an error event: counted successes without an output length.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&text("profile_export_aiperf.json")).unwrap();
+    v["output_sequence_length"]["count"] = 6.into();
+    let s = benchmark::judge("custom", &[(name, v.to_string())], 0);
+    assert!(
+        !s.valid && s.said.starts_with("failed requests: 4"),
+        "{}",
+        s.said
+    );
+}
