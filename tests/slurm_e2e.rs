@@ -2885,3 +2885,6 @@ fn a_critical_worker_over_two_nodes_given_up_drains_the_job() {
     );
     assert_job_leaves_nothing(&env);
 }
+
+#[path = "slurm_benchmark.rs"]
+mod benchmark;

@@ -333,13 +333,20 @@ impl Story<'_> {
     /// the GPU ran out of memory`, or `None` when nothing failed.
     pub fn headline(&self) -> Option<String> {
         let f = self.first.as_ref()?;
+        // Without a known line or a signal the cause is how it ended: said once.
+        let cause = f.cause();
+        let cause = if cause == f.how {
+            String::new()
+        } else {
+            format!("; {cause}")
+        };
         Some(format!(
-            "first failure: {}/{} at +{}: {}; {}{}",
+            "first failure: {}/{} at +{}: {}{}{}",
             f.node,
             f.process,
             secs(f.ts_ms.saturating_sub(self.start_ms)),
             f.how,
-            f.cause(),
+            cause,
             if f.recovered {
                 " (it was restarted and ready again)"
             } else {

@@ -192,6 +192,19 @@ pub fn metric(text: &str, name: &str) -> Option<u64> {
         .map(|v| v as u64)
 }
 
+/// AIPerf's `aiperf` from `<repo>/.venv-aiperf` (scripts/setup.sh), or `MCSUP_AIPERF_VENV`.
+pub fn aiperf() -> PathBuf {
+    let venv = std::env::var_os("MCSUP_AIPERF_VENV")
+        .map_or_else(|| repo().join(".venv-aiperf"), PathBuf::from);
+    let bin = venv.join("bin/aiperf");
+    super::require(
+        bin.exists(),
+        &bin.display().to_string(),
+        "run scripts/setup.sh (scripts/test.sh does)",
+    );
+    bin
+}
+
 /// The Dynamo venv's bin directory (frontend, mocker, SGLang router) and its tiny model
 /// directory; scripts/setup.sh installs both.
 pub fn dynamo_venv() -> (PathBuf, PathBuf) {

@@ -213,8 +213,9 @@ impl Runtime {
             Body::NodeFailed { node, reason } => {
                 self.drain_for(format!("node {node} failed: {reason}"))
             }
-            Body::JobDone { node, detail } => {
-                let said = format!("{detail} (on {node}): the job is done, this node drains");
+            Body::JobDone { detail, .. } => {
+                // The detail names each node whose part ended (`n1: ... ended (exit code 0)`).
+                let said = format!("{detail}: the job is done, this node drains");
                 self.note("mcsup", RecordKind::JobDone, said.clone());
                 self.feed(Event::JobDone { detail: said });
             }
