@@ -240,3 +240,35 @@ fn a_teardown_deadline_past_slurms_default_kill_wait_is_warned() {
     assert_eq!(names.last().unwrap(), &vec!["m".to_string()], "{names:?}");
     assert!(tiers.windows(2).all(|w| w[0].tier < w[1].tier));
 }
+
+/// srt-slurm 2.0's `terminal: true`: the service's instances are terminal processes (the job
+/// ends once every one has exited, with the worst status; no result gate), and srtctl's rule
+/// holds: not beside a benchmark other than `manual`.
+#[test]
+fn a_terminal_service_ends_the_job_and_is_refused_beside_a_benchmark() {
+    let svc = "  - {name: load, type: generic, command: [/bin/true], placement: {node: head}, terminal: true}\n";
+    let p = plan_on(&with(svc), "n1", &[Role::Decode]).unwrap();
+    let load = p
+        .processes
+        .iter()
+        .find(|x| x.name.starts_with("load"))
+        .unwrap();
+    let t = load.terminal.as_ref().expect("terminal");
+    assert_eq!(t.benchmark, None);
+    assert!(
+        !p.ignored_sections.iter().any(|s| s.contains("terminal")),
+        "{:?}",
+        p.ignored_sections
+    );
+    // The default benchmark is manual: allowed; so is an explicit one.
+    let manual = format!("{}benchmark: {{type: manual}}\n", with(svc));
+    assert!(plan_on(&manual, "n1", &[Role::Decode]).is_ok());
+    let sa = format!(
+        "{}benchmark: {{type: sa-bench, isl: 8, osl: 8, concurrencies: \"2\"}}\n",
+        with(svc)
+    );
+    let e = plan_on(&sa, "n1", &[Role::Decode]).unwrap_err();
+    assert_eq!(e.key_path, "services[0].terminal", "{e}");
+    assert!(e.message.contains("benchmark.type is `sa-bench`"), "{e}");
+    assert!(e.fix.contains("benchmark.type: manual"), "{e}");
+}

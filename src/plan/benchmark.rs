@@ -56,6 +56,37 @@ pub fn check_terminal_services(recipe: &Recipe, model: &JobModel) -> Result<(), 
     ))
 }
 
+/// The benchmark's share of this node's plan; without a layout, a warning when the recipe has a
+/// benchmark to run.
+pub fn here(
+    recipe: &Recipe,
+    topo: Option<&TopoPlan>,
+    ctx: &NodeContext,
+    model: &JobModel,
+    fe: &FrontendPlan,
+    warnings: &mut Vec<String>,
+) -> Result<BenchmarkPlan, PlanError> {
+    match topo {
+        Some(t) => plan_benchmark(recipe, t, ctx, &model.environment.0, fe),
+        None => {
+            warnings.extend(unplaced(recipe)?);
+            Ok(BenchmarkPlan::default())
+        }
+    }
+}
+
+/// A benchmark that cannot be placed (the recipe has no srtctl layout: workers by hand): said,
+/// not silently dropped.
+pub fn unplaced(recipe: &Recipe) -> Result<Option<String>, PlanError> {
+    let b = BenchmarkSettings::from_recipe(recipe)?;
+    Ok((b.kind != benchmark::MANUAL).then(|| {
+        format!(
+            "benchmark.type `{}` is not run: srtctl places its client by the job's layout (resources: with worker counts), which this recipe does not give; the job serves until it is stopped",
+            b.kind
+        )
+    }))
+}
+
 /// This node's share of the benchmark stage.
 pub fn plan_benchmark(
     recipe: &Recipe,

@@ -81,7 +81,6 @@ pub struct AutoRoles {
 /// `--role auto`: the roles srtctl's layout puts on this node.
 pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanError> {
     let model = normalize(recipe)?;
-    super::benchmark::check_terminal_services(recipe, &model)?;
     let mc = recipe.mcsup.clone().unwrap_or_default();
     if let Some(r) = Role::ALL
         .into_iter()
@@ -146,6 +145,7 @@ pub fn plan_with(
     // No role is a node without workers (`--role auto` on a dedicated infra or frontend node):
     // it runs the services and frontends placed on it, and must run something.
     let model = normalize(recipe)?;
+    super::benchmark::check_terminal_services(recipe, &model)?;
     let mc = recipe.mcsup.clone().unwrap_or_default();
     check_request(recipe, &model, &mc, roles)?;
     let mut warnings: Vec<String> = ctx.warnings.clone();
@@ -197,10 +197,7 @@ pub fn plan_with(
     )?;
     let worker_procs = workers_planned?;
     let mut fe = frontends_here(topo.as_ref(), &model, ctx, &worker_procs, &mut taken)?;
-    let bench = match topo.as_ref() {
-        Some(t) => super::benchmark::plan_benchmark(recipe, t, ctx, &model.environment.0, &fe)?,
-        None => Default::default(),
-    };
+    let bench = super::benchmark::here(recipe, topo.as_ref(), ctx, &model, &fe, &mut warnings)?;
     fe.gates.extend(bench.gate.clone());
     let files = files::node_files(
         &scope,
