@@ -18,6 +18,18 @@ fn bench_plan() -> Plan {
     plan(vec![worker, b])
 }
 
+/// `p` in a job of two nodes (a control connection to the coordinator).
+fn with_peers(mut p: Plan) -> Plan {
+    p.control = Some(crate::plan::ControlSpec {
+        coordinator: "n1".into(),
+        address: "127.0.0.1".into(),
+        port: 0,
+        secret: PathBuf::from("/nonexistent/control.secret"),
+        nodes: vec!["n1".into(), "n2".into()],
+    });
+    p
+}
+
 fn judges(a: &[Action]) -> Vec<usize> {
     a.iter()
         .filter_map(|a| match a {
@@ -146,15 +158,7 @@ fn a_benchmark_stopped_by_the_teardown_does_not_decide_the_exit() {
 
 #[test]
 fn with_peers_the_node_waits_for_the_coordinators_job_done() {
-    let mut p = bench_plan();
-    p.control = Some(crate::plan::ControlSpec {
-        coordinator: "n1".into(),
-        address: "127.0.0.1".into(),
-        port: 0,
-        secret: PathBuf::from("/nonexistent/control.secret"),
-        nodes: vec!["n1".into(), "n2".into()],
-    });
-    let mut h = H::new(p);
+    let mut h = H::new(with_peers(bench_plan()));
     h.start_all();
     h.gone(101, ExitStatus::Code(0));
     let a = h.ev(Event::Judged {
@@ -179,15 +183,7 @@ fn with_peers_the_node_waits_for_the_coordinators_job_done() {
 
 #[test]
 fn with_peers_an_invalid_result_is_still_this_nodes_exit_status() {
-    let mut p = bench_plan();
-    p.control = Some(crate::plan::ControlSpec {
-        coordinator: "n1".into(),
-        address: "127.0.0.1".into(),
-        port: 0,
-        secret: PathBuf::from("/nonexistent/control.secret"),
-        nodes: vec!["n1".into(), "n2".into()],
-    });
-    let mut h = H::new(p);
+    let mut h = H::new(with_peers(bench_plan()));
     h.start_all();
     h.gone(101, ExitStatus::Code(0));
     h.ev(Event::Judged {
