@@ -123,3 +123,49 @@ fn sglang_workers_get_srtctls_switches_unless_the_recipe_sets_them() {
         w[0]
     );
 }
+
+/// Issue 50, item 5: a Dynamo frontend that migrates no request in front of workers that
+/// restart loses the requests in flight on a worker that dies: a plan warning with the fix; none
+/// once a limit is set, or when the workers do not restart.
+#[test]
+fn a_dynamo_frontend_without_request_migration_before_restarting_workers_is_warned() {
+    let base = "name: m\nmodel: {path: \"hf:x/y\"}\nresources: {gpu_type: cpu, gpus_per_node: 1, agg_nodes: 1, agg_workers: 1}\nfrontend: {type: dynamo, enable_multiple_frontends: false}\nbackend: {type: mocker}\n";
+    let warned = |yaml: &str| -> Vec<String> {
+        plan(yaml)
+            .warnings
+            .into_iter()
+            .filter(|w| w.contains("migrates no request"))
+            .collect()
+    };
+    // Workers that never restart (the default): nothing to lose to a restart.
+    assert!(warned(base).is_empty());
+    let restarting =
+        format!("{base}mcsup: {{worker_defaults: {{restart: {{policy: on-failure}}}}}}\n");
+    let w = warned(&restarting);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with("frontend_0: Dynamo's frontend migrates no request (--migration-limit 0, Dynamo's default)")
+            && w[0].contains("frontend.args: {migration-limit: 3}"),
+        "{}",
+        w[0]
+    );
+    let with_flag = restarting.replace(
+        "frontend: {type: dynamo, enable_multiple_frontends: false}",
+        "frontend: {type: dynamo, enable_multiple_frontends: false, args: {migration-limit: 3}}",
+    );
+    assert!(
+        warned(&with_flag).is_empty(),
+        "{:?}",
+        plan(&with_flag).processes[0].argv
+    );
+    let with_env = restarting.replace(
+        "frontend: {type: dynamo, enable_multiple_frontends: false}",
+        "frontend: {type: dynamo, enable_multiple_frontends: false, env: {DYN_MIGRATION_LIMIT: \"2\"}}",
+    );
+    assert!(warned(&with_env).is_empty());
+    let zero = restarting.replace(
+        "frontend: {type: dynamo, enable_multiple_frontends: false}",
+        "frontend: {type: dynamo, enable_multiple_frontends: false, env: {DYN_MIGRATION_LIMIT: \"0\"}}",
+    );
+    assert_eq!(warned(&zero).len(), 1);
+}

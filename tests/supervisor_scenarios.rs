@@ -1389,3 +1389,54 @@ fn run_pairs_gpus_with_hcas_where_it_runs_or_starts_nothing() {
     assert!(m.events().is_empty(), "something started");
     env.assert_no_leftovers();
 }
+
+/// Issue 50, item 1: servable means tokens. A frontend that lists its worker and answers every
+/// completion with text but zero generated tokens (tests/fixtures/zero-token-endpoint) never
+/// becomes servable: its readiness times out naming the count, the run fails, and `mcsup why`
+/// says so.
+#[test]
+fn a_frontend_whose_answers_generate_no_token_is_never_servable() {
+    let env = TestEnv::new();
+    let port = free_port();
+    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/zero-token-endpoint/server.py");
+    let mut fe = env.proc("frontend", ProcessKind::Frontend, &[]);
+    fe.argv = vec![
+        "python3".into(),
+        server.display().to_string(),
+        port.to_string(),
+    ];
+    let probe = ProbeSpec::Servable(ServableProbe {
+        host: "127.0.0.1".into(),
+        port,
+        frontend: mcsup::engine::frontend::FrontendType::default_kind(),
+        expected: mcsup::engine::frontend::Expected {
+            prefill: 0,
+            decode: 1,
+        },
+        model: "stand-in".into(),
+        url: format!("http://127.0.0.1:{port}"),
+    });
+    fe.readiness = readiness(vec![probe], 4_000);
+    let mut m = env.start(&env.plan(vec![fe]));
+    assert_eq!(m.wait_exit(T), 5);
+    let evs = m.events();
+    let failed = Mcsup::find(&evs, "frontend", "failed");
+    let detail = failed.raw["detail"].as_str().unwrap_or("").to_string();
+    assert!(
+        detail.contains("readiness timed out")
+            && detail.contains("it answered with 0 generated tokens (usage.completion_tokens: 0)"),
+        "{detail}"
+    );
+    assert!(!evs.iter().any(|e| e.event == "servable"));
+    let why = mcsup_ok(["why".as_ref(), env.log_dir().as_os_str()]);
+    assert!(
+        why.lines()
+            .next()
+            .unwrap_or("")
+            .starts_with("first failure: ")
+            && why.contains("0 generated tokens"),
+        "{why}"
+    );
+    env.assert_no_leftovers();
+}

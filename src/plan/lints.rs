@@ -92,6 +92,42 @@ pub fn vllm_segment(source: &str, v: &serde_json::Value, warnings: &mut Vec<Stri
     }
 }
 
+/// A Dynamo frontend that migrates no request (`--migration-limit`, `DYN_MIGRATION_LIMIT`: 0 by
+/// default in ai-dynamo 1.6.1's `frontend_args.py`) in front of workers that restart: the
+/// requests in flight on a worker that dies are lost with it, which a limit of 1 or more would
+/// move to another worker. `workers_restart`: the job's workers restart (this node's, or
+/// `mcsup.worker_defaults.restart`).
+pub fn migration_limit(
+    processes: &[super::spec::ProcessSpec],
+    workers_restart: bool,
+    warnings: &mut Vec<String>,
+) {
+    if !workers_restart {
+        return;
+    }
+    for p in processes.iter().filter(|p| {
+        p.kind == super::spec::ProcessKind::Frontend
+            && p.argv.iter().any(|a| a == "dynamo.frontend")
+    }) {
+        let flag = p.argv.iter().enumerate().find_map(|(i, a)| {
+            match a.strip_prefix("--migration-limit") {
+                Some("") => p.argv.get(i + 1).cloned(),
+                Some(v) => v.strip_prefix('=').map(String::from),
+                None => None,
+            }
+        });
+        let limit = flag.or_else(|| p.env_value("DYN_MIGRATION_LIMIT").map(String::from));
+        if limit.as_deref().is_some_and(|l| l.trim() != "0") {
+            continue;
+        }
+        warnings.push(format!(
+            "{}: Dynamo's frontend migrates no request (--migration-limit {}) while the workers restart: the requests in flight on a worker that dies are lost with it; set frontend.args: {{migration-limit: 3}} (or DYN_MIGRATION_LIMIT in frontend.env) to move them to another worker",
+            p.name,
+            limit.as_deref().unwrap_or("0, Dynamo's default")
+        ));
+    }
+}
+
 /// Stop budgets that do not add up: an engine that needs longer to stop than its grace (it would
 /// be SIGKILLed while draining), and a grace longer than the whole teardown's deadline (cut by
 /// it). Processes with the same finding are named together.

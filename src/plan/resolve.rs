@@ -250,6 +250,7 @@ pub fn plan_with(
     );
     let shutdown = shutdown_spec(&mc, &processes, topo.as_ref(), &mut warnings)?;
     lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
+    lints::migration_limit(&processes, workers_restart(&processes, &mc), &mut warnings);
     check_not_empty(recipe, &model, &mc, roles, ctx, &processes, topo.as_ref())?;
     not_named_mcsup(&processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
@@ -281,6 +282,19 @@ pub fn plan_with(
         control,
         periods: Periods::default(),
     })
+}
+
+/// Whether the job's workers restart: this node's, or the recipe's defaults for every worker.
+fn workers_restart(processes: &[ProcessSpec], mc: &McsupSection) -> bool {
+    processes
+        .iter()
+        .any(|p| p.kind == ProcessKind::Worker && p.restart.policy != RestartPolicy::Never)
+        || mc
+            .worker_defaults
+            .restart
+            .as_ref()
+            .and_then(|r| r.policy)
+            .is_some_and(|p| p != crate::recipe::RestartPolicyName::Never)
 }
 
 /// The benchmark client, last: what the job is for starts once everything else is up.

@@ -209,7 +209,8 @@ fn get_body_blocking(url: &str, timeout: Duration) -> Result<String, String> {
 }
 
 /// One servable attempt: the frontend lists every expected worker, then a one-token completion
-/// through it answers with a choice. Blocking (ureq): run it on the blocking pool.
+/// through it generates a token (its `usage.completion_tokens`, or without usage a non-empty
+/// text: [`generated`]). Blocking (ureq): run it on the blocking pool.
 pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, String> {
     let seen = frontend_seen_blocking(&p.host, p.port, p.frontend, timeout)?;
     if !seen.covers(&p.expected) {
@@ -260,12 +261,47 @@ pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, S
             }
             e => format!("POST {url}: {e}"),
         })?;
-    let v: serde_json::Value = resp
-        .into_json()
-        .map_err(|e| format!("POST {url}: not JSON ({e})"))?;
-    match v.get("choices").and_then(|c| c.as_array()) {
-        Some(c) if !c.is_empty() => Ok(seen),
-        _ => Err(format!("POST {url}: no choice in the answer")),
+    // Bounded: a frontend is another program, its answer is not trusted to be small.
+    let mut body = String::new();
+    use std::io::Read;
+    resp.into_reader()
+        .take(1 << 20)
+        .read_to_string(&mut body)
+        .map_err(|e| format!("POST {url}: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("POST {url}: not JSON ({e})"))?;
+    generated(&v).map_err(|why| format!("POST {url}: {why}"))?;
+    Ok(seen)
+}
+
+/// Whether a completion's answer generated something: `usage.completion_tokens` >= 1 where the
+/// frontend reports usage (an engine that answers with no token is not serving: a decode side
+/// whose KV transfers all fail looks like this), else a non-empty text in its first choice.
+pub fn generated(v: &serde_json::Value) -> Result<(), String> {
+    let choices = v
+        .get("choices")
+        .and_then(|c| c.as_array())
+        .filter(|c| !c.is_empty())
+        .ok_or("no choice in the answer")?;
+    if let Some(n) = v
+        .get("usage")
+        .and_then(|u| u.get("completion_tokens"))
+        .and_then(serde_json::Value::as_u64)
+    {
+        return match n {
+            0 => Err("it answered with 0 generated tokens (usage.completion_tokens: 0)".into()),
+            _ => Ok(()),
+        };
+    }
+    let text = choices[0]
+        .get("text")
+        .or_else(|| choices[0].get("message").and_then(|m| m.get("content")))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    if text.is_empty() {
+        Err("it answered with an empty text and no usage".into())
+    } else {
+        Ok(())
     }
 }
 
@@ -297,6 +333,35 @@ pub async fn frontend_seen(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Servable means tokens: an answer counts by its usage, else by its text.
+    #[test]
+    fn an_answer_counts_when_it_generated_a_token() {
+        let j = |s: &str| serde_json::from_str::<serde_json::Value>(s).unwrap();
+        assert!(generated(&j(
+            r#"{"choices":[{"text":"tok"}],"usage":{"completion_tokens":1}}"#
+        ))
+        .is_ok());
+        // Text, but the engine says it generated nothing (srt-slurm #429's shape).
+        assert_eq!(
+            generated(&j(
+                r#"{"choices":[{"text":"x"}],"usage":{"completion_tokens":0}}"#
+            ))
+            .unwrap_err(),
+            "it answered with 0 generated tokens (usage.completion_tokens: 0)"
+        );
+        assert!(generated(&j(r#"{"choices":[{"text":"tok"}]}"#)).is_ok());
+        assert!(generated(&j(r#"{"choices":[{"message":{"content":"hi"}}]}"#)).is_ok());
+        assert!(generated(&j(r#"{"choices":[{"text":""}]}"#))
+            .unwrap_err()
+            .contains("empty text"));
+        assert!(generated(&j(r#"{"choices":[]}"#))
+            .unwrap_err()
+            .contains("no choice"));
+        assert!(generated(&j(r#"{"error":"busy"}"#))
+            .unwrap_err()
+            .contains("no choice"));
+    }
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
