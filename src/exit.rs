@@ -44,7 +44,7 @@ impl ExitCode {
         (ExitCode::SetupFailed, "the supervisor could not start (e.g. the log directory cannot be created, a dependency cycle in a hand-written plan)"),
         (ExitCode::CriticalExitedZero, "`run`: a critical long-running process exited 0 when nobody asked it to"),
         (ExitCode::ReadinessFailed, "`run`: a critical process never became ready (readiness timeout, or a gate/dependency it needs failed)"),
-        (ExitCode::LivenessFailed, "`run`: a critical process kept failing its liveness probe until its restart limit"),
+        (ExitCode::LivenessFailed, "`run`: a critical process kept failing its liveness probe until its restart limit; or the job's endpoint failed its canary with `mcsup.canary.on_failure: drain`"),
         (ExitCode::SpawnFailed, "`run`: a critical process could not be spawned (e.g. program not found)"),
         (ExitCode::FinishedWithFailures, "`run`: the node finished on its own (all workers done) but a non-critical process had failed"),
         (ExitCode::BenchmarkInvalid, "`run`: the benchmark exited 0 but its results measured nothing (`benchmark-invalid`: no completed request, no generated token, or more failed requests than `benchmark.max_failed_requests`)"),

@@ -189,6 +189,11 @@ wire_names! {
         Servable => "servable",
         /// The frontend lists fewer workers than expected, or does not answer.
         WorkersLost => "workers-lost",
+        /// The canary's 1-token completions through the endpoint failed `threshold` times in a
+        /// row (written by the runtime: see `supervisor::watch::canary`).
+        CanaryFailed => "canary-failed",
+        /// A canary completion generated again after `canary-failed`.
+        CanaryOk => "canary-ok",
         /// It lists every expected worker again.
         WorkersBack => "workers-back",
         /// A process's output could not be written to its log file (and is counted).
@@ -342,6 +347,9 @@ pub struct StatusFile {
     /// The benchmark's judged result (on the client's node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub benchmark: Option<BenchmarkStatus>,
+    /// The canary through the job's endpoint, on the node that runs it, once servable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanaryStatus>,
     /// The Slurm steps of other nodes' mcsups with ranks here (the plan's
     /// `shutdown.holds_ranks_of`): why a node with no unit of its own stays up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -511,6 +519,23 @@ impl ServableState {
     }
 }
 
+/// The canary, in `<node>.status.json` (on the node that runs the job's endpoint).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanaryStatus {
+    /// The endpoint it asks.
+    pub url: String,
+    /// No `canary-failed` stands (fewer failures in a row than the threshold).
+    pub ok: bool,
+    pub failures_in_a_row: u32,
+    pub requests_total: u64,
+    pub failures_total: u64,
+    /// Since when `ok` is what it is.
+    pub since_ts_ms: u64,
+    /// The last failure's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// The benchmark's result, in `<node>.status.json` (on the client's node), once judged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchmarkStatus {
@@ -596,6 +621,7 @@ mod tests {
             servable: None,
             mooncake: None,
             benchmark: None,
+            canary: None,
             holds_ranks_of: vec![],
             control: None,
         };

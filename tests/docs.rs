@@ -188,6 +188,14 @@ fn the_recipe_page_states_the_planners_defaults() {
         default("shutdown.exit_when_workers_done"),
         format!("`{}`", p.shutdown.exit_when_workers_done)
     );
+    // The canary.
+    let c = mcsup::plan::CanarySpec::default();
+    assert_eq!(default("canary.enabled"), format!("`{}`", c.enabled));
+    assert_eq!(
+        default("canary.period_seconds` / `failure_threshold` / `timeout_seconds"),
+        format!("{} / {} / {}", secs(c.period), c.threshold, secs(c.timeout))
+    );
+    assert_eq!(p.canary, c);
     // Preflight headroom, workers.
     assert_eq!(
         default("preflight.headroom_gib"),

@@ -3,6 +3,7 @@
 
 mod common;
 
+mod e2e_canary;
 mod e2e_engine_stop;
 mod e2e_fatal_markers;
 mod e2e_master_recovery;

@@ -169,3 +169,35 @@ fn a_dynamo_frontend_without_request_migration_before_restarting_workers_is_warn
     );
     assert_eq!(warned(&zero).len(), 1);
 }
+
+/// `mcsup.canary`: its defaults are left out of the plan, a change is in it, and nonsense is an
+/// error naming the key.
+#[test]
+fn the_canary_is_the_recipes_and_nonsense_is_refused() {
+    let base = "name: m\nmodel: {path: \"hf:x/y\"}\nresources: {gpu_type: cpu, gpus_per_node: 1, agg_nodes: 1, agg_workers: 1}\nfrontend: {type: dynamo, enable_multiple_frontends: false}\nbackend: {type: mocker}\n";
+    let p = plan(base);
+    assert!(p.canary.is_default());
+    let json = serde_json::to_value(&p).unwrap();
+    assert!(json.get("canary").is_none());
+    let p = plan(&format!(
+        "{base}mcsup: {{canary: {{period_seconds: 5, on_failure: drain}}}}\n"
+    ));
+    assert_eq!(p.canary.period, Duration::from_secs(5));
+    assert_eq!(p.canary.on_failure, mcsup::recipe::CanaryAction::Drain);
+    assert_eq!(
+        serde_json::to_value(&p).unwrap()["canary"]["period_ms"],
+        5000
+    );
+    let e = plan_on(
+        &format!("{base}mcsup: {{canary: {{failure_threshold: 0}}}}\n"),
+        "n1",
+        &[Role::Aggregated],
+    )
+    .unwrap_err();
+    assert_eq!(e.key_path, "mcsup.canary.failure_threshold");
+    let r = mcsup::recipe::parse_str(
+        std::path::Path::new("t.yaml"),
+        &format!("{base}mcsup: {{canary: {{period: 5}}}}\n"),
+    );
+    assert!(r.is_err_and(|e| e.to_string().contains("period")));
+}

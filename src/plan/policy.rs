@@ -267,3 +267,22 @@ pub fn liveness_spec(
         failure_threshold: l.failure_threshold.unwrap_or(3).max(1),
     })
 }
+
+/// `mcsup.canary` over the product's defaults ([`CanarySpec::default`]).
+pub fn canary(c: &crate::recipe::CanaryConfig) -> Result<CanarySpec, PlanError> {
+    let d = CanarySpec::default();
+    if c.failure_threshold == Some(0) {
+        return Err(err(
+            "mcsup.canary.failure_threshold",
+            "is 0: the canary would fail before any request",
+            "set 1 or more (failures in a row before canary-failed), or enabled: false",
+        ));
+    }
+    Ok(CanarySpec {
+        enabled: c.enabled.unwrap_or(d.enabled),
+        period: c.period_seconds.map_or(d.period, |s| s.duration()),
+        threshold: c.failure_threshold.unwrap_or(d.threshold),
+        timeout: c.timeout_seconds.map_or(d.timeout, |s| s.duration()),
+        on_failure: c.on_failure.unwrap_or(d.on_failure),
+    })
+}

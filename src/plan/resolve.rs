@@ -281,6 +281,7 @@ pub fn plan_with(
         },
         control,
         periods: Periods::default(),
+        canary: super::policy::canary(&mc.canary)?,
     })
 }
 

@@ -158,6 +158,10 @@ pub struct Plan {
     /// The supervisor's own periods: the product's unless a plan file sets them (a test does).
     #[serde(default, skip_serializing_if = "Periods::is_default")]
     pub periods: Periods,
+    /// The canary through the job's endpoint, on the node that runs it (mcsup's; srtctl has
+    /// none): the product's unless the recipe's `mcsup.canary` changes it.
+    #[serde(default, skip_serializing_if = "CanarySpec::is_default")]
+    pub canary: CanarySpec,
 }
 
 /// The supervisor's own periods, as values a plan file can set (the planner writes the
@@ -299,6 +303,37 @@ pub struct ProcessSpec {
     /// status (the result gate judges a 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminal: Option<TerminalSpec>,
+}
+
+/// The canary through the job's endpoint ([`Plan::canary`]): a 1-token completion every
+/// `period` once the job is servable, `threshold` failures in a row a `canary-failed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanarySpec {
+    pub enabled: bool,
+    #[serde(with = "duration_ms", rename = "period_ms")]
+    pub period: Duration,
+    pub threshold: u32,
+    #[serde(with = "duration_ms", rename = "timeout_ms")]
+    pub timeout: Duration,
+    pub on_failure: crate::recipe::CanaryAction,
+}
+
+impl Default for CanarySpec {
+    fn default() -> Self {
+        CanarySpec {
+            enabled: true,
+            period: Duration::from_secs(30),
+            threshold: 3,
+            timeout: Duration::from_secs(10),
+            on_failure: crate::recipe::CanaryAction::Report,
+        }
+    }
+}
+
+impl CanarySpec {
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The job's benchmark as srtctl's stage runs it ([`Plan::benchmark`]).

@@ -278,6 +278,39 @@ pub struct McsupSection {
     /// Default: a free port, chosen at start and written with the secret into the log directory.
     #[serde(default)]
     pub control_port: Option<Port>,
+    /// The canary: a 1-token completion through the job's endpoint while it serves.
+    #[serde(default)]
+    pub canary: CanaryConfig,
+}
+
+/// `mcsup.canary`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CanaryConfig {
+    /// Default true (on the node that runs the job's public endpoint).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Default 30.
+    #[serde(default)]
+    pub period_seconds: Option<PositiveSeconds>,
+    /// Failures in a row before `canary-failed`. Default 3.
+    #[serde(default)]
+    pub failure_threshold: Option<u32>,
+    /// One request's bound. Default 10.
+    #[serde(default)]
+    pub timeout_seconds: Option<PositiveSeconds>,
+    /// `report` (default: an event, `DEGRADED`, a metric) or `drain` (the job ends, exit code 6).
+    #[serde(default)]
+    pub on_failure: Option<CanaryAction>,
+}
+
+/// What a failed canary does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CanaryAction {
+    #[default]
+    Report,
+    Drain,
 }
 
 /// `mcsup.network`.

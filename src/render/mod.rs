@@ -252,6 +252,21 @@ fn plan_header(o: &mut String, p: &Plan) {
     if let Some(b) = &p.benchmark {
         let _ = writeln!(o, "benchmark: {b}");
     }
+    let serves_here = p.processes.iter().any(|x| x.servable_probe().is_some());
+    if serves_here && p.canary.enabled {
+        let c = &p.canary;
+        let _ = writeln!(
+            o,
+            "canary: once servable, a 1-token completion through the endpoint every {} (at most {} each); {} failures in a row: canary-failed, then {} (mcsup's, srtctl has none; mcsup.canary.enabled: false turns it off)",
+            crate::domain::show_secs(c.period),
+            crate::domain::show_secs(c.timeout),
+            c.threshold,
+            match c.on_failure {
+                crate::recipe::CanaryAction::Report => "report (an event, DEGRADED, a metric)",
+                crate::recipe::CanaryAction::Drain => "drain the job (exit code 6)",
+            }
+        );
+    }
 }
 
 /// The job's services as srtctl's dry-run lists them, and what each does on this node.

@@ -9,8 +9,8 @@ use crate::engine::frontend::describe as servable_describe;
 use crate::mooncake::segments::Capacity;
 use crate::render::why::{Outcome, Story};
 use crate::runfiles::{
-    MooncakeView, NodePhase, ServableState, ServableStatus, StatusFile, StatusProcess, StatusRead,
-    UnitKind, UnitState,
+    CanaryStatus, MooncakeView, NodePhase, ServableState, ServableStatus, StatusFile,
+    StatusProcess, StatusRead, UnitKind, UnitState,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -131,20 +131,36 @@ pub fn status_human(s: &StatusFile, now_ms: u64, alive: bool) -> String {
 
 /// `servable: http://n1:8000, 3/3 workers (…), 41.2 s after start` (or what is missing now),
 /// for the node that runs the job's endpoint. The start is the earliest mcsup start of `start_ms`.
-fn servable_text(v: &ServableStatus, start_ms: u64, now_ms: u64) -> String {
+fn servable_text(
+    v: &ServableStatus,
+    canary: Option<&CanaryStatus>,
+    start_ms: u64,
+    now_ms: u64,
+) -> String {
     let after = format!(
         "{:.1} s after start",
         v.servable_ts_ms.saturating_sub(start_ms) as f64 / 1000.0
     );
     let workers = servable_describe(&v.expected, &v.seen);
-    match v.state {
-        ServableState::Servable => format!("servable: {}, {workers}, {after}", v.url),
-        ServableState::Degraded => format!(
+    let failing = canary.filter(|c| !c.ok);
+    match (v.state, failing) {
+        // Every worker listed, but the canary's completions fail: not serving.
+        (ServableState::Servable, Some(c)) => {
+            format!(
+                "servable: {} DEGRADED for {}: {workers}, but {} canary completions in a row failed: {} (servable {after})",
+                v.url,
+                ago(now_ms, c.since_ts_ms),
+                c.failures_in_a_row,
+                c.error.as_deref().unwrap_or("no answer")
+            )
+        }
+        (ServableState::Servable, None) => format!("servable: {}, {workers}, {after}", v.url),
+        (ServableState::Degraded, _) => format!(
             "servable: {} DEGRADED for {}: {workers} (servable {after})",
             v.url,
             ago(now_ms, v.since_ts_ms)
         ),
-        ServableState::Unreachable => format!(
+        (ServableState::Unreachable, _) => format!(
             "servable: {} UNREACHABLE for {}: {} (servable {after})",
             v.url,
             ago(now_ms, v.since_ts_ms),
@@ -156,7 +172,7 @@ fn servable_text(v: &ServableStatus, start_ms: u64, now_ms: u64) -> String {
 fn servable_line(s: &StatusFile, now_ms: u64) -> Option<String> {
     s.servable
         .as_ref()
-        .map(|v| servable_text(v, s.started_ts_ms, now_ms))
+        .map(|v| servable_text(v, s.canary.as_ref(), s.started_ts_ms, now_ms))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,6 +202,9 @@ pub fn metrics_text(s: &StatusFile, teardown_seconds: Option<f64>) -> String {
     }
     for (name, kind, help, samples) in super::benchmark::families(s, &node) {
         out.family(name, kind, help, samples);
+    }
+    if let Some(c) = &s.canary {
+        canary_families(&mut out, c, &node);
     }
     mooncake_families(&mut out, s, &node);
     if let Some(c) = &s.control {
@@ -408,6 +427,29 @@ fn unit_families(out: &mut Prom, s: &StatusFile, node: &str) {
         "counter",
         "Probe attempts of the gate that failed.",
         gates(&|u| Some(u.probe_failures.to_string())),
+    );
+}
+
+/// The endpoint's canary: whether it stands, and its requests and failures so far.
+fn canary_families(out: &mut Prom, c: &CanaryStatus, node: &str) {
+    let labels = format!("node=\"{node}\",url=\"{}\"", prom_escape(&c.url));
+    out.family(
+        "mcsup_canary_ok",
+        "gauge",
+        "Whether the endpoint's canary stands (1), or its 1-token completions failed the threshold's times in a row (0: canary-failed).",
+        vec![(labels.clone(), u8::from(c.ok).to_string())],
+    );
+    out.family(
+        "mcsup_canary_requests_total",
+        "counter",
+        "Canary completions sent through the endpoint.",
+        vec![(labels.clone(), c.requests_total.to_string())],
+    );
+    out.family(
+        "mcsup_canary_failures_total",
+        "counter",
+        "Canary completions that failed (no answer, an error, or no generated token).",
+        vec![(labels, c.failures_total.to_string())],
     );
 }
 
@@ -814,7 +856,8 @@ fn job_status_tail(out: &mut String, nodes: &[(String, StatusRead)], now_ms: u64
         .unwrap_or(0);
     for (node, r) in nodes {
         if let Some(v) = &r.status.servable {
-            let _ = writeln!(out, "{} (on {node})", servable_text(v, start, now_ms));
+            let text = servable_text(v, r.status.canary.as_ref(), start, now_ms);
+            let _ = writeln!(out, "{text} (on {node})");
         }
     }
     for (node, r) in nodes {
@@ -997,6 +1040,7 @@ pub fn job_status_json(
             "seconds_after_start": v.servable_ts_ms.saturating_sub(nodes.iter().map(|(_, r)| r.status.started_ts_ms).min().unwrap_or(0)) as f64 / 1000.0,
             "seen": v.seen,
             "expected": v.expected,
+            "canary": r.status.canary,
         }))),
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
@@ -1026,6 +1070,7 @@ pub(crate) mod status_tests {
             servable: None,
             mooncake: None,
             benchmark: None,
+            canary: None,
             holds_ranks_of: Vec::new(),
             control: None,
             units: vec![

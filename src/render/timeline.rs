@@ -95,6 +95,13 @@ fn spans_of(events: &[&EventRecord], end: u64) -> (Vec<Span>, Vec<(u64, String, 
             EventKind::WorkersBack => {
                 marks.push((t, "back".to_string(), format!("workers back: {detail}")))
             }
+            // The endpoint's canary: failing (orange, as a lost worker), generating again (green).
+            EventKind::CanaryFailed => {
+                marks.push((t, "lost".to_string(), format!("canary failed: {detail}")))
+            }
+            EventKind::CanaryOk => {
+                marks.push((t, "back".to_string(), format!("canary ok: {detail}")))
+            }
             // What the job is for: its judged result (green), or why it does not stand (red).
             EventKind::BenchmarkResult => {
                 marks.push((t, "back".to_string(), format!("result: {detail}")))
@@ -583,7 +590,7 @@ p.first-failure {{ color: #a61b1b; font-weight: bold; }} p.servable {{ color: #2
 <body>
 <h1>mcsup timeline: {n} node(s), {p} process(es), {total_s:.1} s</h1>
 {banner}{servable}
-<p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested (grey: a node drained because of the first failure, which is the row at the top); green line (and black-ringed green dot): the job became servable; black-ringed orange dot: the frontend lost workers, green dot: it has them all again (on the benchmark's row: its result; red: benchmark-invalid). Processes are grouped by the role they serve and by node: click a group or a node to open or close it (a closed one is one bar: red while any of its processes is down, grey while any stops, green while all are ready).</p>
+<p>amber: spawned, waiting to be ready; green: ready; grey: stopping; red: failed (hover for the reason); dots: restarts (blue), failures (red), long readiness waits (amber); dashed red line: shutdown requested (grey: a node drained because of the first failure, which is the row at the top); green line (and black-ringed green dot): the job became servable; black-ringed orange dot: the frontend lost workers or its canary failed, green dot: it has them all again or the canary generates again (on the benchmark's row: its result; red: benchmark-invalid). Processes are grouped by the role they serve and by node: click a group or a node to open or close it (a closed one is one bar: red while any of its processes is down, grey while any stops, green while all are ready).</p>
 {defs}{head}
 {body}
 </body></html>

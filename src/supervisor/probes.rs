@@ -219,6 +219,13 @@ pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, S
             seen.prefill, seen.decode, p.expected.prefill, p.expected.decode
         ));
     }
+    completion_blocking(p, timeout)?;
+    Ok(seen)
+}
+
+/// A one-token completion through the frontend of `p` generates a token ([`generated`]): the
+/// servable probe's last step, and the canary. Blocking (ureq).
+pub fn completion_blocking(p: &ServableProbe, timeout: Duration) -> Result<(), String> {
     let agent = ureq::AgentBuilder::new()
         .timeout(timeout)
         .redirects(0)
@@ -270,8 +277,15 @@ pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, S
         .map_err(|e| format!("POST {url}: {e}"))?;
     let v: serde_json::Value =
         serde_json::from_str(&body).map_err(|e| format!("POST {url}: not JSON ({e})"))?;
-    generated(&v).map_err(|why| format!("POST {url}: {why}"))?;
-    Ok(seen)
+    generated(&v).map_err(|why| format!("POST {url}: {why}"))
+}
+
+/// [`completion_blocking`] on the blocking pool, with an outer timeout: one canary request.
+pub async fn completion(p: ServableProbe, timeout: Duration) -> Result<(), String> {
+    off_the_loop(timeout * 2, "canary", "canary: ", move || {
+        completion_blocking(&p, timeout)
+    })
+    .await
 }
 
 /// Whether a completion's answer generated something: `usage.completion_tokens` >= 1 where the

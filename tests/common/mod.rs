@@ -297,6 +297,7 @@ impl TestEnv {
             warnings: vec![],
             control: None,
             periods: Default::default(),
+            canary: Default::default(),
         }
     }
 

@@ -393,6 +393,7 @@ impl Machine {
         match &self.reason {
             Some(ShutdownReason::CriticalFailure { code, .. }) => *code,
             Some(ShutdownReason::Finished { code, .. }) => *code,
+            Some(ShutdownReason::EndpointFailed(_)) => ExitCode::LivenessFailed.code(),
             Some(ShutdownReason::WorkersDone | ShutdownReason::NothingLeft)
                 if self
                     .procs
@@ -593,6 +594,9 @@ impl Machine {
                 self.begin_teardown(ShutdownReason::PeerFailed(detail), now, &mut out)
             }
             Event::JobDone { detail } => self.job_done(detail, now, &mut out),
+            Event::EndpointFailed { detail } => {
+                self.begin_teardown(ShutdownReason::EndpointFailed(detail), now, &mut out)
+            }
             Event::Judged { proc, verdict } => self.on_judged(proc, verdict, now, &mut out),
             Event::Tick => {}
         }

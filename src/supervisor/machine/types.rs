@@ -162,6 +162,9 @@ pub enum Event {
         proc: usize,
         verdict: Result<String, String>,
     },
+    /// The job's endpoint failed its canary, whose policy is to drain (`mcsup.canary.on_failure:
+    /// drain`): the job ends, exit code 6.
+    EndpointFailed { detail: String },
     /// Time passed: act on whatever is due.
     Tick,
 }
@@ -297,6 +300,8 @@ pub enum ShutdownReason {
     Finished { unit: String, code: i32 },
     /// What the job is for ended on the nodes that run it, not here.
     JobDone(String),
+    /// The endpoint's canary failed and its policy is to drain.
+    EndpointFailed(String),
 }
 
 impl std::fmt::Display for ShutdownReason {
@@ -312,7 +317,9 @@ impl std::fmt::Display for ShutdownReason {
             ShutdownReason::Finished { unit, code } => {
                 write!(f, "`{unit}` ended (exit code {code}): the job is done")
             }
-            ShutdownReason::JobDone(detail) => f.write_str(detail),
+            ShutdownReason::JobDone(detail) | ShutdownReason::EndpointFailed(detail) => {
+                f.write_str(detail)
+            }
         }
     }
 }

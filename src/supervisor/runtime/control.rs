@@ -326,11 +326,11 @@ impl Runtime {
             return;
         };
         match self.machine.reason() {
-            Some(r @ ShutdownReason::CriticalFailure { .. }) => {
-                link.send(Outgoing::Say(Body::Failing {
-                    reason: r.to_string(),
-                }))
-            }
+            Some(
+                r @ (ShutdownReason::CriticalFailure { .. } | ShutdownReason::EndpointFailed(_)),
+            ) => link.send(Outgoing::Say(Body::Failing {
+                reason: r.to_string(),
+            })),
             _ => link.send(Outgoing::Say(Body::Leaving)),
         }
     }

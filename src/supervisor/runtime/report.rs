@@ -82,6 +82,7 @@ impl Runtime {
             servable: None,
             mooncake: None,
             benchmark: None,
+            canary: None,
             control: self.control_status(),
         };
         self.watchers.status(&mut status);

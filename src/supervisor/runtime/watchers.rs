@@ -12,8 +12,8 @@ use crate::plan::Plan;
 use crate::runfiles::StatusFile;
 use crate::supervisor::machine::Event;
 use crate::supervisor::watch::{
-    benchmark, diagnosis, mooncake, release, servable, stores, Answer, Effect, Hooks, Input, Now,
-    Report, Task, TaskKey, Watcher,
+    benchmark, canary, diagnosis, mooncake, release, servable, stores, Answer, Effect, Hooks,
+    Input, Now, Report, Task, TaskKey, Watcher,
 };
 
 /// The watchers of a run, in the order they hear each input (and offer output hooks).
@@ -25,6 +25,7 @@ async fn registry(plan: &Plan) -> Vec<Box<dyn Watcher>> {
         Box::new(diagnosis::Diagnosis::default()),
         Box::new(release::Release::read(plan).await),
         Box::new(benchmark::Benchmark::default()),
+        Box::new(canary::Canary::default()),
     ]
 }
 
@@ -139,6 +140,17 @@ async fn run(task: Task, report: Report) {
         Task::FrontendWatch { probe, every } => {
             servable::watch(probe, every, |read| {
                 report(Answer::Seen(read));
+                true
+            })
+            .await
+        }
+        Task::Canary {
+            probe,
+            every,
+            timeout,
+        } => {
+            canary::run(probe, every, timeout, |result| {
+                report(Answer::Canary(result));
                 true
             })
             .await

@@ -13,12 +13,14 @@
 //! | [`diagnosis`] | `WatchRequest::Diagnose`; failure lines in the output | what a process died of (the last traceback's exception) |
 //! | [`release`] | `Action::AwaitRelease` | a restart's wait for its GPUs (against their memory before the run) |
 //! | [`benchmark`] | `WatchRequest::Judge` | the result gate: a benchmark that exited 0 measured something (its result files) |
+//! | [`canary`] | `WatchRequest::Servable` | a 1-token completion through the endpoint every 30 s (`canary-failed`, `canary-ok`) |
 //!
 //! Adding one: a module here with its watcher (and its tasks' async reads), and one line in
 //! `runtime/watchers.rs`'s `registry`. Watchers do no I/O in [`Watcher::on`]; they must not
 //! block the loop.
 
 pub mod benchmark;
+pub mod canary;
 pub mod diagnosis;
 pub mod mooncake;
 pub mod release;
@@ -111,6 +113,8 @@ pub enum TaskKey {
     FrontendWatch,
     /// The looks at the master's view.
     MasterLooks,
+    /// The canary's requests through the endpoint.
+    Canary,
 }
 
 /// Work a watcher needs done in the world, run by the runtime off the loop.
@@ -126,6 +130,12 @@ pub enum Task {
     FrontendWatch {
         probe: ServableProbe,
         every: Duration,
+    },
+    /// A 1-token completion through the frontend every `every`: [`Answer::Canary`] each time.
+    Canary {
+        probe: ServableProbe,
+        every: Duration,
+        timeout: Duration,
     },
     /// Look at the master's admin server every `every`: [`Answer::MasterView`] each time.
     MasterLooks { port: u16, every: Duration },
@@ -179,6 +189,8 @@ pub enum Answer {
         result: Result<Seen, String>,
     },
     Seen(Result<Seen, String>),
+    /// One canary request: it generated a token, or why not.
+    Canary(Result<(), String>),
     MasterView(Result<crate::mooncake::remount::Look, String>),
     Remount {
         master: String,

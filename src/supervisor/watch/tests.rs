@@ -895,3 +895,93 @@ fn aiperfs_real_exports_are_judged_by_their_numbers() {
         s.said
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// canary
+// ---------------------------------------------------------------------------------------------
+
+/// A servable frontend with the canary's period 1 s and threshold 2.
+fn canary_plan(action: crate::recipe::CanaryAction) -> Plan {
+    let mut p = plan(vec![frontend()]);
+    p.canary = crate::plan::CanarySpec {
+        enabled: true,
+        period: Duration::from_secs(1),
+        threshold: 2,
+        timeout: Duration::from_millis(500),
+        on_failure: action,
+    };
+    p
+}
+
+#[test]
+fn the_canary_starts_once_servable_and_says_a_failure_only_at_its_threshold() {
+    let p = canary_plan(crate::recipe::CanaryAction::Report);
+    let mut w = canary::Canary::default();
+    let e = on(&mut w, &p, Input::Asked(WatchRequest::Servable { proc: 0 }));
+    assert!(matches!(
+        &e[..],
+        [Effect::Run {
+            key: Some(TaskKey::Canary),
+            task: Task::Canary { every, .. },
+        }] if *every == Duration::from_secs(1)
+    ));
+    // Servable again (a restart): one canary, not two.
+    assert!(on(&mut w, &p, Input::Asked(WatchRequest::Servable { proc: 0 })).is_empty());
+    let ok = || Input::Answer(Answer::Canary(Ok(())));
+    let bad = || {
+        Input::Answer(Answer::Canary(Err(
+            "POST http://127.0.0.1:8000/v1/completions: timed out".into(),
+        )))
+    };
+    assert!(notes(&on(&mut w, &p, ok())).is_empty());
+    // One failure is below the threshold: the status counts it, no event.
+    let e = on(&mut w, &p, bad());
+    assert!(notes(&e).is_empty());
+    assert_eq!(status_of(&w).canary.unwrap().failures_in_a_row, 1);
+    // A success resets the count.
+    on(&mut w, &p, ok());
+    on(&mut w, &p, bad());
+    let e = on(&mut w, &p, bad());
+    assert_eq!(
+        notes(&e),
+        [("frontend".to_string(), RecordKind::CanaryFailed)]
+    );
+    assert!(
+        detail(&e).contains("2 1-token completions in a row failed (one every 1 s): POST"),
+        "{}",
+        detail(&e)
+    );
+    assert!(fed(&e).is_empty(), "report only");
+    let s = status_of(&w).canary.unwrap();
+    assert!(!s.ok);
+    assert_eq!((s.requests_total, s.failures_total), (5, 3));
+    // Still failing: said once.
+    assert!(notes(&on(&mut w, &p, bad())).is_empty());
+    let e = on(&mut w, &p, ok());
+    assert_eq!(notes(&e), [("frontend".to_string(), RecordKind::CanaryOk)]);
+    assert!(status_of(&w).canary.unwrap().ok);
+    // The teardown stops it; later answers are not counted.
+    assert!(matches!(
+        &on(&mut w, &p, Input::Stopping)[..],
+        [Effect::Stop(TaskKey::Canary)]
+    ));
+    assert!(on(&mut w, &p, bad()).is_empty());
+}
+
+#[test]
+fn a_canary_with_the_drain_policy_ends_the_job_and_a_disabled_one_never_starts() {
+    let p = canary_plan(crate::recipe::CanaryAction::Drain);
+    let mut w = canary::Canary::default();
+    on(&mut w, &p, Input::Asked(WatchRequest::Servable { proc: 0 }));
+    let bad = || Input::Answer(Answer::Canary(Err("no token".into())));
+    on(&mut w, &p, bad());
+    let e = on(&mut w, &p, bad());
+    assert!(
+        matches!(fed(&e)[..], [Event::EndpointFailed { detail }] if detail.starts_with("the endpoint's canary failed"))
+    );
+    let mut p = canary_plan(crate::recipe::CanaryAction::Report);
+    p.canary.enabled = false;
+    let mut w = canary::Canary::default();
+    assert!(on(&mut w, &p, Input::Asked(WatchRequest::Servable { proc: 0 })).is_empty());
+    assert_eq!(status_of(&w).canary, None);
+}

@@ -132,6 +132,7 @@ pub(crate) fn plan(processes: Vec<ProcessSpec>) -> Plan {
         warnings: vec![],
         control: None,
         periods: Default::default(),
+        canary: Default::default(),
     }
 }
 

@@ -566,3 +566,22 @@ fn a_node_holding_ranks_of_another_nodes_step_stays_up_until_told() {
     h.at(61_000);
     assert_ne!(h.m.phase(), Phase::Running);
 }
+
+#[test]
+fn a_failed_canary_with_the_drain_policy_tears_down_with_exit_code_6() {
+    let mut h = H::new(chain());
+    h.start_all();
+    let a = h.ev(Event::EndpointFailed {
+        detail: "the endpoint's canary failed (3 in a row)".into(),
+    });
+    assert!(has(&a, "mcsup", RecordKind::ShutdownRequested));
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+    for pid in [102, 101, 100] {
+        h.gone(pid, ExitStatus::Code(0));
+    }
+    assert_eq!(h.m.exit_code(), ExitCode::LivenessFailed.code());
+    assert_eq!(h.m.exit_code(), 6);
+}
