@@ -196,6 +196,17 @@ fn the_recipe_page_states_the_planners_defaults() {
         format!("{} / {} / {}", secs(c.period), c.threshold, secs(c.timeout))
     );
     assert_eq!(p.canary, c);
+    // Engine liveness.
+    assert_eq!(
+        default("engine_liveness.period_seconds` / `timeout_seconds` / `failure_threshold"),
+        format!(
+            "{} / {} (25 for `/health_generate`) / {}",
+            secs(mcsup::engine::liveness::PERIOD),
+            secs(mcsup::engine::liveness::TIMEOUT),
+            mcsup::engine::liveness::THRESHOLD
+        )
+    );
+    assert_eq!(secs(mcsup::engine::liveness::GENERATE_TIMEOUT), "25");
     // Preflight headroom, workers.
     assert_eq!(
         default("preflight.headroom_gib"),

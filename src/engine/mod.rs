@@ -26,6 +26,7 @@ pub mod flags;
 pub mod frontend;
 pub mod job;
 pub mod layout;
+pub mod liveness;
 pub mod mocker;
 pub mod observability;
 pub mod profiling;

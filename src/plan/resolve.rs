@@ -243,6 +243,7 @@ pub fn plan_with(
         .client_http_port
         .map_or(stores::DEFAULT_CLIENT_HTTP_PORT, |p| p.0);
     notes.extend(stores::wire(&mut processes, admin.as_ref(), client_port));
+    notes.extend(liveness_note(&processes, &mc));
     stores::lints(
         &processes,
         master.service.map(|s| s.argv.as_slice()),
@@ -282,6 +283,33 @@ pub fn plan_with(
         control,
         periods: Periods::default(),
         canary: super::policy::canary(&mc.canary)?,
+    })
+}
+
+/// The workers that got their engine's liveness probe from mcsup (srtctl has none), in one note.
+fn liveness_note(processes: &[ProcessSpec], mc: &McsupSection) -> Option<String> {
+    if mc.engine_liveness.enabled == Some(false) {
+        return None;
+    }
+    let given: Vec<String> = processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Worker && p.placement.is_some())
+        .filter_map(|p| {
+            let l = p.liveness.as_ref()?;
+            Some(format!(
+                "{} ({}, every {}, {} failures in a row)",
+                p.name,
+                l.probe,
+                crate::domain::show_secs(l.period),
+                l.failure_threshold
+            ))
+        })
+        .collect();
+    (!given.is_empty()).then(|| {
+        format!(
+            "engine liveness (mcsup's; srtctl has none): {}; once ready, a worker that stops answering is stopped and its restart policy decides; mcsup.engine_liveness.enabled: false turns it off",
+            given.join("; ")
+        )
     })
 }
 

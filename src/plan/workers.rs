@@ -206,6 +206,12 @@ pub fn plan_workers(
                     None => None,
                 };
                 let readiness = worker_readiness(s, &entry, &rm, &wp)?;
+                let liveness = match liveness {
+                    None if *derived => {
+                        engine_liveness(&argv, readiness.as_ref(), &s.mc.engine_liveness)?
+                    }
+                    given => given,
+                };
                 stop.inflight = inflight_gauge(&argv, readiness.as_ref());
                 out.push(ProcessSpec {
                     name,
@@ -679,6 +685,52 @@ fn one_process_worker(name: String, argv: Vec<String>, critical: bool) -> Worker
         restart: None,
         critical,
     }
+}
+
+/// The liveness mcsup gives a worker it derives and the recipe gives none: its engine's own
+/// signal ([`crate::engine::liveness`]) at the address its readiness probes, unless
+/// `mcsup.engine_liveness.enabled` is false.
+fn engine_liveness(
+    argv: &[String],
+    readiness: Option<&ReadinessSpec>,
+    c: &crate::recipe::EngineLivenessConfig,
+) -> Result<Option<LivenessSpec>, PlanError> {
+    use crate::engine::liveness;
+    if c.enabled == Some(false) {
+        return Ok(None);
+    }
+    if c.failure_threshold == Some(0) {
+        return Err(err(
+            "mcsup.engine_liveness.failure_threshold",
+            "is 0: every worker would be stopped at its first probe",
+            "set 1 or more (failures in a row before the worker is stopped), or enabled: false",
+        ));
+    }
+    let Some((host, port, path)) = readiness.and_then(|r| {
+        r.probes.iter().find_map(|p| match p {
+            ProbeSpec::Http {
+                host, port, path, ..
+            } => Some((host.clone(), *port, path.clone())),
+            _ => None,
+        })
+    }) else {
+        return Ok(None);
+    };
+    let Some((path, timeout)) = liveness::probe_path(argv, &path) else {
+        return Ok(None);
+    };
+    Ok(Some(LivenessSpec {
+        probe: ProbeSpec::Http {
+            host,
+            port,
+            path,
+            status: 200,
+            body_contains: None,
+        },
+        period: c.period_seconds.map_or(liveness::PERIOD, |s| s.duration()),
+        attempt_timeout: c.timeout_seconds.map_or(timeout, |s| s.duration()),
+        failure_threshold: c.failure_threshold.unwrap_or(liveness::THRESHOLD),
+    }))
 }
 
 #[cfg(test)]

@@ -281,6 +281,27 @@ pub struct McsupSection {
     /// The canary: a 1-token completion through the job's endpoint while it serves.
     #[serde(default)]
     pub canary: CanaryConfig,
+    /// The liveness probe mcsup gives the workers it derives (each engine's own signal).
+    #[serde(default)]
+    pub engine_liveness: EngineLivenessConfig,
+}
+
+/// `mcsup.engine_liveness`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineLivenessConfig {
+    /// Default true.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Default 10.
+    #[serde(default)]
+    pub period_seconds: Option<PositiveSeconds>,
+    /// One probe's bound. Default 5 (20 for SGLang's `/health_generate`).
+    #[serde(default)]
+    pub timeout_seconds: Option<PositiveSeconds>,
+    /// Failures in a row before the worker is stopped (then its restart policy). Default 6.
+    #[serde(default)]
+    pub failure_threshold: Option<u32>,
 }
 
 /// `mcsup.canary`.

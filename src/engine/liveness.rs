@@ -1,0 +1,66 @@
+//! Engine liveness by default: each engine's own signal, probed once the worker is ready, with a
+//! period and a threshold that a start-up (readiness comes first) or a long prefill cannot trip.
+//! srtctl has none (it reads log markers only); mcsup adds it to the workers it derives, says so
+//! in the plan, and `mcsup.engine_liveness.enabled: false` turns it off. Pure.
+//!
+//! | engine | probe |
+//! |---|---|
+//! | Dynamo's workers (`dynamo.sglang`, `dynamo.vllm`, `dynamo.mocker`, ...) | `GET /health` on the worker's system port (`DYN_SYSTEM_PORT`): the runtime answers it, and not at all when the process is frozen |
+//! | SGLang's server | `GET /health_generate`: one token through the scheduler (its `/health` is answered by the HTTP process even with the scheduler hung) |
+//! | vLLM's server | `GET /health` |
+
+use std::time::Duration;
+
+use super::stop::StopEngine;
+
+/// The defaults: a probe every 10 s, 5 s each, 6 failures in a row before the worker is
+/// stopped (about a minute of silence). SGLang's `/health_generate` waits up to its own
+/// `SGLANG_HEALTH_CHECK_TIMEOUT` (20 s, sglang 0.5.23 `http_server.py`) for any answer of the
+/// scheduler (a busy server counts as alive) before its 503: 25 s for it.
+pub const PERIOD: Duration = Duration::from_secs(10);
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+pub const GENERATE_TIMEOUT: Duration = Duration::from_secs(25);
+pub const THRESHOLD: u32 = 6;
+
+/// The path and bound of the engine's liveness answer, given its readiness probe's path; none
+/// for a program mcsup does not know as an engine.
+pub fn probe_path(argv: &[String], readiness_path: &str) -> Option<(String, Duration)> {
+    match StopEngine::recognise(argv)? {
+        StopEngine::SglangServer => Some(("/health_generate".into(), GENERATE_TIMEOUT)),
+        StopEngine::VllmServer | StopEngine::Dynamo { .. } => {
+            Some((readiness_path.to_string(), TIMEOUT))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn each_engine_has_its_own_signal() {
+        assert_eq!(
+            probe_path(
+                &argv("python3 -m sglang.launch_server --port 30000"),
+                "/health"
+            ),
+            Some(("/health_generate".into(), GENERATE_TIMEOUT))
+        );
+        assert_eq!(
+            probe_path(&argv("python3 -m dynamo.mocker --model-path /m"), "/health"),
+            Some(("/health".into(), TIMEOUT))
+        );
+        assert_eq!(
+            probe_path(
+                &argv("python3 -m vllm.entrypoints.openai.api_server"),
+                "/health"
+            ),
+            Some(("/health".into(), TIMEOUT))
+        );
+        assert_eq!(probe_path(&argv("/bin/my-server"), "/health"), None);
+    }
+}
