@@ -174,6 +174,9 @@ wire_names! {
         Remounted => "remounted",
         /// A restarted master still misses this node's stores after the bound.
         RemountLate => "remount-late",
+        /// A process that stopped answering had its stacks dumped before its stop: the file and
+        /// the top frames (`supervisor::watch::stacks`).
+        StackDump => "stack-dump",
         /// A known failure line in a process's output (Mooncake's, with its fix), or a fact
         /// about a process that explains later trouble.
         Diagnosis => "diagnosis",

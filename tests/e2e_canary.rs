@@ -3,7 +3,10 @@
 //! second with a threshold of 2. Once servable, the mocker worker is frozen with SIGSTOP (a hung
 //! engine: the process lives, nothing answers; the frontend still lists it): the canary fails
 //! (`canary-failed`, `DEGRADED` in `status`, `mcsup_canary_ok 0`); thawed with SIGCONT, it
-//! generates again (`canary-ok`). The run then stops cleanly, leaving nothing.
+//! generates again (`canary-ok`). The run then stops cleanly, leaving nothing. And the stall
+//! watchdog: frozen longer than its engine liveness allows, the worker's stacks are dumped
+//! (py-spy's Python frames and every thread's state) before it is stopped and restarted; the
+//! job serves again.
 
 use crate::common;
 
@@ -16,60 +19,11 @@ use common::*;
 #[test]
 fn a_frozen_worker_fails_the_canary_and_its_thaw_brings_it_back() {
     let env = TestEnv::new();
-    let (dynamo, model) = dynamo_venv();
-    let configs = env.path("configs");
-    std::fs::create_dir_all(&configs).unwrap();
-    std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
-    std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
-    let recipe = env.path("recipe.yaml");
-    std::fs::write(
-        &recipe,
-        format!(
-            r#"name: canary
-model: {{path: "hf:{model}"}}
-resources: {{gpu_type: cpu, gpus_per_node: 1, agg_nodes: 1, agg_workers: 1}}
-frontend: {{type: dynamo, enable_multiple_frontends: false}}
-backend: {{type: mocker, speedup_ratio: 100}}
-dynamo: {{request_plane: nats}}
-environment: {{ETCD_ENDPOINTS: "http://127.0.0.1:2379", NATS_SERVER: "nats://127.0.0.1:4222"}}
-mcsup:
-  configs_dir: {configs}
-  log_dir: {logs}
-  node_addresses: {{localhost: 127.0.0.1}}
-  shutdown: {{deadline_seconds: 10}}
-  canary: {{period_seconds: 1, failure_threshold: 2, timeout_seconds: 1}}
-"#,
-            model = model.display(),
-            configs = configs.display(),
-            logs = env.log_dir().display(),
-        ),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        dynamo.display(),
-        std::env::var("PATH").unwrap_or_default()
+    let recipe = recipe(
+        &env,
+        "  canary: {period_seconds: 1, failure_threshold: 2, timeout_seconds: 1}\n",
     );
-    let child = Command::new(MCSUP)
-        .args([
-            "run",
-            "--role",
-            "agg",
-            "--node",
-            "localhost",
-            "--nodelist",
-            "localhost",
-        ])
-        .arg("--recipe")
-        .arg(&recipe)
-        .env("PATH", path)
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut m = Mcsup::new(&env, "localhost", child, env.dir.path().to_path_buf());
+    let mut m = run(&env, &recipe);
     let events = || read_events(&env.log_dir().join("localhost.events.jsonl"));
     let has = |event: &str| events().iter().any(|e| e.event == event);
     wait_for("the job servable", Duration::from_secs(90), || {
@@ -123,6 +77,156 @@ mcsup:
         has("canary-ok").then_some(())
     });
     eprintln!("{:?}", names(&events()));
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(m.wait_exit(Duration::from_secs(40)), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}
+
+/// The recipe of both tests: the upstream mocker job on this machine, with `extra` under `mcsup:`.
+fn recipe(env: &TestEnv, extra: &str) -> std::path::PathBuf {
+    let (_, model) = dynamo_venv();
+    let configs = env.path("configs");
+    std::fs::create_dir_all(&configs).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
+    std::os::unix::fs::symlink("/usr/sbin/nats-server", configs.join("nats-server")).unwrap();
+    let recipe = env.path("recipe.yaml");
+    std::fs::write(
+        &recipe,
+        format!(
+            r#"name: stall
+model: {{path: "hf:{model}"}}
+resources: {{gpu_type: cpu, gpus_per_node: 1, agg_nodes: 1, agg_workers: 1}}
+frontend: {{type: dynamo, enable_multiple_frontends: false}}
+backend: {{type: mocker, speedup_ratio: 100}}
+dynamo: {{request_plane: nats}}
+environment: {{ETCD_ENDPOINTS: "http://127.0.0.1:2379", NATS_SERVER: "nats://127.0.0.1:4222"}}
+mcsup:
+  configs_dir: {configs}
+  log_dir: {logs}
+  node_addresses: {{localhost: 127.0.0.1}}
+  shutdown: {{deadline_seconds: 10}}
+{extra}"#,
+            model = model.display(),
+            configs = configs.display(),
+            logs = env.log_dir().display(),
+        ),
+    )
+    .unwrap();
+    recipe
+}
+
+/// `mcsup run` of `recipe` on this one machine, the Dynamo venv first on the PATH (py-spy too).
+fn run(env: &TestEnv, recipe: &std::path::Path) -> Mcsup {
+    let (dynamo, _) = dynamo_venv();
+    let path = format!(
+        "{}:{}",
+        dynamo.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let child = Command::new(MCSUP)
+        .args([
+            "run",
+            "--role",
+            "agg",
+            "--node",
+            "localhost",
+            "--nodelist",
+            "localhost",
+        ])
+        .arg("--recipe")
+        .arg(recipe)
+        .env("PATH", path)
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    Mcsup::new(env, "localhost", child, env.dir.path().to_path_buf())
+}
+
+/// Issue 50, item 4: SIGSTOP of the mocker worker for longer than its engine liveness allows
+/// (1 s period, 2 failures): `liveness-failed`, then its stacks in the log directory (the
+/// frozen thread's state, py-spy's Python frames) before its stop, then its restart; the job is
+/// servable again and a completion returns tokens; `mcsup why` shows the dump.
+#[test]
+fn a_frozen_worker_is_dumped_before_its_restart_and_the_job_serves_again() {
+    let env = TestEnv::new();
+    let recipe = recipe(
+        &env,
+        "  canary: {enabled: false}\n  engine_liveness: {period_seconds: 1, timeout_seconds: 1, failure_threshold: 2}\n  worker_defaults: {restart: {policy: on-failure, backoff_initial_seconds: 1}}\n",
+    );
+    let mut m = run(&env, &recipe);
+    let events = || read_events(&env.log_dir().join("localhost.events.jsonl"));
+    let count = |event: &str| events().iter().filter(|e| e.event == event).count();
+    wait_for("the job servable", Duration::from_secs(90), || {
+        (count("servable") > 0).then_some(())
+    });
+    let worker = status(&env)["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| {
+            u["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("mocker-agg"))
+        })
+        .map(|u| {
+            (
+                u["name"].as_str().unwrap().to_string(),
+                u["pid"].as_i64().unwrap() as i32,
+            )
+        })
+        .expect("the worker");
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(worker.1),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    let dump = wait_for("the stack dump", Duration::from_secs(40), || {
+        events().into_iter().find(|e| e.event == "stack-dump")
+    });
+    assert_eq!(dump.process, worker.0);
+    let said = dump.raw["detail"].as_str().unwrap_or_default().to_string();
+    let file = said.split(": ").next().unwrap().to_string();
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert!(
+        text.contains(&format!("== pid {}", worker.1)) && text.contains("state T"),
+        "{text}"
+    );
+    assert!(
+        text.contains("py-spy dump --nonblocking") && text.contains("Thread "),
+        "{text}"
+    );
+    // The order: the failure, the dump, then the stop.
+    let evs = events();
+    let at = |event: &str| {
+        evs.iter()
+            .position(|e| e.process == worker.0 && e.event == event)
+            .unwrap_or_else(|| panic!("no {event}: {:?}", names(&evs)))
+    };
+    assert!(at("liveness-failed") < at("stack-dump") && at("stack-dump") < at("stopping"));
+    wait_for("the worker ready again", Duration::from_secs(60), || {
+        (events()
+            .iter()
+            .filter(|e| e.process == worker.0 && e.event == "ready")
+            .count()
+            >= 2)
+            .then_some(())
+    });
+    let model = dynamo_venv().1.display().to_string();
+    let answer = wait_for("a completion with tokens", Duration::from_secs(60), || {
+        let v: serde_json::Value = ureq::post("http://127.0.0.1:8000/v1/completions")
+            .timeout(Duration::from_secs(5))
+            .send_json(serde_json::json!({"model": model, "prompt": "ping", "max_tokens": 3}))
+            .ok()?
+            .into_json()
+            .ok()?;
+        (v["usage"]["completion_tokens"].as_u64()? >= 1).then_some(v)
+    });
+    eprintln!("{said}\n{answer}\n{:?}", names(&events()));
+    let why = mcsup_ok(["why".as_ref(), env.log_dir().as_os_str()]);
+    assert!(why.contains(&format!("stacks: {file}: pid ")), "{why}");
     m.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(m.wait_exit(Duration::from_secs(40)), 0, "{}", m.stderr());
     env.assert_no_leftovers();

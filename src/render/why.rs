@@ -35,6 +35,8 @@ pub struct Failure<'a> {
     /// Its spawns after the failure: its log of the failing run is `<node>.<process>.log.<n>`
     /// (each restart rotates it), or the current one when 0.
     pub spawned_after: usize,
+    /// Its stacks, dumped when it stopped answering: the file and the top frames.
+    pub stacks: Option<&'a str>,
 }
 
 impl Failure<'_> {
@@ -169,6 +171,7 @@ fn failures_of<'a>(node: &'a str, evs: &'a [EventRecord]) -> Vec<Failure<'a>> {
                 exception: None,
                 recovered: false,
                 spawned_after: 0,
+                stacks: None,
             });
         }
     }
@@ -220,6 +223,9 @@ fn explain<'a>(f: &mut Failure<'a>, index: &HashMap<&str, ProcEvents<'a>>) {
     let from = p.evs.partition_point(|e| e.ts_ms < spawned);
     let to = p.evs.partition_point(|e| e.ts_ms <= until);
     for e in &p.evs[from..to.max(from)] {
+        if e.event == EventKind::StackDump && e.ts_ms >= f.ts_ms && f.stacks.is_none() {
+            f.stacks = e.detail.as_deref();
+        }
         if let Some(d) = &e.diagnosis {
             if d.signature == EXCEPTION {
                 f.exception = Some(d);
@@ -428,6 +434,9 @@ impl Story<'_> {
             let m = if mark && i + 1 == n { ">" } else { "|" };
             out.push_str(&format!("  {m} {l}\n"));
         }
+        if let Some(s) = f.stacks {
+            out.push_str(&format!("stacks: {s}\n"));
+        }
         out.push_str(&format!("then: {}\n", self.then()));
         out.push_str(&format!("fix: {}\n", f.fix()));
         out.push_str(&format!("log: {log_file}\n"));
@@ -452,6 +461,7 @@ impl Story<'_> {
                 "lines": f.lines(),
                 "fix": f.fix(),
                 "recovered": f.recovered,
+                "stacks": f.stacks,
             })
         };
         serde_json::json!({

@@ -32,6 +32,7 @@ use crate::runfiles::UnitState;
 mod graph;
 mod probing;
 mod restart;
+mod stall;
 mod start;
 mod teardown;
 mod terminal;
@@ -245,6 +246,8 @@ pub struct Machine {
     /// Every terminal process here has ended: the worst of them, which is the node's exit
     /// status whatever ends it afterwards.
     finished: Option<(String, i32)>,
+    /// Processes whose liveness failed, waiting for their stack dump before their stop.
+    stalls: Vec<stall::Stalled>,
 }
 
 impl Machine {
@@ -360,6 +363,7 @@ impl Machine {
             terminal_codes: Vec::new(),
             judging: Vec::new(),
             finished: None,
+            stalls: Vec::new(),
         })
     }
 
@@ -453,6 +457,7 @@ impl Machine {
             }
         }
         consider(self.judging_deadline());
+        consider(self.stalls_deadline());
         for h in &self.held {
             consider(Some(h.until));
         }
@@ -598,6 +603,7 @@ impl Machine {
                 self.begin_teardown(ShutdownReason::EndpointFailed(detail), now, &mut out)
             }
             Event::Judged { proc, verdict } => self.on_judged(proc, verdict, now, &mut out),
+            Event::Dumped { proc } => self.on_dumped(proc, now, &mut out),
             Event::Tick => {}
         }
         self.release_held(now, &mut out);
@@ -648,6 +654,7 @@ impl Machine {
                 self.settle_rejoining(now, out);
                 self.settle_waiting(now, out);
                 self.settle_judging(now, out);
+                self.settle_stalls(now, out);
                 self.check_node_done(now, out);
             }
             if self.phase == Phase::Stopping {

@@ -323,7 +323,7 @@ impl Machine {
                             .detail(d),
                         out,
                     );
-                    self.begin_stop(i, AfterStop::Restart, now, out);
+                    self.stalled(i, now, out);
                     return;
                 }
                 _ => {}
@@ -358,7 +358,7 @@ impl Machine {
         let mut r = rec(&p.spec.name, RecordKind::LivenessFailed).detail(detail);
         r.pid = pid;
         push_failure(proc, r, out);
-        self.begin_stop(proc, AfterStop::Restart, now, out);
+        self.stalled(proc, now, out);
     }
 
     pub(super) fn settle_gates(&mut self, now: Instant, out: &mut Vec<Action>) {

@@ -162,6 +162,8 @@ pub enum Event {
         proc: usize,
         verdict: Result<String, String>,
     },
+    /// The stack dump of process `proc` is written (or could not be): its stop goes ahead.
+    Dumped { proc: usize },
     /// The job's endpoint failed its canary, whose policy is to drain (`mcsup.canary.on_failure:
     /// drain`): the job ends, exit code 6.
     EndpointFailed { detail: String },
@@ -234,6 +236,9 @@ pub enum WatchRequest {
     /// Terminal process `proc` (the benchmark client) exited 0: do its result files say it
     /// measured something? Answered with `Event::Judged`.
     Judge { proc: usize },
+    /// `proc` stopped answering (its liveness failed): dump its stacks before it is stopped.
+    /// Answered with `Event::Dumped`.
+    Dump { proc: usize, pgid: Pid },
 }
 
 /// What a [`Record`] reports: the events file's names.

@@ -12,8 +12,8 @@ use crate::plan::Plan;
 use crate::runfiles::StatusFile;
 use crate::supervisor::machine::Event;
 use crate::supervisor::watch::{
-    benchmark, canary, diagnosis, mooncake, release, servable, stores, Answer, Effect, Hooks,
-    Input, Now, Report, Task, TaskKey, Watcher,
+    benchmark, canary, diagnosis, mooncake, release, servable, stacks, stores, Answer, Effect,
+    Hooks, Input, Now, Report, Task, TaskKey, Watcher,
 };
 
 /// The watchers of a run, in the order they hear each input (and offer output hooks).
@@ -26,6 +26,7 @@ async fn registry(plan: &Plan) -> Vec<Box<dyn Watcher>> {
         Box::new(release::Release::read(plan).await),
         Box::new(benchmark::Benchmark::default()),
         Box::new(canary::Canary::default()),
+        Box::new(stacks::Stacks::default()),
     ]
 }
 
@@ -154,6 +155,12 @@ async fn run(task: Task, report: Report) {
                 true
             })
             .await
+        }
+        Task::Dump { proc, pgid, file } => {
+            let said = tokio::task::spawn_blocking(move || stacks::dump(pgid, &file))
+                .await
+                .unwrap_or_else(|e| format!("the stack dump failed: {e}"));
+            report(Answer::Dumped { proc, said });
         }
         Task::MasterLooks { port, every } => {
             mooncake::looks(port, every, |look| {

@@ -13,6 +13,7 @@
 //! | [`diagnosis`] | `WatchRequest::Diagnose`; failure lines in the output | what a process died of (the last traceback's exception) |
 //! | [`release`] | `Action::AwaitRelease` | a restart's wait for its GPUs (against their memory before the run) |
 //! | [`benchmark`] | `WatchRequest::Judge` | the result gate: a benchmark that exited 0 measured something (its result files) |
+//! | [`stacks`] | `WatchRequest::Dump` | a process that stopped answering: its threads' states and Python stacks (py-spy) into the log directory before its stop |
 //! | [`canary`] | `WatchRequest::Servable` | a 1-token completion through the endpoint every 30 s (`canary-failed`, `canary-ok`) |
 //!
 //! Adding one: a module here with its watcher (and its tasks' async reads), and one line in
@@ -25,6 +26,7 @@ pub mod diagnosis;
 pub mod mooncake;
 pub mod release;
 pub mod servable;
+pub mod stacks;
 pub mod stores;
 
 use std::collections::BTreeSet;
@@ -171,6 +173,13 @@ pub enum Task {
         kind: String,
         max_failed: u64,
     },
+    /// Dump the stacks of process group `pgid` (process `proc`) into `file`:
+    /// [`Answer::Dumped`].
+    Dump {
+        proc: usize,
+        pgid: crate::supervisor::machine::Pid,
+        file: PathBuf,
+    },
     /// Wait until group `pgid` is empty and its GPUs' memory is back: [`Answer::Released`].
     GpuRelease {
         attempt: u64,
@@ -219,6 +228,11 @@ pub enum Answer {
     Judged {
         proc: usize,
         status: crate::runfiles::BenchmarkStatus,
+    },
+    /// The stacks of process `proc` are dumped: what the event says (the file, the top frames).
+    Dumped {
+        proc: usize,
+        said: String,
     },
     /// A known failure line in the output of process `proc`'s incarnation `generation`.
     Found {

@@ -208,6 +208,12 @@ fn liveness_failures_restart_per_policy() {
             assert!(signals(&a).is_empty());
         } else {
             assert!(has(&a, "s", RecordKind::LivenessFailed));
+            // Its stacks are dumped first; then it is stopped.
+            assert!(a
+                .iter()
+                .any(|x| matches!(x, Action::Watch(WatchRequest::Dump { proc: 0, pgid: 100 }))));
+            assert!(signals(&a).is_empty(), "{a:?}");
+            let a = h.ev(Event::Dumped { proc: 0 });
             assert_eq!(
                 signals(&a),
                 [(100, Signal::SIGTERM), (100, Signal::SIGCONT)]
@@ -269,6 +275,7 @@ fn liveness_restart_stop_turns_into_teardown_when_shutdown_arrives() {
         ok: false,
         detail: "refused".into(),
     });
+    h.ev(Event::Dumped { proc: 0 });
     assert_eq!(h.state(0), UnitState::Stopping);
     h.ev(Event::Signal(Signal::SIGTERM));
     let a = h.gone(100, ExitStatus::Signal(15));
@@ -392,6 +399,8 @@ fn a_fatal_line_fails_the_live_incarnation_that_printed_it_and_no_other() {
         detail: "a fatal log line: RuntimeError: CUDA error: out of memory".into(),
     });
     assert!(detail(&a, "w", RecordKind::LivenessFailed).ends_with("out of memory"));
+    assert!(signals(&a).is_empty(), "the dump first: {a:?}");
+    let a = h.ev(Event::Dumped { proc: 0 });
     assert!(a.iter().any(|x| matches!(
         x,
         Action::Signal {
@@ -410,4 +419,56 @@ fn a_fatal_line_fails_the_live_incarnation_that_printed_it_and_no_other() {
         .is_empty());
     let a = h.gone(pid(0), ExitStatus::Signal(libc::SIGTERM));
     assert!(has(&a, "w", RecordKind::Restarting), "{a:?}");
+}
+
+/// A process whose liveness failed is stopped once its stack dump is written, or after
+/// `DUMP_WITHIN` without it; one that exits meanwhile is not stopped again; the teardown does
+/// not wait for a dump.
+#[test]
+fn a_stalled_process_is_dumped_then_stopped_and_the_dump_is_bounded() {
+    let bound = super::super::stall::DUMP_WITHIN.as_millis() as u64;
+    let fail = |h: &mut H, at: u64| {
+        let a = h.at(at);
+        let attempt = probes(&a)[0];
+        h.ev(Event::ProbeDone {
+            attempt,
+            ok: false,
+            detail: "timed out".into(),
+        })
+    };
+    // No dump within the bound: stopped at the bound.
+    let mut s = restarting(proc("s", ProcessKind::Store), RestartPolicy::OnFailure);
+    s.liveness = Some(tcp_liveness(1));
+    let mut h = H::new(plan(vec![s.clone()]));
+    h.start_all();
+    let a = fail(&mut h, 1000);
+    assert!(signals(&a).is_empty());
+    assert_eq!(h.m.next_deadline(), Some(h.t0 + d(1000 + bound)));
+    assert!(signals(&h.at(1000 + bound - 1)).is_empty());
+    let a = h.at(1000 + bound);
+    assert_eq!(
+        signals(&a),
+        [(100, Signal::SIGTERM), (100, Signal::SIGCONT)]
+    );
+    // A late dump changes nothing.
+    assert!(signals(&h.ev(Event::Dumped { proc: 0 })).is_empty());
+    // It exits while its stacks are dumped: its exit is handled, no stop follows the dump.
+    let mut h = H::new(plan(vec![s.clone()]));
+    h.start_all();
+    fail(&mut h, 1000);
+    let a = h.gone(100, ExitStatus::Code(1));
+    assert!(has(&a, "s", RecordKind::Restarting), "{a:?}");
+    assert!(signals(&h.ev(Event::Dumped { proc: 0 })).is_empty());
+    // The teardown begins meanwhile: it stops the process itself.
+    let mut h = H::new(plan(vec![s]));
+    h.start_all();
+    fail(&mut h, 1000);
+    let a = h.ev(Event::Signal(Signal::SIGTERM));
+    assert_eq!(
+        signals(&a),
+        [(100, Signal::SIGTERM), (100, Signal::SIGCONT)]
+    );
+    h.gone(100, ExitStatus::Signal(15));
+    assert!(signals(&h.ev(Event::Dumped { proc: 0 })).is_empty());
+    assert_eq!(h.m.phase(), Phase::Done);
 }
