@@ -116,6 +116,22 @@ fn a_mocker_1p2d_job_with_an_aiperf_benchmark_completes_with_its_result() {
             "{node} drained on the coordinator's job-done"
         );
     }
+    // A healthy run: the canary and the engines' liveness (both on by default) said nothing.
+    for node in ["n1", "n2", "n3", "n4"] {
+        let alarms: Vec<String> = events_of(&logs, node)
+            .iter()
+            .filter(|e| {
+                ["canary-failed", "liveness-failed", "stack-dump"].contains(&e.event.as_str())
+            })
+            .map(|e| format!("{} {}", e.process, e.event))
+            .collect();
+        assert!(alarms.is_empty(), "{node}: {alarms:?}");
+    }
+    let canary = &serde_json::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(logs.join("n1.status.json")).unwrap(),
+    )
+    .unwrap()["canary"];
+    assert_eq!(canary["failures_total"], 0, "{canary}");
     // Its artifacts are in the job's log directory, the one the result was read from.
     let status: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(logs.join("n1.status.json")).unwrap())

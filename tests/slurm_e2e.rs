@@ -2888,3 +2888,6 @@ fn a_critical_worker_over_two_nodes_given_up_drains_the_job() {
 
 #[path = "slurm_benchmark.rs"]
 mod benchmark;
+
+#[path = "slurm_stall.rs"]
+mod stall;
