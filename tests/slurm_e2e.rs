@@ -1040,6 +1040,12 @@ fn ran_processes(logs: &std::path::Path, node: &str) -> Vec<String> {
 fn mocker_job(env: &TestEnv, cluster: &Cluster) -> (String, PathBuf, PathBuf) {
     let (dynamo, model) = common::recipe::dynamo_venv();
     let recipe = mocker_1p2d_recipe(env, &model);
+    // The drain below counts the requests in flight exactly: the canary (a request every 30 s,
+    // queued behind the slowed streams) would be one more. tests/slurm_stall.rs runs it.
+    let mut r: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&recipe).unwrap()).unwrap();
+    r["mcsup"]["canary"] = serde_yaml::from_str("{enabled: false}").unwrap();
+    std::fs::write(&recipe, serde_yaml::to_string(&r).unwrap()).unwrap();
     // The roles are derived on each node (`--role auto`): the test's 1 prefill and 2 decode
     // workers come from srtctl's layout alone, behind a frontend on a node of its own.
     submit_job(env, cluster, &recipe, &dynamo)
