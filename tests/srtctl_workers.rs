@@ -124,7 +124,10 @@ fn role(mode: &str) -> Role {
 }
 
 /// Variables mcsup adds that srtctl does not, on purpose.
-const MCSUP_ONLY: [&str; 2] = [
+const MCSUP_ONLY: [&str; 3] = [
+    // Dynamo's canary health checks: the engine liveness mcsup adds follows the engine
+    // (src/engine/liveness.rs).
+    "DYN_HEALTH_CHECK_ENABLED",
     // Mooncake clients advertise the first non-loopback interface without it (0.3.13).
     "MC_TCP_BIND_ADDRESS",
     // Dynamo's /health stays 503 on a mocker without it (src/engine/mocker.rs); srtctl never

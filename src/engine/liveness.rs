@@ -22,6 +22,23 @@ pub const TIMEOUT: Duration = Duration::from_secs(5);
 pub const GENERATE_TIMEOUT: Duration = Duration::from_secs(25);
 pub const THRESHOLD: u32 = 6;
 
+/// What makes the liveness answer follow the engine, before the recipe's env (which wins):
+/// Dynamo's own canary health checks (`DYN_HEALTH_CHECK_ENABLED`, off by default outside its
+/// Kubernetes operator; ai-dynamo-runtime 1.6.1 logs `health_check_enabled=true` with it), with
+/// which an idle worker's engine gets a request every `canary_wait_time` (10 s) and its
+/// `/health` turns 503 when it does not answer. Endpoints that register no health-check payload
+/// (the mocker's) are not probed by it.
+pub fn env_defaults(argv: &[String]) -> Vec<(&'static str, &'static str, &'static str)> {
+    match StopEngine::recognise(argv) {
+        Some(StopEngine::Dynamo { .. }) => vec![(
+            "DYN_HEALTH_CHECK_ENABLED",
+            "true",
+            "mcsup: Dynamo's canary health checks, so /health (the engine liveness) follows the engine",
+        )],
+        _ => Vec::new(),
+    }
+}
+
 /// The path and bound of the engine's liveness answer, given its readiness probe's path; none
 /// for a program mcsup does not know as an engine.
 pub fn probe_path(argv: &[String], readiness_path: &str) -> Option<(String, Duration)> {
@@ -39,6 +56,15 @@ mod tests {
 
     fn argv(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn dynamos_workers_get_its_canary_health_checks() {
+        assert_eq!(
+            env_defaults(&argv("python3 -m dynamo.sglang --model-path /m"))[0].0,
+            "DYN_HEALTH_CHECK_ENABLED"
+        );
+        assert!(env_defaults(&argv("python3 -m sglang.launch_server")).is_empty());
     }
 
     #[test]

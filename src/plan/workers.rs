@@ -166,7 +166,7 @@ pub fn plan_workers(
                 let mut argv = w.command.0.clone();
                 argv.extend(w.args.0.iter().cloned());
                 let argv = wp.apply_all(&argv);
-                let env = WorkerEnv {
+                let mut env = WorkerEnv {
                     s,
                     entry: &entry,
                     rm: &rm,
@@ -206,9 +206,20 @@ pub fn plan_workers(
                     None => None,
                 };
                 let readiness = worker_readiness(s, &entry, &rm, &wp)?;
+                // A Slurm step of an endpoint (TRT-LLM) is srtctl's step, exactly: no addition.
+                let step = extra.as_ref().is_some_and(|x| x.slurm_step.is_some());
                 let liveness = match liveness {
-                    None if *derived => {
-                        engine_liveness(&argv, readiness.as_ref(), &s.mc.engine_liveness)?
+                    None if *derived && !step => {
+                        let l = engine_liveness(&argv, readiness.as_ref(), &s.mc.engine_liveness)?;
+                        // What makes that answer follow the engine, unless the recipe says.
+                        if l.is_some() {
+                            for (k, v, why) in crate::engine::liveness::env_defaults(&argv) {
+                                if env.get(k).is_none() {
+                                    env.set(k, v.to_string(), why);
+                                }
+                            }
+                        }
+                        l
                     }
                     given => given,
                 };
