@@ -1111,7 +1111,8 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         .unwrap();
     let detail = ev.raw["detail"].as_str().unwrap_or_default().to_string();
     assert!(
-        detail.contains("3/3 workers (1 of 1 prefill, 2 of 2 decode)"),
+        detail.contains("3/3 workers (1 of 1 prefill, 2 of 2 decode)")
+            && detail.contains("a 1-token completion generated and a decode worker served it"),
         "{detail}"
     );
     // The servable moment against the last worker's health probe, on any node. A mocker's
@@ -1174,7 +1175,7 @@ fn mocker_1p2d_job_is_servable_survives_a_lost_worker_and_drains_in_order() {
         })
         .collect();
     // Counted by the frontend as mcsup's drain counts it.
-    let frontend_gauge = mcsup::engine::stop::InflightGauge::of_dynamo_frontend(8000);
+    let frontend_gauge = mcsup::engine::stop::MetricSum::of_dynamo_frontend(8000);
     wait_for("8 streams in flight", Duration::from_secs(20), || {
         (frontend_gauge.read(&metrics(8000)).ok()? >= 8).then_some(())
     });

@@ -1416,6 +1416,7 @@ fn a_frontend_whose_answers_generate_no_token_is_never_servable() {
         },
         model: "stand-in".into(),
         url: format!("http://127.0.0.1:{port}"),
+        decode_served: Vec::new(),
     });
     fe.readiness = readiness(vec![probe], 4_000);
     let mut m = env.start(&env.plan(vec![fe]));
@@ -1439,4 +1440,61 @@ fn a_frontend_whose_answers_generate_no_token_is_never_servable() {
         "{why}"
     );
     env.assert_no_leftovers();
+}
+
+/// Issue 50, item 1, disaggregated: the servable completion must move a decode worker's request
+/// count. A frontend that answers with a token while the decode worker's `generate` count (its
+/// Dynamo system-port page) stays put is never servable, whatever another endpoint's series does;
+/// the same frontend whose count moves with each completion becomes servable.
+#[test]
+fn a_completion_the_decode_side_did_not_serve_is_not_servable() {
+    for (counter, servable) in [("fixed", false), ("moves", true)] {
+        let env = TestEnv::new();
+        let port = free_port();
+        let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/zero-token-endpoint/server.py");
+        let mut fe = env.proc("frontend", ProcessKind::Frontend, &[]);
+        fe.argv = vec![
+            "python3".into(),
+            server.display().to_string(),
+            port.to_string(),
+            "1".into(),
+            counter.into(),
+        ];
+        let probe = ProbeSpec::Servable(ServableProbe {
+            host: "127.0.0.1".into(),
+            port,
+            frontend: mcsup::engine::frontend::FrontendType::default_kind(),
+            expected: mcsup::engine::frontend::Expected {
+                prefill: 0,
+                decode: 1,
+            },
+            model: "stand-in".into(),
+            url: format!("http://127.0.0.1:{port}"),
+            decode_served: vec![mcsup::engine::stop::MetricSum::served_by_dynamo_worker(
+                "127.0.0.1",
+                port,
+            )],
+        });
+        fe.readiness = readiness(vec![probe], 4_000);
+        let mut m = env.start(&env.plan(vec![fe]));
+        if servable {
+            m.wait_event("frontend", "ready", T);
+            m.signal(Signal::SIGTERM);
+            assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+        } else {
+            assert_eq!(m.wait_exit(T), 5);
+            let failed = Mcsup::find(&m.events(), "frontend", "failed");
+            let detail = failed.raw["detail"].as_str().unwrap_or("").to_string();
+            assert!(
+                detail.contains(
+                    "the completion generated, but no decode worker's request counter moved"
+                ) && detail.contains(&format!("http://127.0.0.1:{port}/metrics 0")),
+                "{detail}"
+            );
+            let why = mcsup_ok(["why".as_ref(), env.log_dir().as_os_str()]);
+            assert!(why.contains("the decode side did not serve it"), "{why}");
+        }
+        env.assert_no_leftovers();
+    }
 }

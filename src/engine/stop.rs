@@ -252,9 +252,11 @@ impl StopBudget {
     }
 }
 
-/// Where an engine says how many requests it is serving: the Prometheus gauges of its
-/// `/metrics`, summed over every series. Read during a drain (the drain signal's teardown),
-/// before the process's stop signal: some engines stop answering `/metrics` once signalled.
+/// Some series of a Prometheus page, summed: where an engine says how many requests it is
+/// serving (its in-flight gauges, [`MetricSum::of_worker`]: read during a drain, before the
+/// process's stop signal, since some engines stop answering `/metrics` once signalled), or how
+/// many it has served (a decode worker's request counter, [`MetricSum::served_by_dynamo_worker`]:
+/// read around the servable probe's completion).
 ///
 /// | engine | gauges | where |
 /// |---|---|---|
@@ -263,14 +265,17 @@ impl StopBudget {
 /// | vLLM server | `vllm:num_requests_running`, `vllm:num_requests_waiting` | its port |
 /// | SGLang server (with `--enable-metrics`) | `sglang:num_running_reqs`, `sglang:num_queue_reqs` | its port |
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InflightGauge {
+pub struct MetricSum {
     /// `http://127.0.0.1:<port>/metrics`.
     pub url: String,
     /// The gauges whose values are added up.
     pub metrics: Vec<String>,
+    /// Only the series with this label (`name="value"`, exactly as exposed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
-impl InflightGauge {
+impl MetricSum {
     /// The gauge of a worker running `argv` whose server (or Dynamo system server) listens on
     /// `port`; `None` for an engine mcsup does not know or one that publishes no metrics.
     pub fn of_worker(argv: &[String], port: u16) -> Option<Self> {
@@ -292,10 +297,21 @@ impl InflightGauge {
         Self::at(port, &["dynamo_frontend_inflight_requests"])
     }
 
+    /// A Dynamo worker's count of the requests its `generate` endpoint was given
+    /// (`dynamo_component_requests_total`; ai-dynamo 1.6.1, on its system port, at `host`).
+    pub fn served_by_dynamo_worker(host: &str, port: u16) -> Self {
+        MetricSum {
+            url: format!("http://{host}:{port}/metrics"),
+            metrics: vec!["dynamo_component_requests_total".into()],
+            label: Some("dynamo_endpoint=\"generate\"".into()),
+        }
+    }
+
     fn at(port: u16, metrics: &[&str]) -> Self {
-        InflightGauge {
+        MetricSum {
             url: format!("http://127.0.0.1:{port}/metrics"),
             metrics: metrics.iter().map(|m| m.to_string()).collect(),
+            label: None,
         }
     }
 
@@ -314,13 +330,18 @@ impl InflightGauge {
                 continue;
             }
             // The value follows the labels (which may hold spaces inside quotes).
-            let rest = match line[name_end..].strip_prefix('{') {
+            let (labels, rest) = match line[name_end..].strip_prefix('{') {
                 Some(labels) => match labels.rfind('}') {
-                    Some(close) => &labels[close + 1..],
+                    Some(close) => (&labels[..close], &labels[close + 1..]),
                     None => continue,
                 },
-                None => &line[name_end..],
+                None => ("", &line[name_end..]),
             };
+            if let Some(want) = &self.label {
+                if !labels.split(',').any(|l| l.trim() == want) {
+                    continue;
+                }
+            }
             let Some(value) = rest.split_whitespace().next() else {
                 continue;
             };
@@ -521,7 +542,7 @@ mod tests {
 
     #[test]
     fn inflight_gauges_per_engine() {
-        let g = |cmd: &str| InflightGauge::of_worker(&argv(cmd), 7500).map(|g| g.metrics);
+        let g = |cmd: &str| MetricSum::of_worker(&argv(cmd), 7500).map(|g| g.metrics);
         assert_eq!(
             g("python3 -m dynamo.mocker --model-path m"),
             Some(vec!["dynamo_component_inflight_requests".to_string()])
@@ -535,14 +556,14 @@ mod tests {
         );
         assert_eq!(g("my-server"), None);
         assert_eq!(
-            InflightGauge::of_dynamo_frontend(8000).url,
+            MetricSum::of_dynamo_frontend(8000).url,
             "http://127.0.0.1:8000/metrics"
         );
     }
 
     #[test]
     fn inflight_gauges_are_summed_over_series_and_names() {
-        let g = InflightGauge::of_worker(&argv("vllm serve m"), 1).unwrap();
+        let g = MetricSum::of_worker(&argv("vllm serve m"), 1).unwrap();
         let page = "# HELP vllm:num_requests_running Number of requests\n\
             # TYPE vllm:num_requests_running gauge\n\
             vllm:num_requests_running{engine=\"0\",model_name=\"a b}\"} 3.0\n\
@@ -556,10 +577,25 @@ mod tests {
             "{err}"
         );
         assert!(g.read("vllm:num_requests_waiting NaN\n").is_err());
-        let d = InflightGauge::of_dynamo_frontend(1);
+        let d = MetricSum::of_dynamo_frontend(1);
         assert_eq!(
             d.read("dynamo_frontend_inflight_requests{model=\"x\"} 0\n"),
             Ok(0)
         );
+    }
+
+    #[test]
+    fn a_decode_workers_served_requests_are_its_generate_endpoints() {
+        // ai-dynamo 1.6.1's mocker decode worker after one completion (its system port's page).
+        let page = "dynamo_component_requests_total{dynamo_component=\"backend\",dynamo_endpoint=\"generate\",dynamo_namespace=\"dynamo\",worker_id=\"694d\"} 1\n\
+            dynamo_component_requests_total{dynamo_component=\"backend\",dynamo_endpoint=\"worker_kv_query_source_4b\",dynamo_namespace=\"dynamo\",worker_id=\"694d\"} 7\n\
+            dynamo_component_inflight_requests{dynamo_component=\"backend\",dynamo_endpoint=\"generate\"} 0\n";
+        let c = MetricSum::served_by_dynamo_worker("10.0.0.2", 7501);
+        assert_eq!(c.url, "http://10.0.0.2:7501/metrics");
+        assert_eq!(c.read(page), Ok(1));
+        // Before its first request the series may not exist yet: an error, not a zero.
+        assert!(c
+            .read("dynamo_component_requests_total{dynamo_endpoint=\"other\"} 3\n")
+            .is_err());
     }
 }

@@ -271,6 +271,7 @@ fn servable_gate(t: &TopoPlan, c: &BenchContext<'_>, s: &BenchmarkStage) -> Gate
         },
         model: t.launch.served_model_name.clone(),
         url: format!("http://{}:{PUBLIC_PORT}", c.public_ip),
+        decode_served: super::frontends::decode_served(t, c.frontend),
     });
     remote_gate(
         &format!("servable@{}", c.public_node),

@@ -17,6 +17,7 @@ use crate::domain::Role;
 use crate::engine::frontend::{
     self, Expected, FrontendJob, FrontendProcess, FrontendRole, FrontendType, Leader,
 };
+use crate::engine::stop::MetricSum;
 use crate::node::NodeContext;
 use crate::recipe::FlagMap;
 
@@ -29,6 +30,23 @@ pub struct FrontendPlan {
     pub files: Vec<FileSpec>,
     /// The job's endpoint and what makes it servable, on every node (for the plan's listing).
     pub summary: Option<String>,
+}
+
+/// The request counters the servable probe reads around its completion, so that it proves the
+/// decode side served it: in a disaggregated job whose workers are Dynamo's, every decode
+/// process's system port on its node's address (a rank that serves no endpoint of its own does
+/// not count against it, [`crate::supervisor::probes::decode_moved`]). None otherwise: an
+/// aggregated job, or engine servers behind their own router (the completion alone).
+pub fn decode_served(t: &TopoPlan, kind: FrontendType) -> Vec<MetricSum> {
+    let disaggregated = t.all.iter().any(|p| p.mode == Role::Prefill);
+    if !disaggregated || !kind.kind().dynamo_workers() {
+        return Vec::new();
+    }
+    t.all
+        .iter()
+        .filter(|p| p.mode == Role::Decode)
+        .map(|p| MetricSum::served_by_dynamo_worker(&t.launch.node_ips[p.node], p.sys_port))
+        .collect()
 }
 
 /// srtctl's `_get_health_expectations`: what the frontend must list. A Dynamo frontend in front
@@ -321,6 +339,7 @@ fn frontend_process(
             expected,
             model: t.launch.served_model_name.clone(),
             url: format!("http://{}:{}", ctx.ip, fp.port),
+            decode_served: decode_served(t, settings.kind),
         })
     } else {
         tcp("127.0.0.1", fp.port)

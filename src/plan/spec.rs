@@ -704,6 +704,11 @@ pub struct ServableProbe {
     pub model: String,
     /// The endpoint as clients reach it (`http://<node address>:<port>`).
     pub url: String,
+    /// A disaggregated job's decode workers' request counters: one of them must move with the
+    /// probe's completion (the decode side served it). Empty where mcsup knows no such counter
+    /// (an aggregated job; workers that are not Dynamo's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decode_served: Vec<crate::engine::stop::MetricSum>,
 }
 
 impl fmt::Display for ProbeSpec {
@@ -726,16 +731,30 @@ impl fmt::Display for ProbeSpec {
             ProbeSpec::Exec { argv } => write!(f, "exec {}", argv.join(" ")),
             ProbeSpec::LogLine { pattern } => write!(f, "log line /{pattern}/"),
             ProbeSpec::File { path } => write!(f, "file {}", path.display()),
-            ProbeSpec::Servable(s) => write!(
-                f,
-                "servable: GET http://{}:{}{} lists {} prefill + {} decode, then a 1-token completion of {}",
-                s.host,
-                s.port,
-                s.frontend.health_path(),
-                s.expected.prefill,
-                s.expected.decode,
-                s.model
-            ),
+            ProbeSpec::Servable(s) => {
+                write!(
+                    f,
+                    "servable: GET http://{}:{}{} lists {} prefill + {} decode, then a 1-token completion of {}",
+                    s.host,
+                    s.port,
+                    s.frontend.health_path(),
+                    s.expected.prefill,
+                    s.expected.decode,
+                    s.model
+                )?;
+                match s.decode_served.len() {
+                    0 => Ok(()),
+                    n => write!(
+                        f,
+                        " that moves a decode worker's request count ({n} read: {})",
+                        s.decode_served
+                            .iter()
+                            .map(|c| c.url.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }
+            }
             ProbeSpec::MooncakeSegment(s) => {
                 write!(
                     f,
@@ -871,9 +890,9 @@ pub struct StopSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::engine::stop::StopBudget>,
     /// Where the engine counts the requests it is serving: a drain waits for them
-    /// ([`crate::engine::stop::InflightGauge`]).
+    /// ([`crate::engine::stop::MetricSum`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inflight: Option<crate::engine::stop::InflightGauge>,
+    pub inflight: Option<crate::engine::stop::MetricSum>,
 }
 
 /// Node-wide shutdown behaviour.

@@ -312,12 +312,12 @@ fn one_rank_restart(mut restart: RestartSpec, extra: Option<&TopoExtra>) -> Rest
 fn inflight_gauge(
     argv: &[String],
     readiness: Option<&ReadinessSpec>,
-) -> Option<crate::engine::stop::InflightGauge> {
+) -> Option<crate::engine::stop::MetricSum> {
     readiness?.probes.iter().find_map(|p| match p {
         ProbeSpec::Http {
             host, port, path, ..
         } if path == "/health" && host == "127.0.0.1" => {
-            crate::engine::stop::InflightGauge::of_worker(argv, *port)
+            crate::engine::stop::MetricSum::of_worker(argv, *port)
         }
         _ => None,
     })

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::engine::frontend::{self, FrontendType, Seen};
-use crate::engine::stop::InflightGauge;
+use crate::engine::stop::MetricSum;
 use crate::plan::ServableProbe;
 
 /// One TCP connect attempt.
@@ -142,7 +142,7 @@ pub async fn http_body(
 }
 
 /// One read of an engine's in-flight gauge (status 200, body at most 1 MiB).
-pub async fn inflight(gauge: InflightGauge, timeout: Duration) -> Result<u64, String> {
+pub async fn inflight(gauge: MetricSum, timeout: Duration) -> Result<u64, String> {
     off_the_loop(timeout, "http", "", move || {
         gauge.read(&get_body_blocking(&gauge.url, timeout)?)
     })
@@ -219,8 +219,51 @@ pub fn servable_blocking(p: &ServableProbe, timeout: Duration) -> Result<Seen, S
             seen.prefill, seen.decode, p.expected.prefill, p.expected.decode
         ));
     }
+    let before = decode_served_blocking(p, timeout);
     completion_blocking(p, timeout)?;
+    if !p.decode_served.is_empty() {
+        decode_moved(p, &before, &decode_served_blocking(p, timeout))?;
+    }
     Ok(seen)
+}
+
+/// What each decode worker of a disaggregated job says it has served: `None` where its page
+/// does not answer (a rank that serves no endpoint of its own); a series not yet published is 0
+/// (a worker before its first request). Blocking.
+fn decode_served_blocking(p: &ServableProbe, timeout: Duration) -> Vec<Result<u64, String>> {
+    p.decode_served
+        .iter()
+        .map(|c| Ok(c.read(&get_body_blocking(&c.url, timeout)?).unwrap_or(0)))
+        .collect()
+}
+
+/// The decode side served the completion: a decode worker's counter read before and after it
+/// moved. `Err` when none moved, or when no decode worker's page answered at all.
+pub fn decode_moved(
+    p: &ServableProbe,
+    before: &[Result<u64, String>],
+    after: &[Result<u64, String>],
+) -> Result<(), String> {
+    let mut read = Vec::new();
+    for ((c, b), a) in p.decode_served.iter().zip(before).zip(after) {
+        match (b, a) {
+            (Ok(b), Ok(a)) if a != b => return Ok(()),
+            (Ok(b), Ok(_)) => read.push(format!("{} {b}", c.url)),
+            (Err(e), _) | (_, Err(e)) => read.push(e.clone()),
+        }
+    }
+    if before.iter().chain(after).all(Result::is_err) {
+        return Err(format!(
+            "no decode worker's metrics page answered, so the decode side cannot be seen to \
+             serve: {}",
+            read.join("; ")
+        ));
+    }
+    Err(format!(
+        "the completion generated, but no decode worker's request counter moved ({}): the \
+         decode side did not serve it",
+        read.join("; ")
+    ))
 }
 
 /// A one-token completion through the frontend of `p` generates a token ([`generated`]): the

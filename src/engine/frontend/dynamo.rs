@@ -3,7 +3,7 @@
 
 use super::{FrontendJob, FrontendKind, FrontendLaunch, FrontendSettings, Seen};
 use crate::engine::layout::ports;
-use crate::engine::stop::InflightGauge;
+use crate::engine::stop::MetricSum;
 
 /// `frontend.type: dynamo` (srtctl's default).
 #[derive(Debug)]
@@ -71,8 +71,8 @@ impl FrontendKind for Dynamo {
         true
     }
 
-    fn inflight_gauge(&self, port: u16) -> Option<InflightGauge> {
-        Some(InflightGauge::of_dynamo_frontend(port))
+    fn inflight_gauge(&self, port: u16) -> Option<MetricSum> {
+        Some(MetricSum::of_dynamo_frontend(port))
     }
 }
 

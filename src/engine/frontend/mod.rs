@@ -121,7 +121,7 @@ pub trait FrontendKind: std::fmt::Debug + Sync {
         false
     }
     /// Where its in-flight requests are counted, for a drain.
-    fn inflight_gauge(&self, _port: u16) -> Option<super::stop::InflightGauge> {
+    fn inflight_gauge(&self, _port: u16) -> Option<super::stop::MetricSum> {
         None
     }
 }

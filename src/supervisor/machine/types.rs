@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::engine::stop::InflightGauge;
+use crate::engine::stop::MetricSum;
 use crate::plan::{ProbeSpec, ProcessKind};
 
 /// A process id (and, since every child leads its own group, its process-group id).
@@ -190,7 +190,7 @@ pub enum Action {
     /// Read the engine's in-flight gauge (at most `timeout`) and answer with `Inflight`.
     ReadInflight {
         attempt: u64,
-        gauge: InflightGauge,
+        gauge: MetricSum,
         timeout: Duration,
     },
     /// Wait (at most `within`) until group `pgid` is empty and the memory of `gpus` is back

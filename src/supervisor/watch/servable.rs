@@ -6,7 +6,9 @@
 //! answer is read every `frontend_watch` (the plan's periods, 2 s by default): a worker it no
 //! longer lists is an event
 //! (`workers-lost`), not a teardown, and so is its return (`workers-back`); the status file
-//! carries the current count. The watcher ([`Servable`]) and the pure parts ([`judge`],
+//! carries the current count. A servable attempt during which a process here printed a KV
+//! transfer failure (the failure catalogue's signatures) fails, whatever its completion said.
+//! The watcher ([`Servable`]) and the pure parts ([`judge`],
 //! [`describe`]) apart from the reads ([`watch`], [`attempt`]).
 
 use std::time::Duration;
@@ -16,6 +18,7 @@ use crate::engine::frontend::{Expected, Seen};
 use crate::plan::{Plan, ProbeSpec, ServableProbe};
 use crate::runfiles::{ServableState, ServableStatus, StatusFile};
 
+use super::benchmark::KV_TRANSFER_FAILURES;
 use super::{probe_done, Answer, Effect, Input, Now, Task, TaskKey, Watcher};
 use crate::supervisor::machine::{RecordKind, WatchRequest};
 use crate::supervisor::probes;
@@ -29,6 +32,10 @@ pub struct Servable {
     last_seen: Option<Seen>,
     /// Whether the frontend's reads go on (not once the teardown began).
     watching: bool,
+    /// A servable attempt runs: a KV transfer failure printed meanwhile fails it.
+    probing: bool,
+    /// The first KV transfer failure printed here during the running attempt.
+    kv_failure: Option<String>,
 }
 
 impl Watcher for Servable {
@@ -39,22 +46,41 @@ impl Watcher for Servable {
                 probe: ProbeSpec::Servable(p),
                 timeout,
                 ..
-            } => vec![Effect::Run {
-                key: None,
-                task: Task::ServableProbe {
-                    attempt: *attempt,
-                    probe: p.clone(),
-                    timeout: *timeout,
-                },
-            }],
+            } => {
+                self.probing = true;
+                self.kv_failure = None;
+                vec![Effect::Run {
+                    key: None,
+                    task: Task::ServableProbe {
+                        attempt: *attempt,
+                        probe: p.clone(),
+                        timeout: *timeout,
+                    },
+                }]
+            }
+            Input::Answer(Answer::Found { proc, found, .. })
+                if self.probing
+                    && self.kv_failure.is_none()
+                    && KV_TRANSFER_FAILURES.contains(&found.signature.id) =>
+            {
+                let unit = plan.processes.get(*proc).map_or("?", |p| p.name.as_str());
+                self.kv_failure = Some(format!(
+                    "the completion generated, but a KV transfer failed meanwhile ({} in {unit}'s \
+                     output: {})",
+                    found.signature.id, found.line
+                ));
+                Vec::new()
+            }
             Input::Answer(Answer::Servable { attempt, result }) => {
+                self.probing = false;
+                let result = match (result, self.kv_failure.take()) {
+                    (Ok(_), Some(why)) => Err(why),
+                    (r, _) => r.clone(),
+                };
                 if let Ok(seen) = result {
-                    self.last_seen = Some(*seen);
+                    self.last_seen = Some(seen);
                 }
-                vec![probe_done(
-                    *attempt,
-                    result.as_ref().map(|_| ()).map_err(Clone::clone),
-                )]
+                vec![probe_done(*attempt, result.map(|_| ()))]
             }
             Input::Asked(WatchRequest::Servable { proc }) => self.servable(plan, *proc, now),
             Input::Answer(Answer::Seen(read)) => self.seen(read, now),
@@ -88,9 +114,14 @@ impl Servable {
         let ts = now.wall_ms();
         let first = self.servable.as_ref().map_or(ts, |s| s.servable_ts_ms);
         let detail = format!(
-            "{}: {}, a 1-token completion answered; {:.1} s after mcsup started",
+            "{}: {}, a 1-token completion generated{}; {:.1} s after mcsup started",
             probe.url,
             describe(&probe.expected, &seen),
+            if probe.decode_served.is_empty() {
+                ""
+            } else {
+                " and a decode worker served it"
+            },
             now.clock.since_start_ms(now.at) / 1000.0
         );
         self.servable = Some(ServableStatus {

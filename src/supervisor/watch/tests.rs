@@ -67,6 +67,7 @@ fn servable_probe() -> ServableProbe {
         },
         model: "m".into(),
         url: "http://10.0.0.1:8000".into(),
+        decode_served: Vec::new(),
     }
 }
 
@@ -730,6 +731,79 @@ fn only_fresh_result_files_below_the_log_directory_are_read() {
     let s = benchmark::read_and_judge(dir.path(), later, "sa-bench", 0);
     assert!(!s.valid);
     assert!(s.results.is_empty());
+}
+
+/// Issue 50, item 1: a servable attempt during which a process here printed a KV transfer
+/// failure fails, whatever its completion said; the next attempt, with no such line, passes.
+/// A line before the attempt, or another kind of line, does not count.
+#[test]
+fn a_kv_transfer_failure_during_a_servable_attempt_fails_it() {
+    let mut p = plan(vec![frontend()]);
+    p.processes
+        .push(proc("sglang-decode-0", ProcessKind::Worker));
+    let sig = |id: &str| {
+        crate::engine::signatures::SIGNATURES
+            .iter()
+            .find(|s| s.id == id)
+            .unwrap()
+    };
+    let line = |id: &str, text: &str| {
+        Input::Answer(Answer::Found {
+            proc: 1,
+            generation: 1,
+            found: diagnosis::Found {
+                signature: sig(id),
+                line: text.into(),
+                context: vec![],
+            },
+        })
+    };
+    let failed = "[TP0] Decode transfer failed for request rank=0 decode_req.req.rid='9f' with exception KVTransferError(bootstrap_room=1): Failed to get kvcache from prefill instance, it might be dead";
+    let probe = ProbeSpec::Servable(servable_probe());
+    let mut w = servable::Servable::default();
+    let attempt = |w: &mut servable::Servable, n: u64, lines: &[(&str, &str)]| {
+        on(
+            w,
+            &p,
+            Input::Probe {
+                attempt: n,
+                proc: Some(0),
+                probe: &probe,
+                timeout: Duration::from_secs(1),
+            },
+        );
+        for (id, text) in lines {
+            on(w, &p, line(id, text));
+        }
+        let e = on(
+            w,
+            &p,
+            Input::Answer(Answer::Servable {
+                attempt: n,
+                result: Ok(Seen {
+                    prefill: 1,
+                    decode: 2,
+                }),
+            }),
+        );
+        match fed(&e)[..] {
+            [Event::ProbeDone { ok, detail, .. }] => (*ok, detail.clone()),
+            _ => panic!("{e:?}"),
+        }
+    };
+    // Before any attempt: not counted.
+    on(&mut w, &p, line("sglang-kv-transfer-failed", failed));
+    assert_eq!(
+        attempt(&mut w, 1, &[("cuda-oom", "CUDA out of memory")]),
+        (true, String::new())
+    );
+    let (ok, why) = attempt(&mut w, 2, &[("sglang-kv-transfer-failed", failed)]);
+    assert!(!ok);
+    assert!(
+        why.starts_with("the completion generated, but a KV transfer failed meanwhile (sglang-kv-transfer-failed in sglang-decode-0's output: [TP0] Decode transfer failed"),
+        "{why}"
+    );
+    assert_eq!(attempt(&mut w, 3, &[]), (true, String::new()));
 }
 
 /// upstream srt-slurm #429: every KV transfer failed, the benchmark "succeeded". A transfer

@@ -203,8 +203,8 @@ impl H {
 }
 
 /// A worker's in-flight gauge (its address is never dialled here).
-pub(super) fn gauge() -> crate::engine::stop::InflightGauge {
-    crate::engine::stop::InflightGauge::of_worker(
+pub(super) fn gauge() -> crate::engine::stop::MetricSum {
+    crate::engine::stop::MetricSum::of_worker(
         &["python3".into(), "-m".into(), "dynamo.mocker".into()],
         1,
     )

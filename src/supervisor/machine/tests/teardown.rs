@@ -482,7 +482,7 @@ fn a_worker_that_exits_while_draining_is_stopped_not_restarted() {
 fn drained_frontend(drain_ms: u64) -> (H, Vec<Action>) {
     let mut p = drained_chain(drain_ms);
     let mut frontend = proc("frontend", ProcessKind::Frontend);
-    frontend.stop.inflight = Some(crate::engine::stop::InflightGauge::of_dynamo_frontend(2));
+    frontend.stop.inflight = Some(crate::engine::stop::MetricSum::of_dynamo_frontend(2));
     dep(&mut frontend, "worker", DependencyCondition::Healthy);
     p.processes.push(frontend);
     let mut h = H::new(p);
