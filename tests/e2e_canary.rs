@@ -84,6 +84,11 @@ fn a_frozen_worker_fails_the_canary_and_its_thaw_brings_it_back() {
 
 /// The recipe of both tests: the upstream mocker job on this machine, with `extra` under `mcsup:`.
 fn recipe(env: &TestEnv, extra: &str) -> std::path::PathBuf {
+    recipe_at(env, 100.0, extra)
+}
+
+/// [`recipe`] with the mocker's `speedup_ratio`.
+fn recipe_at(env: &TestEnv, speedup: f64, extra: &str) -> std::path::PathBuf {
     let (_, model) = dynamo_venv();
     let configs = env.path("configs");
     std::fs::create_dir_all(&configs).unwrap();
@@ -97,7 +102,7 @@ fn recipe(env: &TestEnv, extra: &str) -> std::path::PathBuf {
 model: {{path: "hf:{model}"}}
 resources: {{gpu_type: cpu, gpus_per_node: 1, agg_nodes: 1, agg_workers: 1}}
 frontend: {{type: dynamo, enable_multiple_frontends: false}}
-backend: {{type: mocker, speedup_ratio: 100}}
+backend: {{type: mocker, speedup_ratio: {speedup}}}
 dynamo: {{request_plane: nats}}
 environment: {{ETCD_ENDPOINTS: "http://127.0.0.1:2379", NATS_SERVER: "nats://127.0.0.1:4222"}}
 mcsup:
@@ -107,6 +112,7 @@ mcsup:
   shutdown: {{deadline_seconds: 10}}
 {extra}"#,
             model = model.display(),
+            speedup = speedup,
             configs = configs.display(),
             logs = env.log_dir().display(),
         ),
@@ -227,6 +233,102 @@ fn a_frozen_worker_is_dumped_before_its_restart_and_the_job_serves_again() {
     eprintln!("{said}\n{answer}\n{:?}", names(&events()));
     let why = mcsup_ok(["why".as_ref(), env.log_dir().as_os_str()]);
     assert!(why.contains(&format!("stacks: {file}: pid ")), "{why}");
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(m.wait_exit(Duration::from_secs(40)), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}
+
+/// Issue 50, item 4, the counters: a worker with a request in flight whose response bytes do not
+/// grow for longer than its stall bound has stalled, though its `/health` answers. The real
+/// mocker slowed 100 times (`speedup_ratio: 0.01`), the bound 3 s: a streamed 20-token answer
+/// grows the worker's `dynamo_component_response_bytes_total` every fraction of a second for
+/// longer than the bound (a long decode is progress: no failure); a 1,500-token prompt's prefill
+/// (about 9 s here, no byte sent) outlasts it: `liveness-failed` naming the counter, the stack
+/// dump, the restart, and the job serves again.
+#[test]
+fn a_worker_with_a_request_in_flight_and_no_progress_is_stalled() {
+    let env = TestEnv::new();
+    let recipe = recipe_at(
+        &env,
+        0.01,
+        "  canary: {enabled: false}\n  engine_liveness: {period_seconds: 1, timeout_seconds: 1, failure_threshold: 2, stall_seconds: 3}\n  worker_defaults: {restart: {policy: on-failure, backoff_initial_seconds: 1}}\n",
+    );
+    let mut m = run(&env, &recipe);
+    let events = || read_events(&env.log_dir().join("localhost.events.jsonl"));
+    let failed = || events().into_iter().find(|e| e.event == "liveness-failed");
+    wait_for("the job servable", Duration::from_secs(120), || {
+        events().iter().any(|e| e.event == "servable").then_some(())
+    });
+    let model = dynamo_venv().1.display().to_string();
+    let started = std::time::Instant::now();
+    let streamed = ureq::post("http://127.0.0.1:8000/v1/completions")
+        .timeout(Duration::from_secs(60))
+        .send_json(serde_json::json!({
+            "model": model, "prompt": "ping", "max_tokens": 20, "stream": true,
+            "ignore_eos": true
+        }))
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(streamed.contains("[DONE]"), "{streamed}");
+    assert!(
+        took > Duration::from_secs(4),
+        "the decode took {took:?}: not longer than the bound"
+    );
+    assert!(
+        failed().is_none(),
+        "a progressing decode failed: {:?}",
+        failed()
+    );
+    // A prefill with no byte for longer than the bound.
+    let long = {
+        let model = model.clone();
+        std::thread::spawn(move || {
+            let _ = ureq::post("http://127.0.0.1:8000/v1/completions")
+                .timeout(Duration::from_secs(60))
+                .send_json(serde_json::json!({
+                    "model": model, "prompt": "hello ".repeat(1500), "max_tokens": 5
+                }));
+        })
+    };
+    let ev = wait_for("liveness-failed", Duration::from_secs(30), failed);
+    assert!(ev.process.starts_with("mocker-agg"), "{}", ev.process);
+    let detail = ev.raw["detail"].as_str().unwrap_or_default().to_string();
+    assert!(
+        detail.contains(
+            "1 request(s) in flight and dynamo_component_response_bytes_total has not grown for"
+        ) && detail.contains("its stall bound is 3 s"),
+        "{detail}"
+    );
+    wait_for("the stack dump", Duration::from_secs(30), || {
+        events()
+            .iter()
+            .any(|e| e.event == "stack-dump" && e.process == ev.process)
+            .then_some(())
+    });
+    wait_for("the worker ready again", Duration::from_secs(120), || {
+        (events()
+            .iter()
+            .filter(|e| e.process == ev.process && e.event == "ready")
+            .count()
+            >= 2)
+            .then_some(())
+    });
+    let answer = wait_for("a completion with tokens", Duration::from_secs(60), || {
+        let v: serde_json::Value = ureq::post("http://127.0.0.1:8000/v1/completions")
+            .timeout(Duration::from_secs(10))
+            .send_json(serde_json::json!({"model": model, "prompt": "ping", "max_tokens": 1}))
+            .ok()?
+            .into_json()
+            .ok()?;
+        (v["usage"]["completion_tokens"].as_u64()? >= 1).then_some(v)
+    });
+    eprintln!(
+        "decode of 20 tokens in {took:?}; {detail}\n{answer}\n{:?}",
+        names(&events())
+    );
+    long.join().unwrap();
     m.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(m.wait_exit(Duration::from_secs(40)), 0, "{}", m.stderr());
     env.assert_no_leftovers();

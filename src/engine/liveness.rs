@@ -8,6 +8,10 @@
 //! | Dynamo's workers (`dynamo.sglang`, `dynamo.vllm`, `dynamo.mocker`, ...) | `GET /health` on the worker's system port (`DYN_SYSTEM_PORT`): the runtime answers it, and not at all when the process is frozen |
 //! | SGLang's server | `GET /health_generate`: one token through the scheduler (its `/health` is answered by the HTTP process even with the scheduler hung) |
 //! | vLLM's server | `GET /health` |
+//!
+//! A Dynamo worker's probe also reads its progress ([`progress`]): with requests in flight, the
+//! response bytes its `generate` endpoint sent must grow within [`STALL`] (its runtime answers
+//! `/health` while the engine behind it hangs; Dynamo's canary only runs while it is idle).
 
 use std::time::Duration;
 
@@ -21,6 +25,24 @@ pub const PERIOD: Duration = Duration::from_secs(10);
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 pub const GENERATE_TIMEOUT: Duration = Duration::from_secs(25);
 pub const THRESHOLD: u32 = 6;
+/// Requests in flight and no response byte for this long is a stall: longer than any prefill a
+/// sane deployment runs in one step (a long-context batch takes seconds to tens of seconds).
+pub const STALL: Duration = Duration::from_secs(120);
+
+/// The in-flight gauge and the progress counter of a worker running `argv` whose system port
+/// is `port`, where mcsup knows them (Dynamo's workers).
+pub fn progress(
+    argv: &[String],
+    port: u16,
+) -> Option<(super::stop::MetricSum, super::stop::MetricSum)> {
+    match StopEngine::recognise(argv)? {
+        StopEngine::Dynamo { .. } => Some((
+            super::stop::MetricSum::of_worker(argv, port)?,
+            super::stop::MetricSum::progress_of_dynamo_worker(port),
+        )),
+        _ => None,
+    }
+}
 
 /// What makes the liveness answer follow the engine, before the recipe's env (which wins):
 /// Dynamo's own canary health checks (`DYN_HEALTH_CHECK_ENABLED`, off by default outside its

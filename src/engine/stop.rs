@@ -307,6 +307,15 @@ impl MetricSum {
         }
     }
 
+    /// A Dynamo worker's progress: the response bytes its `generate` endpoint has sent
+    /// (`dynamo_component_response_bytes_total`; ai-dynamo 1.6.1, on its system port here).
+    pub fn progress_of_dynamo_worker(port: u16) -> Self {
+        MetricSum {
+            label: Some("dynamo_endpoint=\"generate\"".into()),
+            ..Self::at(port, &["dynamo_component_response_bytes_total"])
+        }
+    }
+
     fn at(port: u16, metrics: &[&str]) -> Self {
         MetricSum {
             url: format!("http://127.0.0.1:{port}/metrics"),

@@ -307,7 +307,7 @@ fn liveness_note(processes: &[ProcessSpec], mc: &McsupSection) -> Option<String>
         .collect();
     (!given.is_empty()).then(|| {
         format!(
-            "engine liveness (mcsup's; srtctl has none): {}; once ready, a worker that stops answering is stopped and its restart policy decides; mcsup.engine_liveness.enabled: false turns it off",
+            "engine liveness (mcsup's; srtctl has none): {}; once ready, a worker that stops answering (or, with requests in flight, stops progressing) is stopped and its restart policy decides; mcsup.engine_liveness.enabled: false turns it off",
             given.join("; ")
         )
     })

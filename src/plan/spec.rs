@@ -662,6 +662,25 @@ pub enum ProbeSpec {
     /// `master_unreachable` is the master's trouble, reported as an event and not counted
     /// against the store (it remounts by itself when the master is back).
     MooncakeHealth { host: String, port: u16 },
+    /// An engine is alive and makes progress (liveness only): its health answer is 200, and
+    /// while requests are in flight it has sent a response byte within `stall`.
+    EngineAlive(EngineAliveProbe),
+}
+
+/// An engine's health answer and its progress (see `supervisor::watch::progress`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineAliveProbe {
+    /// `GET http://<host>:<port><path>` answers 200.
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+    /// How many requests it is serving.
+    pub inflight: crate::engine::stop::MetricSum,
+    /// What grows while it serves them (response bytes sent).
+    pub progress: crate::engine::stop::MetricSum,
+    /// Requests in flight and no growth this long: a stall.
+    #[serde(with = "duration_ms", rename = "stall_ms")]
+    pub stall: Duration,
 }
 
 impl ProbeSpec {
@@ -770,6 +789,16 @@ impl fmt::Display for ProbeSpec {
                 }
                 write!(f, " over {}", s.protocol)
             }
+            ProbeSpec::EngineAlive(p) => write!(
+                f,
+                "http GET http://{}:{}{} -> 200, and while {} > 0, {} grows within {}s",
+                p.host,
+                p.port,
+                p.path,
+                p.inflight.metrics.join("+"),
+                p.progress.metrics.join("+"),
+                p.stall.as_secs()
+            ),
             ProbeSpec::MooncakeHealth { host, port } => {
                 write!(f, "mooncake client GET http://{host}:{port}/health -> 200")
             }

@@ -730,14 +730,28 @@ fn engine_liveness(
     let Some((path, timeout)) = liveness::probe_path(argv, &path) else {
         return Ok(None);
     };
-    Ok(Some(LivenessSpec {
-        probe: ProbeSpec::Http {
+    let stall = c.stall_seconds.map_or(liveness::STALL, |s| s.duration());
+    let probe = match liveness::progress(argv, port) {
+        Some((inflight, progress)) if stall > Duration::ZERO => {
+            ProbeSpec::EngineAlive(EngineAliveProbe {
+                host,
+                port,
+                path,
+                inflight,
+                progress,
+                stall,
+            })
+        }
+        _ => ProbeSpec::Http {
             host,
             port,
             path,
             status: 200,
             body_contains: None,
         },
+    };
+    Ok(Some(LivenessSpec {
+        probe,
         period: c.period_seconds.map_or(liveness::PERIOD, |s| s.duration()),
         attempt_timeout: c.timeout_seconds.map_or(timeout, |s| s.duration()),
         failure_threshold: c.failure_threshold.unwrap_or(liveness::THRESHOLD),

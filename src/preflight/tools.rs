@@ -48,6 +48,7 @@ pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
                 {
                     add(&p.name, *port)
                 }
+                ProbeSpec::EngineAlive(a) if here(&a.host) => add(&p.name, a.port),
                 _ => {}
             }
         }

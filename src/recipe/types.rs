@@ -302,6 +302,10 @@ pub struct EngineLivenessConfig {
     /// Failures in a row before the worker is stopped (then its restart policy). Default 6.
     #[serde(default)]
     pub failure_threshold: Option<u32>,
+    /// A worker with requests in flight whose progress counter (Dynamo's response bytes) has not
+    /// grown this long fails its liveness attempts. Default 120; 0 turns the check off.
+    #[serde(default)]
+    pub stall_seconds: Option<Seconds>,
 }
 
 /// `mcsup.canary`.

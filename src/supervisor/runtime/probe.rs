@@ -80,7 +80,8 @@ impl Runtime {
             ProbeSpec::LogLine { .. }
             | ProbeSpec::Servable(_)
             | ProbeSpec::MooncakeSegment(_)
-            | ProbeSpec::MooncakeHealth { .. } => {}
+            | ProbeSpec::MooncakeHealth { .. }
+            | ProbeSpec::EngineAlive(_) => {}
         }
         Vec::new()
     }

@@ -12,8 +12,8 @@ use crate::plan::Plan;
 use crate::runfiles::StatusFile;
 use crate::supervisor::machine::Event;
 use crate::supervisor::watch::{
-    benchmark, canary, diagnosis, mooncake, release, servable, stacks, stores, Answer, Effect,
-    Hooks, Input, Now, Report, Task, TaskKey, Watcher,
+    benchmark, canary, diagnosis, mooncake, progress, release, servable, stacks, stores, Answer,
+    Effect, Hooks, Input, Now, Report, Task, TaskKey, Watcher,
 };
 
 /// The watchers of a run, in the order they hear each input (and offer output hooks).
@@ -27,6 +27,7 @@ async fn registry(plan: &Plan) -> Vec<Box<dyn Watcher>> {
         Box::new(benchmark::Benchmark::default()),
         Box::new(canary::Canary::default()),
         Box::new(stacks::Stacks::default()),
+        Box::new(progress::Progress::default()),
     ]
 }
 
@@ -199,6 +200,19 @@ async fn run(task: Task, report: Report) {
         } => {
             let verdict = stores::segment(probe, printed, timeout).await;
             report(Answer::Segment { attempt, verdict });
+        }
+        Task::EngineAlive {
+            attempt,
+            proc,
+            probe,
+            timeout,
+        } => {
+            let result = progress::attempt(probe, timeout).await;
+            report(Answer::EngineAlive {
+                attempt,
+                proc,
+                result,
+            });
         }
         Task::StoreHealth {
             attempt,

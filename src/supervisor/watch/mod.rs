@@ -24,6 +24,7 @@ pub mod benchmark;
 pub mod canary;
 pub mod diagnosis;
 pub mod mooncake;
+pub mod progress;
 pub mod release;
 pub mod servable;
 pub mod stacks;
@@ -156,6 +157,13 @@ pub enum Task {
         printed: stores::Printed,
         timeout: Duration,
     },
+    /// One attempt of an engine's liveness with its progress: [`Answer::EngineAlive`].
+    EngineAlive {
+        attempt: u64,
+        proc: usize,
+        probe: crate::plan::EngineAliveProbe,
+        timeout: Duration,
+    },
     /// One GET of a store's `/health`: [`Answer::Health`].
     StoreHealth {
         attempt: u64,
@@ -219,6 +227,13 @@ pub enum Answer {
         proc: usize,
         port: u16,
         answer: stores::HealthAnswer,
+    },
+    /// An engine's health answer was 200 (else `Err`), and what its metrics page says: the
+    /// requests in flight and its progress (`None` when the page does not answer).
+    EngineAlive {
+        attempt: u64,
+        proc: usize,
+        result: Result<Option<(u64, u64)>, String>,
     },
     Released {
         attempt: u64,
@@ -296,7 +311,10 @@ pub trait Watcher {
 pub fn owns(probe: &ProbeSpec) -> bool {
     matches!(
         probe,
-        ProbeSpec::Servable(_) | ProbeSpec::MooncakeSegment(_) | ProbeSpec::MooncakeHealth { .. }
+        ProbeSpec::Servable(_)
+            | ProbeSpec::MooncakeSegment(_)
+            | ProbeSpec::MooncakeHealth { .. }
+            | ProbeSpec::EngineAlive(_)
     )
 }
 
