@@ -1397,28 +1397,7 @@ fn run_pairs_gpus_with_hcas_where_it_runs_or_starts_nothing() {
 #[test]
 fn a_frontend_whose_answers_generate_no_token_is_never_servable() {
     let env = TestEnv::new();
-    let port = free_port();
-    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/zero-token-endpoint/server.py");
-    let mut fe = env.proc("frontend", ProcessKind::Frontend, &[]);
-    fe.argv = vec![
-        "python3".into(),
-        server.display().to_string(),
-        port.to_string(),
-    ];
-    let probe = ProbeSpec::Servable(ServableProbe {
-        host: "127.0.0.1".into(),
-        port,
-        frontend: mcsup::engine::frontend::FrontendType::default_kind(),
-        expected: mcsup::engine::frontend::Expected {
-            prefill: 0,
-            decode: 1,
-        },
-        model: "stand-in".into(),
-        url: format!("http://127.0.0.1:{port}"),
-        decode_served: Vec::new(),
-    });
-    fe.readiness = readiness(vec![probe], 4_000);
+    let fe = stand_in_frontend(&env, &[], false);
     let mut m = env.start(&env.plan(vec![fe]));
     assert_eq!(m.wait_exit(T), 5);
     let evs = m.events();
@@ -1450,33 +1429,11 @@ fn a_frontend_whose_answers_generate_no_token_is_never_servable() {
 fn a_completion_the_decode_side_did_not_serve_is_not_servable() {
     for (counter, servable) in [("fixed", false), ("moves", true)] {
         let env = TestEnv::new();
-        let port = free_port();
-        let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/zero-token-endpoint/server.py");
-        let mut fe = env.proc("frontend", ProcessKind::Frontend, &[]);
-        fe.argv = vec![
-            "python3".into(),
-            server.display().to_string(),
-            port.to_string(),
-            "1".into(),
-            counter.into(),
-        ];
-        let probe = ProbeSpec::Servable(ServableProbe {
-            host: "127.0.0.1".into(),
-            port,
-            frontend: mcsup::engine::frontend::FrontendType::default_kind(),
-            expected: mcsup::engine::frontend::Expected {
-                prefill: 0,
-                decode: 1,
-            },
-            model: "stand-in".into(),
-            url: format!("http://127.0.0.1:{port}"),
-            decode_served: vec![mcsup::engine::stop::MetricSum::served_by_dynamo_worker(
-                "127.0.0.1",
-                port,
-            )],
-        });
-        fe.readiness = readiness(vec![probe], 4_000);
+        let fe = stand_in_frontend(&env, &["1", counter], true);
+        let port = match &fe.readiness.as_ref().unwrap().probes[0] {
+            ProbeSpec::Servable(p) => p.port,
+            _ => unreachable!(),
+        };
         let mut m = env.start(&env.plan(vec![fe]));
         if servable {
             m.wait_event("frontend", "ready", T);
@@ -1497,4 +1454,39 @@ fn a_completion_the_decode_side_did_not_serve_is_not_servable() {
         }
         env.assert_no_leftovers();
     }
+}
+
+/// The stand-in frontend of tests/fixtures/zero-token-endpoint on a free port, with `args` after
+/// its port, behind a servable probe (one decode worker listed; with `decode_served`, the
+/// stand-in's own page as the decode worker's request count).
+fn stand_in_frontend(env: &TestEnv, args: &[&str], decode_served: bool) -> ProcessSpec {
+    let port = free_port();
+    let server = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/zero-token-endpoint/server.py");
+    let mut fe = env.proc("frontend", ProcessKind::Frontend, &[]);
+    fe.argv = [
+        "python3".to_string(),
+        server.display().to_string(),
+        port.to_string(),
+    ]
+    .into_iter()
+    .chain(args.iter().map(|a| a.to_string()))
+    .collect();
+    let probe = ProbeSpec::Servable(ServableProbe {
+        host: "127.0.0.1".into(),
+        port,
+        frontend: mcsup::engine::frontend::FrontendType::default_kind(),
+        expected: mcsup::engine::frontend::Expected {
+            prefill: 0,
+            decode: 1,
+        },
+        model: "stand-in".into(),
+        url: format!("http://127.0.0.1:{port}"),
+        decode_served: decode_served
+            .then(|| mcsup::engine::stop::MetricSum::served_by_dynamo_worker("127.0.0.1", port))
+            .into_iter()
+            .collect(),
+    });
+    fe.readiness = readiness(vec![probe], 4_000);
+    fe
 }
