@@ -10,10 +10,9 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::recipe::dynamo_venv;
+use common::recipe::{dynamo_venv, run_local_agg};
 use common::*;
 
 #[test]
@@ -23,7 +22,7 @@ fn a_frozen_worker_fails_the_canary_and_its_thaw_brings_it_back() {
         &env,
         "  canary: {period_seconds: 1, failure_threshold: 2, timeout_seconds: 1}\n",
     );
-    let mut m = run(&env, &recipe);
+    let mut m = run_local_agg(&env, &recipe);
     let events = || read_events(&env.log_dir().join("localhost.events.jsonl"));
     let has = |event: &str| events().iter().any(|e| e.event == event);
     wait_for("the job servable", Duration::from_secs(90), || {
@@ -121,36 +120,6 @@ mcsup:
     recipe
 }
 
-/// `mcsup run` of `recipe` on this one machine, the Dynamo venv first on the PATH (py-spy too).
-fn run(env: &TestEnv, recipe: &std::path::Path) -> Mcsup {
-    let (dynamo, _) = dynamo_venv();
-    let path = format!(
-        "{}:{}",
-        dynamo.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let child = Command::new(MCSUP)
-        .args([
-            "run",
-            "--role",
-            "agg",
-            "--node",
-            "localhost",
-            "--nodelist",
-            "localhost",
-        ])
-        .arg("--recipe")
-        .arg(recipe)
-        .env("PATH", path)
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    Mcsup::new(env, "localhost", child, env.dir.path().to_path_buf())
-}
-
 /// Issue 50, item 4: SIGSTOP of the mocker worker for longer than its engine liveness allows
 /// (1 s period, 2 failures): `liveness-failed`, then its stacks in the log directory (the
 /// frozen thread's state, py-spy's Python frames) before its stop, then its restart; the job is
@@ -162,7 +131,7 @@ fn a_frozen_worker_is_dumped_before_its_restart_and_the_job_serves_again() {
         &env,
         "  canary: {enabled: false}\n  engine_liveness: {period_seconds: 1, timeout_seconds: 1, failure_threshold: 2}\n  worker_defaults: {restart: {policy: on-failure, backoff_initial_seconds: 1}}\n",
     );
-    let mut m = run(&env, &recipe);
+    let mut m = run_local_agg(&env, &recipe);
     let events = || read_events(&env.log_dir().join("localhost.events.jsonl"));
     let count = |event: &str| events().iter().filter(|e| e.event == event).count();
     wait_for("the job servable", Duration::from_secs(90), || {
@@ -253,7 +222,7 @@ fn a_worker_with_a_request_in_flight_and_no_progress_is_stalled() {
         0.01,
         "  canary: {enabled: false}\n  engine_liveness: {period_seconds: 1, timeout_seconds: 1, failure_threshold: 2, stall_seconds: 3}\n  worker_defaults: {restart: {policy: on-failure, backoff_initial_seconds: 1}}\n",
     );
-    let mut m = run(&env, &recipe);
+    let mut m = run_local_agg(&env, &recipe);
     let events = || read_events(&env.log_dir().join("localhost.events.jsonl"));
     let failed = || events().into_iter().find(|e| e.event == "liveness-failed");
     wait_for("the job servable", Duration::from_secs(120), || {

@@ -7,10 +7,9 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::recipe::{dynamo_venv, repo};
+use common::recipe::{dynamo_venv, repo, run_local_agg};
 use common::*;
 
 const PATTERN: &str = "CUDA error: out of memory";
@@ -18,7 +17,7 @@ const PATTERN: &str = "CUDA error: out of memory";
 #[test]
 fn a_recipes_fatal_pattern_fails_the_worker_while_its_process_lives() {
     let env = TestEnv::new();
-    let (dynamo, model) = dynamo_venv();
+    let (_, model) = dynamo_venv();
     let configs = env.path("configs");
     std::fs::create_dir_all(&configs).unwrap();
     std::os::unix::fs::symlink("/usr/bin/etcd", configs.join("etcd")).unwrap();
@@ -58,31 +57,7 @@ mcsup:
         ),
     )
     .unwrap();
-    let path = format!(
-        "{}:{}",
-        dynamo.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let child = Command::new(MCSUP)
-        .args([
-            "run",
-            "--role",
-            "agg",
-            "--node",
-            "localhost",
-            "--nodelist",
-            "localhost",
-        ])
-        .arg("--recipe")
-        .arg(&recipe)
-        .env("PATH", path)
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut m = Mcsup::new(&env, "localhost", child, env.dir.path().to_path_buf());
+    let mut m = run_local_agg(&env, &recipe);
     let code = m.wait_exit(Duration::from_secs(90));
     let evs = read_events(&env.log_dir().join("localhost.events.jsonl"));
     let worker = evs

@@ -218,3 +218,33 @@ pub fn dynamo_venv() -> (PathBuf, PathBuf) {
     );
     (venv.join("bin"), model)
 }
+
+/// `mcsup run` of `recipe` on this one machine, the Dynamo venv first on the PATH (py-spy too).
+pub fn run_local_agg(env: &super::TestEnv, recipe: &Path) -> super::Mcsup {
+    let (dynamo, _) = dynamo_venv();
+    let path = format!(
+        "{}:{}",
+        dynamo.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let child = std::process::Command::new(super::MCSUP)
+        .args([
+            "run",
+            "--role",
+            "agg",
+            "--node",
+            "localhost",
+            "--nodelist",
+            "localhost",
+        ])
+        .arg("--recipe")
+        .arg(recipe)
+        .env("PATH", path)
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    super::Mcsup::new(env, "localhost", child, env.dir.path().to_path_buf())
+}
