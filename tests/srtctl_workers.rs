@@ -1069,7 +1069,7 @@ fn every_trtllm_endpoint_is_srtctls_step() {
     let (mut recipes, mut endpoints, mut files, mut multi_node) = (0, 0, 0, 0);
     // What the comparison covered: partial-node endpoints, numactl, trtllm-serve ranks.
     let (mut cvd, mut numactl, mut serve, mut nsys) = (0, 0, 0, 0);
-    let (mut frontends, mut orchestrators) = (0, 0);
+    let (mut frontends, mut orchestrators, mut liveness) = (0, 0, 0);
     for yaml in trt_stems() {
         recipes += 1;
         let name = yaml.file_stem().unwrap().to_string_lossy().into_owned();
@@ -1115,6 +1115,20 @@ fn every_trtllm_endpoint_is_srtctls_step() {
                 });
             let step = got.slurm_step.as_ref().expect("a Slurm step");
             assert_eq!(got.kind, ProcessKind::Worker);
+            // mcsup's engine liveness (its addition; the environment stays srtctl's): a Dynamo
+            // leader's /health and progress on its system port, as for any derived Dynamo worker.
+            if got.argv.iter().any(|a| a == "dynamo.trtllm") {
+                let l = got
+                    .liveness
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{name} {wanted}: no liveness"));
+                assert!(
+                    matches!(&l.probe, mcsup::plan::ProbeSpec::EngineAlive(a) if a.path == "/health"),
+                    "{name} {wanted}: {}",
+                    l.probe
+                );
+                liveness += 1;
+            }
             // The srun's options, up to the rank command (`nsys`, `numactl` or TRT-LLM's launcher).
             let cut = got
                 .argv
@@ -1316,7 +1330,11 @@ fn every_trtllm_endpoint_is_srtctls_step() {
     );
     // The 94 other sruns of the captures (grep): 83 Dynamo frontends, 10 nginx, 1 orchestrator.
     assert_eq!((frontends, orchestrators), (94, 1));
-    eprintln!("{recipes} recipes: {endpoints} endpoints ({multi_node} multi-node), {files} engine files, {frontends} frontend processes ({orchestrators} trtllm_serve orchestrator), equal to srtctl's");
+    assert!(
+        liveness > 0 && liveness < endpoints,
+        "{liveness} of {endpoints}"
+    );
+    eprintln!("{recipes} recipes: {endpoints} endpoints ({multi_node} multi-node, {liveness} with mcsup's Dynamo liveness), {files} engine files, {frontends} frontend processes ({orchestrators} trtllm_serve orchestrator), equal to srtctl's");
 }
 
 /// Issue 31, item 2 (its first piece): each TRT-LLM endpoint's engine file,

@@ -5,7 +5,7 @@
 //!
 //! | engine | probe |
 //! |---|---|
-//! | Dynamo's workers (`dynamo.sglang`, `dynamo.vllm`, `dynamo.mocker`, ...) | `GET /health` on the worker's system port (`DYN_SYSTEM_PORT`): the runtime answers it, and not at all when the process is frozen |
+//! | Dynamo's workers (`dynamo.sglang`, `dynamo.vllm`, `dynamo.trtllm` (its Slurm step's leader rank), `dynamo.mocker`) | `GET /health` on the worker's system port (`DYN_SYSTEM_PORT`): the runtime answers it, and not at all when the process is frozen |
 //! | SGLang's server | `GET /health_generate`: one token through the scheduler (its `/health` is answered by the HTTP process even with the scheduler hung) |
 //! | vLLM's server | `GET /health` |
 //!

@@ -206,13 +206,14 @@ pub fn plan_workers(
                     None => None,
                 };
                 let readiness = worker_readiness(s, &entry, &rm, &wp)?;
-                // A Slurm step of an endpoint (TRT-LLM) is srtctl's step, exactly: no addition.
+                // A Slurm step of an endpoint (TRT-LLM) is srtctl's step.
                 let step = extra.as_ref().is_some_and(|x| x.slurm_step.is_some());
                 let liveness = match liveness {
-                    None if *derived && !step => {
+                    None if *derived => {
                         let l = engine_liveness(&argv, readiness.as_ref(), &s.mc.engine_liveness)?;
-                        // What makes that answer follow the engine, unless the recipe says.
-                        if l.is_some() {
+                        // What makes that answer follow the engine, unless the recipe says (a
+                        // step's environment is srtctl's exports, exactly).
+                        if l.is_some() && !step {
                             for (k, v, why) in crate::engine::liveness::env_defaults(&argv) {
                                 if env.get(k).is_none() {
                                     env.set(k, v.to_string(), why);
