@@ -216,8 +216,9 @@ pub struct PlanArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct RenderArgs {
-    /// Write the script to FILE (default: stdout).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    /// Write the script to FILE (default: stdout); for a file of several jobs (a sweep, an
+    /// override file) a directory: DIR/<job name>/recipe.yaml and sbatch_script.sh per job.
+    #[arg(short = 'o', long = "output", value_name = "FILE|DIR")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
     pub job: JobArgs,
@@ -1026,8 +1027,9 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
     Ok(outcome.exit_code)
 }
 
-/// Render `recipe` as `job` says; the summary (what each node runs) goes to stderr.
-fn render_for(job: &JobArgs) -> Result<crate::launch::Rendered, CliError> {
+/// Render every job of `job.recipe` (one for a plain recipe; a sweep's or an override file's
+/// variants); the summary (what each node runs) goes to stderr.
+fn render_for(job: &JobArgs) -> Result<Vec<crate::launch::Job>, CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::usage(format!("cannot read the working directory: {e}")))?;
     let mcsup = match &job.mcsup {
@@ -1057,38 +1059,59 @@ fn render_for(job: &JobArgs) -> Result<crate::launch::Rendered, CliError> {
         cwd,
         env: crate::launch::RenderEnv::from_env(),
     };
-    let r = crate::launch::render(&req).map_err(|e| CliError::usage(e.to_string()))?;
-    let mut summary = format!(
-        "{}: {} node(s), cluster config {}, outputs under {}/<job id>, {}\n",
-        job.recipe.display(),
-        r.allocation.nodes,
-        r.cluster
-            .as_ref()
-            .map_or("none (srtctl's defaults)".into(), |p| p
-                .display()
-                .to_string()),
-        r.output_base.display(),
-        r.container
-            .as_ref()
-            .map_or("no container".into(), |c| format!("container {}", c.image)),
-    );
-    for (i, n) in r.nodes.iter().enumerate() {
-        summary.push_str(&format!("  node {i}: {n}\n"));
+    let jobs = crate::launch::render_all(&req).map_err(|e| CliError::usage(e.to_string()))?;
+    let mut summary = String::new();
+    if let [one] = &jobs[..] {
+        let r = &one.rendered;
+        summary = format!(
+            "{}: {} node(s), cluster config {}, outputs under {}/<job id>, {}\n",
+            job.recipe.display(),
+            r.allocation.nodes,
+            r.cluster
+                .as_ref()
+                .map_or("none (srtctl's defaults)".into(), |p| p
+                    .display()
+                    .to_string()),
+            r.output_base.display(),
+            r.container
+                .as_ref()
+                .map_or("no container".into(), |c| format!("container {}", c.image)),
+        );
+        for (i, n) in r.nodes.iter().enumerate() {
+            summary.push_str(&format!("  node {i}: {n}\n"));
+        }
+        summary.push_str(&format!(
+            "  early warning: USR1 {} s before the time limit (drain + teardown deadline + margins)\n",
+            r.early_warning.as_secs_f64().ceil()
+        ));
+        summary.push_str(&format!("  benchmark: {}\n", r.benchmark));
+    } else {
+        summary.push_str(&format!(
+            "{}: {} jobs, every node of each planned\n",
+            job.recipe.display(),
+            jobs.len()
+        ));
+        for j in &jobs {
+            summary.push_str(&format!(
+                "  {} ({}): {} node(s), benchmark: {}\n",
+                j.variant.job_name,
+                j.variant.label(),
+                j.rendered.allocation.nodes,
+                j.rendered.benchmark
+            ));
+        }
     }
-    summary.push_str(&format!(
-        "  early warning: USR1 {} s before the time limit (drain + teardown deadline + margins)\n",
-        r.early_warning.as_secs_f64().ceil()
-    ));
-    summary.push_str(&format!("  benchmark: {}\n", r.benchmark));
     crate::supervisor::stderr_write(summary.as_bytes());
-    Ok(r)
+    Ok(jobs)
 }
 
 fn render_job(a: RenderArgs) -> Result<i32, CliError> {
-    let r = render_for(&a.job)?;
-    match &a.output {
-        None => print(&r.script)?,
-        Some(path) => {
+    let jobs = render_for(&a.job)?;
+    let several = jobs.len() > 1;
+    match (&a.output, several) {
+        (None, false) => print(&jobs[0].rendered.script)?,
+        (Some(path), false) => {
+            let r = &jobs[0].rendered;
             // Replaced, never written through (a link planted there is replaced, not followed).
             crate::supervisor::write_atomic(path, r.script.as_bytes(), 0o755)
                 .map_err(|e| CliError::usage(format!("cannot write the script: {e}")))?;
@@ -1101,23 +1124,90 @@ fn render_job(a: RenderArgs) -> Result<i32, CliError> {
                 .as_bytes(),
             );
         }
+        (None, true) => {
+            return Err(CliError::usage(format!(
+                "{} holds {} job(s) (srtctl's sweep or override form): give `-o DIR` to write each job's recipe and batch script under DIR/<job name>/",
+                a.job.recipe.display(),
+                jobs.len()
+            )))
+        }
+        (Some(dir), true) => {
+            let mut out = String::new();
+            for j in &jobs {
+                let sub = dir.join(job_dir_name(&j.variant.job_name));
+                std::fs::create_dir_all(&sub).map_err(|e| {
+                    CliError::usage(format!("cannot create {}: {e}", sub.display()))
+                })?;
+                let write = |name: &str, text: &str, mode| {
+                    crate::supervisor::write_atomic(&sub.join(name), text.as_bytes(), mode)
+                        .map_err(|e| {
+                            CliError::usage(format!("cannot write {}: {e}", sub.join(name).display()))
+                        })
+                };
+                write("recipe.yaml", &j.text, 0o644)?;
+                write("sbatch_script.sh", &j.rendered.script, 0o755)?;
+                out.push_str(&format!(
+                    "{}\t{}\t{} node(s)\t{}\n",
+                    j.variant.job_name,
+                    j.variant.label(),
+                    j.rendered.allocation.nodes,
+                    sub.display()
+                ));
+            }
+            print(&out)?;
+        }
     }
     Ok(ExitCode::Ok.code())
 }
 
+/// A job name as a directory name: a `/` would be a path.
+fn job_dir_name(name: &str) -> String {
+    let n: String = name
+        .chars()
+        .map(|c| if c == '/' || c.is_control() { '_' } else { c })
+        .collect();
+    match n.as_str() {
+        "" | "." | ".." => format!("job{n}"),
+        _ => n,
+    }
+}
+
 fn submit_job(a: SubmitArgs) -> Result<i32, CliError> {
-    let r = render_for(&a.job)?;
-    let s = crate::launch::submit::submit(&r, &a.sbatch_args).map_err(|e| CliError {
-        code: ExitCode::SetupFailed.code(),
-        message: e,
-    })?;
-    print(&format!(
-        "submitted job {} ({} nodes): {}\n{}",
-        s.job_id,
-        r.allocation.nodes,
-        s.dir.display(),
-        crate::launch::submit::next_steps(&s)
-    ))?;
+    let jobs = render_for(&a.job)?;
+    let many = jobs.len() > 1;
+    for (i, j) in jobs.iter().enumerate() {
+        let r = &j.rendered;
+        let s = crate::launch::submit::submit(r, &a.sbatch_args).map_err(|e| CliError {
+            code: ExitCode::SetupFailed.code(),
+            message: if many {
+                format!(
+                    "{}: {e} ({i} of {} jobs submitted before it)",
+                    j.variant.job_name,
+                    jobs.len()
+                )
+            } else {
+                e
+            },
+        })?;
+        if many {
+            print(&format!(
+                "submitted job {} {} ({}; {} nodes): {}\n",
+                s.job_id,
+                j.variant.job_name,
+                j.variant.label(),
+                r.allocation.nodes,
+                s.dir.display()
+            ))?;
+        } else {
+            print(&format!(
+                "submitted job {} ({} nodes): {}\n{}",
+                s.job_id,
+                r.allocation.nodes,
+                s.dir.display(),
+                crate::launch::submit::next_steps(&s)
+            ))?;
+        }
+    }
     Ok(ExitCode::Ok.code())
 }
 

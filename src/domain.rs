@@ -4,6 +4,7 @@
 //! A leaf: it imports nothing from mcsup, so the recipe parser, the planner and the supervisor can
 //! all use these types without depending on each other.
 
+pub mod python;
 pub mod signature;
 
 use std::fmt;

@@ -160,6 +160,14 @@ fn cases() -> Vec<Case> {
           &["frontend.ctx_router", "does not write it into trtllm-serve's ser.yaml", "fix:"]) },
         Case { roles: "prefill,decode", ..c("TRT-LLM sequential start below 0", format!("{PD_ONE_NODE}backend:\n  type: trtllm\n  sequential_node_start: -1\n"),
           &["backend.sequential_node_start", "is not a count of endpoints", "fix: write 0"]) },
+        // Issue 56, item 3: a file of several jobs is not one recipe, and no placeholder
+        // reaches a process.
+        Case { roles: "prefill,decode", ..c("a sweep planned as one job", format!("name: s\nsweep: {{chunked_prefill_size: [4096, 8192]}}\n{PD_ONE_NODE}backend:\n  type: sglang\n  sglang_config: {{prefill: {{chunked-prefill-size: \"{{chunked_prefill_size}}\"}}, decode: {{}}}}\n"),
+          &["sweep: this file is a sweep, several jobs as srtctl expands it (2 job(s): chunked_prefill_size=4096; chunked_prefill_size=8192)", "fix: `mcsup render -f", "-o DIR` writes each job's expanded recipe", "`mcsup submit -f"]) },
+        Case { roles: "prefill,decode", ..c("an override file planned without a selector", format!("base:\n  name: o\n  {}  backend: {{type: sglang, sglang_config: {{prefill: {{}}, decode: {{}}}}}}\noverride_big: {{backend: {{sglang_config: {{decode: {{tp-size: 8}}}}}}}}\nzip_override_conc: {{benchmark: {{type: sa-bench, concurrencies: [[1], [2]]}}}}\n", PD_ONE_NODE),
+          &["base: this file is an override file, `base:` and its variants (3 job(s): override_big; zip_override_conc[0]; zip_override_conc[1])", "fix: pick one variant with `", ":SELECTOR`"]) },
+        Case { roles: "prefill,decode", ..c("a sweep parameter left in a single recipe", format!("name: s\n{PD_ONE_NODE}backend:\n  type: sglang\n  sglang_config: {{prefill: {{chunked-prefill-size: \"{{chunked_prefill_size}}\"}}, decode: {{}}}}\n"),
+          &["backend.sglang_config.prefill.chunked-prefill-size", "`{chunked_prefill_size}` would reach sglang-prefill-0's argument `{chunked_prefill_size}` as written: nothing fills it", "fix: a sweep parameter? add it under `sweep:`"]) },
     ]
 }
 

@@ -36,6 +36,7 @@ mod secrets_cli;
 mod size_table;
 mod srt_slurm_2_catalogue;
 mod srtctl_benchmark;
+mod srtctl_sweeps;
 mod srtctl_workers;
 mod status_job;
 mod supervisor_cycles;

@@ -562,3 +562,122 @@ fn a_benchmark_without_srtctls_scripts_is_refused_at_render() {
     let out = launch::render(&request(manual, Some(config), d.path(), true)).unwrap();
     assert!(out.benchmark.starts_with("manual"), "{}", out.benchmark);
 }
+
+/// Issue 56, item 2: `mcsup render -o DIR` of a sweep (the upstream mocker recipe with its
+/// `speedup_ratio` swept) writes each job's expanded recipe and batch script under DIR/<job
+/// name>/, one line per job; each recipe is one `mcsup plan` takes, with its value in the
+/// worker's argv; each script carries that recipe and passes `bash -n`. Without `-o` it refuses,
+/// naming the job count. `FILE:SELECTOR` plans one variant of an override file; a selector that
+/// selects nothing fails with srtctl's message.
+#[test]
+fn a_sweep_renders_each_job_into_its_directory_and_plan_takes_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixtures().join("srt-slurm-v1/mocker-agg.yaml")).unwrap();
+    let text = text[..text.find("benchmark:").unwrap()]
+        .replace("  speedup_ratio: 100\n", "  speedup_ratio: \"{speedup}\"\n")
+        + "sweep:\n  speedup: [10, 100]\n";
+    let sweep = dir.path().join("sweep.yaml");
+    std::fs::write(&sweep, &text).unwrap();
+    let mcsup = |args: &[&str]| {
+        std::process::Command::new(common::MCSUP)
+            .current_dir(dir.path())
+            .env_remove("SRTSLURM_CONFIG")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = dir.path().join("jobs");
+    let o = mcsup(&[
+        "render",
+        "-f",
+        "sweep.yaml",
+        "-o",
+        "jobs",
+        "--no-container",
+        "--mcsup",
+        "/shared/bin/mcsup",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    for speed in ["10", "100"] {
+        let name = format!("smoke-test-agg_speedup{speed}");
+        assert!(
+            stdout.contains(&format!("{name}\tspeedup={speed}\t1 node(s)")),
+            "{stdout}"
+        );
+        let recipe = out.join(&name).join("recipe.yaml");
+        let script = std::fs::read_to_string(out.join(&name).join("sbatch_script.sh")).unwrap();
+        let written = std::fs::read_to_string(&recipe).unwrap();
+        assert!(
+            written.contains(&format!("speedup_ratio: '{speed}'")),
+            "{written}"
+        );
+        assert!(
+            script.contains(&written),
+            "the script carries the job's recipe"
+        );
+        assert!(
+            script.contains(&format!("#SBATCH --job-name={name}")),
+            "{script}"
+        );
+        assert_clean_shell(&out.join(&name).join("sbatch_script.sh"), &script);
+        let p = mcsup(&[
+            "plan",
+            "--recipe",
+            recipe.to_str().unwrap(),
+            "--nodelist",
+            "n1",
+            "--node",
+            "n1",
+        ]);
+        let plan = String::from_utf8_lossy(&p.stdout);
+        assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+        assert!(
+            plan.contains(&format!("--speedup-ratio {speed}.0 ")),
+            "{plan}"
+        );
+    }
+    let o = mcsup(&["render", "-f", "sweep.yaml", "--no-container"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("sweep.yaml holds 2 job(s)") && err.contains("-o DIR"),
+        "{err}"
+    );
+    // An override file: one variant by its selector, none by a selector that matches nothing.
+    let base = text[..text.find("sweep:").unwrap()].replace("\"{speedup}\"", "100");
+    let indented: String = base.lines().map(|l| format!("  {l}\n")).collect();
+    std::fs::write(
+        dir.path().join("over.yaml"),
+        format!("base:\n{indented}override_slow:\n  backend: {{speedup_ratio: 1}}\n"),
+    )
+    .unwrap();
+    let p = mcsup(&[
+        "plan",
+        "--recipe",
+        "over.yaml:override_slow",
+        "--nodelist",
+        "n1",
+        "--node",
+        "n1",
+    ]);
+    let plan = String::from_utf8_lossy(&p.stdout);
+    assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
+    assert!(plan.contains("--speedup-ratio 1.0 "), "{plan}");
+    let p = mcsup(&[
+        "plan",
+        "--recipe",
+        "over.yaml:*nope*",
+        "--nodelist",
+        "n1",
+        "--node",
+        "n1",
+    ]);
+    let err = String::from_utf8_lossy(&p.stderr);
+    assert_eq!(p.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("No variants match '*nope*'. Available: override_slow"),
+        "{err}"
+    );
+}

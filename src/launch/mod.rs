@@ -73,9 +73,100 @@ impl From<Diagnostic> for LaunchError {
     }
 }
 
-/// Render the batch script of `req.recipe`.
+/// One job of a file and its batch script.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub variant: recipe::variants::Variant,
+    /// The job's recipe as the script carries it.
+    pub text: String,
+    pub rendered: Rendered,
+}
+
+/// The jobs of `req.recipe` as srtctl's `apply` makes them (one for a plain recipe; a sweep's or
+/// an override file's variants, or those `FILE:SELECTOR` picks), each rendered: every variant is
+/// planned on every node before any is returned.
+pub fn render_all(req: &RenderRequest) -> Result<Vec<Job>, LaunchError> {
+    use recipe::variants::{expand, to_text, Form};
+    let (file, selector) = recipe::variants::split_selector(&req.recipe);
+    let text = recipe::read_text(&file)?;
+    let doc: Option<serde_yaml::Value> = serde_yaml::from_str(&text).ok();
+    let form = doc.as_ref().map_or(Form::Single, Form::of);
+    let req = RenderRequest {
+        recipe: file.clone(),
+        ..req.clone()
+    };
+    if form == Form::Single && selector.is_none() {
+        let rendered = render_text(&req, &text)?;
+        let recipe = doc.unwrap_or_default();
+        let variant = expand(&recipe, None)
+            .map_err(|e| recipe::variant_error(&file, e))?
+            .remove(0);
+        return Ok(vec![Job {
+            variant,
+            text,
+            rendered,
+        }]);
+    }
+    let doc = doc.unwrap_or_default();
+    let variants =
+        expand(&doc, selector.as_deref()).map_err(|e| recipe::variant_error(&file, e))?;
+    if variants.is_empty() {
+        return Err(LaunchError::At(Diagnostic {
+            file: Some(file.clone()),
+            key_path: "sweep".into(),
+            position: None,
+            message: "the sweep gives no job (a parameter's list is empty)".into(),
+            fix: Some("give every sweep parameter one value or more".into()),
+        }));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut jobs = Vec::new();
+    for variant in variants {
+        if !seen.insert(variant.job_name.clone()) {
+            return Err(LaunchError::At(Diagnostic {
+                file: Some(file.clone()),
+                key_path: variant.selector.clone().unwrap_or_else(|| "name".into()),
+                position: None,
+                message: format!("two variants are named `{}`: their jobs and output directories would be taken for one", variant.job_name),
+                fix: Some("give each variant its own `name`".into()),
+            }));
+        }
+        let text = to_text(&variant.recipe);
+        let rendered = render_text(&req, &text).map_err(|e| in_variant(&variant, e))?;
+        jobs.push(Job {
+            variant,
+            text,
+            rendered,
+        });
+    }
+    Ok(jobs)
+}
+
+/// An error of one variant, said with the variant.
+fn in_variant(v: &recipe::variants::Variant, e: LaunchError) -> LaunchError {
+    let what = format!("variant {} ({})", v.job_name, v.label());
+    match e {
+        LaunchError::Recipe(RecipeError::Invalid(mut d)) => {
+            d.message = format!("{what}: {}", d.message);
+            LaunchError::Recipe(RecipeError::Invalid(d))
+        }
+        LaunchError::At(mut d) => {
+            d.message = format!("{what}: {}", d.message);
+            LaunchError::At(d)
+        }
+        other => other,
+    }
+}
+
+/// Render the batch script of `req.recipe` (one job).
 pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
     let text = recipe::read_text(&req.recipe)?;
+    render_text(req, &text)
+}
+
+/// Render the batch script of the recipe `text` (read from `req.recipe`).
+fn render_text(req: &RenderRequest, text: &str) -> Result<Rendered, LaunchError> {
+    let text = text.to_string();
     let recipe = recipe::parse_str(&req.recipe, &text)?;
     let in_recipe = |e: crate::domain::PlanError| LaunchError::At(recipe.place(&req.recipe, &e));
     let cluster = match cluster::find(

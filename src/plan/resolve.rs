@@ -254,6 +254,7 @@ pub fn plan_with(
     lints::migration_limit(&processes, workers_restart(&processes, &mc), &mut warnings);
     check_not_empty(recipe, &model, &mc, roles, ctx, &processes, topo.as_ref())?;
     not_named_mcsup(&processes)?;
+    no_placeholder_left(recipe, &processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
     let scratch_dir = uses_scratch(&processes, &ctx.scratch_dir).then(|| ctx.scratch_dir.clone());
     let control = super::control::spec(ctx, &mc, &log_dir);
@@ -352,6 +353,69 @@ fn not_named_mcsup(processes: &[ProcessSpec]) -> Result<(), PlanError> {
             "a worker or service is named `mcsup`: that is mcsup's own name in the events, the status and the log lines".to_string(),
             "rename it",
         ));
+    }
+    Ok(())
+}
+
+/// No process gets a `{name}` placeholder nothing filled (srtctl passes one as written: a sweep
+/// parameter in a recipe planned as one job, a typo in a template). Named at the recipe key
+/// that holds it, where one does.
+fn no_placeholder_left(recipe: &Recipe, processes: &[ProcessSpec]) -> Result<(), PlanError> {
+    use crate::recipe::variants::{key_holding, placeholders_in};
+    // A template name srtctl (RuntimeContext.format_string, the workers' env templating) or mcsup
+    // (plan/placeholders.rs, 2.0 services) fills somewhere is srtctl's business where it stays
+    // (srtctl passes `{node}` as written to a frontend's environment); any other is not.
+    const TEMPLATE: &[&str] = &[
+        "node",
+        "node_id",
+        "node_ip",
+        "job_id",
+        "run_name",
+        "head_node",
+        "head_node_ip",
+        "head_ip",
+        "infra_node",
+        "infra_ip",
+        "log_dir",
+        "model_path",
+        "container_image",
+        "gpus_per_node",
+        "master_port",
+        "metadata_port",
+        "scratch_dir",
+        "index",
+        "role",
+    ];
+    let unfilled = |s: &str| {
+        placeholders_in(s).into_iter().find(|x| {
+            let name = &x[1..x.len() - 1];
+            !TEMPLATE.contains(&name) && !name.starts_with("worker_") && !name.starts_with("pool_")
+        })
+    };
+    for p in processes {
+        let found = p
+            .argv
+            .iter()
+            .find_map(|a| unfilled(a).map(|x| (x, "argument", a.clone())))
+            .or_else(|| {
+                p.env.iter().find_map(|e| {
+                    unfilled(&e.value).map(|x| (x, "variable", format!("{}={}", e.name, e.value)))
+                })
+            });
+        if let Some((x, what, at)) = found {
+            let sweep = match recipe.raw.get("sweep") {
+                Some(_) => "a sweep parameter: `mcsup render -f FILE -o DIR` or `mcsup submit -f FILE` expand `sweep:` into its jobs, as srtctl does",
+                None => "a sweep parameter? add it under `sweep:` and render or submit the file; else write the value",
+            };
+            return Err(err(
+                key_holding(&recipe.raw, &x).unwrap_or_else(|| p.name.clone()),
+                format!(
+                    "`{x}` would reach {}'s {what} `{at}` as written: nothing fills it",
+                    p.name
+                ),
+                sweep,
+            ));
+        }
     }
     Ok(())
 }

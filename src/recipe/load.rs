@@ -97,9 +97,47 @@ pub fn read_input_file(path: &Path, limit: u64) -> Result<InputFile, InputFileEr
     Ok(InputFile { bytes, meta })
 }
 
-/// Read and parse the recipe at `path`.
+/// Read and parse the recipe at `path`; `FILE:SELECTOR` (srtctl's form) is the one variant of
+/// an override file that the selector picks.
 pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
-    parse_str(path, &read_text(path)?)
+    let (file, selector) = super::variants::split_selector(path);
+    let text = read_text(&file)?;
+    match selector {
+        None => parse_str(&file, &text),
+        Some(sel) => {
+            let text = selected(&file, &text, &sel)?;
+            parse_str(&file, &text)
+        }
+    }
+}
+
+/// The text of the one variant `sel` picks in the override file `path`.
+pub fn selected(path: &Path, text: &str, sel: &str) -> Result<String, RecipeError> {
+    let doc: serde_yaml::Value = match serde_yaml::from_str(text) {
+        Ok(d) => d,
+        // Not YAML: the parser says where.
+        Err(_) => return parse_str(path, text).map(|_| text.to_string()),
+    };
+    let mut v = super::variants::expand(&doc, Some(sel)).map_err(|e| variant_error(path, e))?;
+    if v.len() != 1 {
+        return Err(RecipeError::invalid(
+            path,
+            "",
+            None,
+            format!(
+                "`:{sel}` selects {} variants ({}); one recipe is one job",
+                v.len(),
+                v.iter().map(|v| v.label()).collect::<Vec<_>>().join(", ")
+            ),
+            Some("select one (`:zip_override_<name>[N]`, `:override_<name>`), or render/submit the selection".into()),
+        ));
+    }
+    Ok(super::variants::to_text(&v.remove(0).recipe))
+}
+
+/// A variant error as a recipe error of `path`.
+pub fn variant_error(path: &Path, e: super::variants::VariantError) -> RecipeError {
+    RecipeError::invalid(path, e.key_path, None, e.message, Some(e.fix))
 }
 
 /// The recipe's text (for callers that keep it, as `migrate` and `render` do): a regular file
@@ -364,6 +402,11 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
         }
         None => {}
     }
+    if text.contains("sweep") || text.contains("base") {
+        if let Ok(doc) = serde_yaml::from_str::<serde_yaml::Value>(text) {
+            several_jobs(path, &doc)?;
+        }
+    }
     // YAML merge keys (`<<: *defaults`), which srtctl's loader applies: applied here too, from
     // the document as a value (an error then has its key path but no line).
     let merged = if text.contains("<<") {
@@ -399,6 +442,53 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Recipe, RecipeError> {
             Ok(r)
         }
         Err(e) => Err(convert(path, text, e)),
+    }
+}
+
+/// A file that is several jobs (srtctl's sweep or override form) is not one recipe: refused
+/// with what it holds and how to run it (render/submit expand it; a selector picks one variant).
+fn several_jobs(path: &Path, doc: &serde_yaml::Value) -> Result<(), RecipeError> {
+    use super::variants::{expand, Form};
+    let jobs = |doc| match expand(doc, None) {
+        Ok(v) => {
+            let names: Vec<String> = v.iter().take(4).map(|v| v.label()).collect();
+            let more = if v.len() > 4 { ", ..." } else { "" };
+            format!("{} job(s): {}{more}", v.len(), names.join("; "))
+        }
+        Err(e) => format!(
+            "no job: {}{} {}",
+            e.key_path,
+            if e.key_path.is_empty() { "" } else { ":" },
+            e.message
+        ),
+    };
+    let file = path.display();
+    match Form::of(doc) {
+        Form::Single => Ok(()),
+        Form::Sweep => Err(RecipeError::invalid(
+            path,
+            "sweep",
+            None,
+            format!(
+                "this file is a sweep, several jobs as srtctl expands it ({}), not one recipe",
+                jobs(doc)
+            ),
+            Some(format!(
+                "`mcsup render -f {file} -o DIR` writes each job's expanded recipe (DIR/<job name>/recipe.yaml, which `mcsup plan` takes) and batch script; `mcsup submit -f {file}` submits them all"
+            )),
+        )),
+        Form::Override => Err(RecipeError::invalid(
+            path,
+            "base",
+            None,
+            format!(
+                "this file is an override file, `base:` and its variants ({}), not one recipe",
+                jobs(doc)
+            ),
+            Some(format!(
+                "pick one variant with `{file}:SELECTOR` (`:override_<name>`, `:zip_override_<name>[N]`, `:base`), or `mcsup render -f {file} -o DIR` / `mcsup submit -f {file}` for every variant"
+            )),
+        )),
     }
 }
 

@@ -15,9 +15,10 @@ mod store;
 pub mod types;
 pub mod v2;
 mod values;
+pub mod variants;
 
 pub use error::RecipeError;
-pub use load::{load_file, parse_str, read_text};
+pub use load::{load_file, parse_str, read_text, selected, variant_error};
 pub use locate::KeyIndex;
 pub use types::*;
 pub use v2::*;
