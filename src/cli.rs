@@ -87,6 +87,38 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// One line per job under an output directory (as `mcsup submit` lays it out): job id,
+    /// name, Slurm state, time to servable, and its outcome (the benchmark's result, or the
+    /// first failure).
+    Jobs {
+        /// The output directory (default: `output_dir` of srtslurm.yaml, else ./outputs).
+        output_dir: Option<PathBuf>,
+        /// The cluster config (default: SRTSLURM_CONFIG, else srtslurm.yaml in the working
+        /// directory or its two parents).
+        #[arg(long, value_name = "FILE")]
+        cluster_config: Option<PathBuf>,
+    },
+    /// Wait until each job ends, then exit with the outcome: 0 only when every job completed
+    /// and its result stands; else the first failed job's mcsup exit code (1 when it ended
+    /// without a final status: an empty queue is never a success); 124 at --timeout.
+    Wait {
+        /// Job ids (under the output directory) or job directories.
+        #[arg(required = true)]
+        jobs: Vec<String>,
+        /// The output directory job ids are under (default: `output_dir` of srtslurm.yaml, else
+        /// ./outputs).
+        #[arg(long, value_name = "DIR")]
+        output_dir: Option<PathBuf>,
+        /// The cluster config (default: as `mcsup jobs` finds it).
+        #[arg(long, value_name = "FILE")]
+        cluster_config: Option<PathBuf>,
+        /// Give up after this many seconds (exit code 124).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
+        /// How often to look, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value = "5")]
+        interval: f64,
+    },
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -1268,6 +1300,88 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
 }
 
 /// The files of a job's log directory a view left out, on stderr (the view itself is on stdout).
+/// Where `jobs`/`wait` find jobs: as `mcsup submit` put them.
+fn jobs_base(
+    output_dir: Option<&std::path::Path>,
+    cluster_config: Option<&std::path::Path>,
+) -> Result<PathBuf, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::usage(format!("cannot read the working directory: {e}")))?;
+    let cluster = match output_dir {
+        Some(_) => crate::launch::Cluster::default(),
+        None => crate::launch::find_cluster(
+            cluster_config,
+            std::env::var("SRTSLURM_CONFIG").ok().as_deref(),
+            &cwd,
+        )
+        .map_err(|e| CliError::usage(e.to_string()))?,
+    };
+    Ok(crate::launch::output_base(output_dir, &cluster, &cwd))
+}
+
+fn wait_jobs(
+    jobs: &[String],
+    output_dir: Option<PathBuf>,
+    cluster_config: Option<PathBuf>,
+    timeout: Option<f64>,
+    interval: f64,
+) -> Result<i32, CliError> {
+    let secs = |s: f64, what: &str| {
+        std::time::Duration::try_from_secs_f64(s)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                CliError::usage(format!("--{what} {s}: give a number of seconds above 0"))
+            })
+    };
+    let every = secs(interval, "interval")?;
+    let timeout = timeout.map(|t| secs(t, "timeout")).transpose()?;
+    let mut base = None;
+    let mut targets = Vec::new();
+    for j in jobs {
+        let p = PathBuf::from(j);
+        let dir = if p.is_dir() {
+            p
+        } else if !j.is_empty() && j.chars().all(|c| c.is_ascii_digit()) {
+            if base.is_none() {
+                base = Some(jobs_base(output_dir.as_deref(), cluster_config.as_deref())?);
+            }
+            base.as_ref().map(|b| b.join(j)).unwrap_or_default()
+        } else {
+            return Err(CliError::usage(format!(
+                "`{j}` is neither a job id nor a job directory"
+            )));
+        };
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_digit()) {
+            return Err(CliError::usage(format!(
+                "{}: a job directory is named by its job id (<output dir>/<job id>)",
+                dir.display()
+            )));
+        }
+        targets.push((id, dir));
+    }
+    let (done, timed_out) =
+        match crate::jobs::wait(&targets, every, timeout, &crate::jobs::slurm_state) {
+            Ok(j) => (j, false),
+            Err(j) => (j, true),
+        };
+    print(&crate::jobs::table(&done))?;
+    if timed_out {
+        return Ok(124);
+    }
+    Ok(done
+        .iter()
+        .find_map(|j| match j.outcome {
+            crate::jobs::Outcome::Failed(code, _) => Some(if code == 0 { 1 } else { code }),
+            _ => None,
+        })
+        .unwrap_or(0))
+}
+
 fn tell_left_out(skipped: &[String]) {
     for s in skipped {
         let s = crate::domain::signature::for_terminal(s);
@@ -1398,6 +1512,30 @@ pub fn execute(cli: Cli) -> Result<i32, CliError> {
             ))?;
             Ok(ExitCode::Ok.code())
         }
+        Some(Cmd::Jobs {
+            output_dir,
+            cluster_config,
+        }) => {
+            let base = jobs_base(output_dir.as_deref(), cluster_config.as_deref())?;
+            let jobs: Vec<crate::jobs::Job> = crate::jobs::list(&base)
+                .map_err(CliError::usage)?
+                .iter()
+                .map(|(id, dir)| crate::jobs::describe(id, dir, crate::jobs::slurm_state(id)))
+                .collect();
+            if jobs.is_empty() {
+                print(&format!("no job under {}\n", base.display()))?;
+            } else {
+                print(&crate::jobs::table(&jobs))?;
+            }
+            Ok(ExitCode::Ok.code())
+        }
+        Some(Cmd::Wait {
+            jobs,
+            output_dir,
+            cluster_config,
+            timeout,
+            interval,
+        }) => wait_jobs(&jobs, output_dir, cluster_config, timeout, interval),
         Some(Cmd::Why { log_dir, json }) => {
             let dir = log_dir.unwrap_or_else(default_log_dir);
             let (nodes, skipped) = supervisor::read_job_events(&dir).map_err(unreadable_log_dir)?;

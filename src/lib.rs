@@ -9,6 +9,7 @@ pub mod cli;
 pub mod domain;
 pub mod engine;
 pub mod exit;
+pub mod jobs;
 pub mod launch;
 pub mod migrate;
 pub mod mooncake;

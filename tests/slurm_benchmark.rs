@@ -232,3 +232,126 @@ fn a_mocker_1p2d_job_whose_benchmark_measured_zero_tokens_is_invalid() {
     );
     assert_job_leaves_nothing(&env);
 }
+
+/// Issue 56: many jobs. A sweep of the 1P2D mocker job over its custom benchmark's exit status
+/// (`exit {code}`, code 0 and 3) submits one job per variant, one line each; `mcsup jobs` lists
+/// both with their names, Slurm's states and outcomes; `mcsup wait` of both returns the failed
+/// variant's exit code (3), of the completed one 0, and of a job Slurm never knew 1: an empty
+/// queue is never a success.
+#[test]
+fn a_sweep_submits_a_job_per_variant_and_wait_returns_their_outcome() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18290, 4);
+    let recipe = bench_recipe(&env, &custom("echo 'the client exits {code}'; exit {code}"));
+    let mut r: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&recipe).unwrap()).unwrap();
+    r["sweep"] = serde_yaml::from_str("{code: [0, 3]}").unwrap();
+    std::fs::write(&recipe, serde_yaml::to_string(&r).unwrap()).unwrap();
+    let name = r["name"].as_str().unwrap().to_string();
+    let (dynamo, _) = common::recipe::dynamo_venv();
+    // One job at a time, as on a cluster's own nodes: the fake nodes share this machine's
+    // ports (etcd, NATS), which two jobs at once would both take.
+    let o = submit_output(
+        &env,
+        &cluster,
+        &recipe,
+        &dynamo,
+        std::path::Path::new(MCSUP),
+        &[],
+        &["--exclusive"],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ids: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            assert!(l.starts_with("submitted job "), "{stdout}");
+            l.split_whitespace().nth(2).unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), 2, "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .unwrap()
+            .contains(&format!("{name}_code0 (code=0; 4 nodes)")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .nth(1)
+            .unwrap()
+            .contains(&format!("{name}_code3 (code=3; 4 nodes)")),
+        "{stdout}"
+    );
+    let mcsup = |args: &[&str]| {
+        let o = cluster
+            .cmd(MCSUP)
+            .args(args)
+            .current_dir(env.dir.path())
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let out = env.path("out").display().to_string();
+    let (code, table) = mcsup(&[
+        "wait",
+        "--output-dir",
+        &out,
+        "--interval",
+        "1",
+        "--timeout",
+        "400",
+        &ids[0],
+        &ids[1],
+    ]);
+    eprintln!("{table}");
+    assert_eq!(code, Some(3), "{table}");
+    let line = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line(&ids[0]).contains("COMPLETED") && line(&ids[0]).contains("ok: "),
+        "{table}"
+    );
+    assert!(
+        line(&ids[1]).contains("FAILED (exit 3)") && line(&ids[1]).contains("benchmark"),
+        "{table}"
+    );
+    assert!(line(&ids[0]).contains(&format!("{name}_code0")), "{table}");
+    let (code, _) = mcsup(&["wait", "--output-dir", &out, &ids[0]]);
+    assert_eq!(code, Some(0));
+    let (code, table) = mcsup(&["wait", "--output-dir", &out, "--interval", "1", "999999"]);
+    assert_eq!(code, Some(1), "{table}");
+    assert!(table.contains("without a status from any node"), "{table}");
+    let (code, listed) = mcsup(&["jobs", &out]);
+    assert_eq!(code, Some(0));
+    eprintln!("{listed}");
+    assert_eq!(
+        listed.lines().count(),
+        3,
+        "a header and a line per job: {listed}"
+    );
+    assert!(
+        listed.lines().nth(1).unwrap().starts_with(&ids[0]),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("SERVABLE AFTER") && listed.lines().nth(1).unwrap().contains(" s "),
+        "{listed}"
+    );
+    assert_job_leaves_nothing(&env);
+}

@@ -936,36 +936,7 @@ fn submit_with(
     node_mcsup: &std::path::Path,
     job_env: &[(&str, String)],
 ) -> (String, PathBuf, PathBuf) {
-    let config = env.path("srtslurm.yaml");
-    std::fs::write(
-        &config,
-        "default_partition: debug\nuse_gpus_per_node_directive: false\nuse_segment_sbatch_directive: false\n",
-    )
-    .unwrap();
-    let o = cluster
-        .cmd(MCSUP)
-        .arg("submit")
-        .arg("-f")
-        .arg(recipe)
-        .args(["--no-container", "--mcsup"])
-        .arg(node_mcsup)
-        .arg("--cluster-config")
-        .arg(&config)
-        .envs(job_env.iter().map(|(k, v)| (*k, v.as_str())))
-        .arg("--output-dir")
-        .arg(env.path("out"))
-        .current_dir(env.dir.path())
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                path.display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .env("MCSUP_TEST_TAG", &env.tag)
-        .output()
-        .expect("mcsup submit");
+    let o = submit_output(env, cluster, recipe, path, node_mcsup, job_env, &[]);
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(
         o.status.success(),
@@ -985,6 +956,51 @@ fn submit_with(
     );
     let out = logs.join(format!("sweep_{id}.log"));
     (id, logs, out)
+}
+
+/// `mcsup submit` of `recipe` to the local cluster, its outputs under `<env>/out`, `sbatch`
+/// given `sbatch_args` too.
+fn submit_output(
+    env: &TestEnv,
+    cluster: &Cluster,
+    recipe: &std::path::Path,
+    path: &std::path::Path,
+    node_mcsup: &std::path::Path,
+    job_env: &[(&str, String)],
+    sbatch_args: &[&str],
+) -> std::process::Output {
+    let config = env.path("srtslurm.yaml");
+    std::fs::write(
+        &config,
+        "default_partition: debug\nuse_gpus_per_node_directive: false\nuse_segment_sbatch_directive: false\n",
+    )
+    .unwrap();
+    cluster
+        .cmd(MCSUP)
+        .arg("submit")
+        .arg("-f")
+        .arg(recipe)
+        .args(["--no-container", "--mcsup"])
+        .arg(node_mcsup)
+        .arg("--cluster-config")
+        .arg(&config)
+        .envs(job_env.iter().map(|(k, v)| (*k, v.as_str())))
+        .arg("--output-dir")
+        .arg(env.path("out"))
+        .arg("--")
+        .args(sbatch_args)
+        .current_dir(env.dir.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                path.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("MCSUP_TEST_TAG", &env.tag)
+        .output()
+        .expect("mcsup submit")
 }
 
 /// `mcsup plan --json` of the job's own recipe copy for `node` of `nodelist` (`--role auto`):

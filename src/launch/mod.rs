@@ -142,6 +142,33 @@ pub fn render_all(req: &RenderRequest) -> Result<Vec<Job>, LaunchError> {
     Ok(jobs)
 }
 
+/// Where jobs write (`<base>/<job id>/`): `--output-dir`, else the cluster's `output_dir`, else
+/// `./outputs`, absolute.
+pub fn output_base(output_dir: Option<&Path>, cluster: &Cluster, cwd: &Path) -> PathBuf {
+    absolute(
+        cwd,
+        &output_dir.map(Path::to_path_buf).unwrap_or_else(|| {
+            cluster.config.output_dir.as_deref().map_or_else(
+                || PathBuf::from("outputs"),
+                |d| PathBuf::from(expand_vars(d)),
+            )
+        }),
+    )
+}
+
+/// The cluster config found as srtctl finds it (`--cluster-config`, `SRTSLURM_CONFIG`, the
+/// working directory or its two parents), or srtctl's defaults.
+pub fn find_cluster(
+    cluster_config: Option<&Path>,
+    srtslurm_env: Option<&str>,
+    cwd: &Path,
+) -> Result<Cluster, LaunchError> {
+    Ok(match cluster::find(cluster_config, srtslurm_env, cwd)? {
+        Some(p) => cluster::load(&p)?,
+        None => Cluster::default(),
+    })
+}
+
 /// An error of one variant, said with the variant.
 fn in_variant(v: &recipe::variants::Variant, e: LaunchError) -> LaunchError {
     let what = format!("variant {} ({})", v.job_name, v.label());
@@ -169,23 +196,12 @@ fn render_text(req: &RenderRequest, text: &str) -> Result<Rendered, LaunchError>
     let text = text.to_string();
     let recipe = recipe::parse_str(&req.recipe, &text)?;
     let in_recipe = |e: crate::domain::PlanError| LaunchError::At(recipe.place(&req.recipe, &e));
-    let cluster = match cluster::find(
+    let cluster = find_cluster(
         req.cluster_config.as_deref(),
         req.srtslurm_env.as_deref(),
         &req.cwd,
-    )? {
-        Some(p) => cluster::load(&p)?,
-        None => Cluster::default(),
-    };
-    let output_base = absolute(
-        &req.cwd,
-        &req.output_dir.clone().unwrap_or_else(|| {
-            cluster.config.output_dir.as_deref().map_or_else(
-                || PathBuf::from("outputs"),
-                |d| PathBuf::from(expand_vars(d)),
-            )
-        }),
-    );
+    )?;
+    let output_base = output_base(req.output_dir.as_deref(), &cluster, &req.cwd);
     plain_path("--output-dir", &output_base)?;
     plain_path("--mcsup", &req.mcsup)?;
     let allocation =

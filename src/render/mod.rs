@@ -23,7 +23,7 @@ pub mod why;
 #[cfg(test)]
 pub(crate) use status::status_tests;
 pub use status::{
-    job_status_human, job_status_json, metrics_text, status_human, FULL_TABLE_UP_TO,
+    job_status_human, job_status_json, metrics_text, status_human, text_table, FULL_TABLE_UP_TO,
     NODE_LINES_UP_TO,
 };
 pub use timeline::{timeline_html, OPEN_ALL_UP_TO};

@@ -39,7 +39,7 @@ pub(super) fn exit_text(e: Option<&crate::runfiles::StatusExit>) -> String {
 
 /// A plain-text table: columns as wide as their widest cell, two spaces apart, one line per row
 /// after the header (the status tables of `mcsup status` and `mcsup status --job`).
-fn text_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+pub fn text_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
     let mut widths = header.map(|h| h.chars().count());
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
