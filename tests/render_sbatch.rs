@@ -586,6 +586,17 @@ fn a_sweep_renders_each_job_into_its_directory_and_plan_takes_each() {
             .output()
             .unwrap()
     };
+    let plan_of = |recipe: &str| {
+        mcsup(&[
+            "plan",
+            "--recipe",
+            recipe,
+            "--nodelist",
+            "n1",
+            "--node",
+            "n1",
+        ])
+    };
     let out = dir.path().join("jobs");
     let o = mcsup(&[
         "render",
@@ -622,15 +633,7 @@ fn a_sweep_renders_each_job_into_its_directory_and_plan_takes_each() {
             "{script}"
         );
         assert_clean_shell(&out.join(&name).join("sbatch_script.sh"), &script);
-        let p = mcsup(&[
-            "plan",
-            "--recipe",
-            recipe.to_str().unwrap(),
-            "--nodelist",
-            "n1",
-            "--node",
-            "n1",
-        ]);
+        let p = plan_of(recipe.to_str().unwrap());
         let plan = String::from_utf8_lossy(&p.stdout);
         assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
         assert!(
@@ -653,27 +656,11 @@ fn a_sweep_renders_each_job_into_its_directory_and_plan_takes_each() {
         format!("base:\n{indented}override_slow:\n  backend: {{speedup_ratio: 1}}\n"),
     )
     .unwrap();
-    let p = mcsup(&[
-        "plan",
-        "--recipe",
-        "over.yaml:override_slow",
-        "--nodelist",
-        "n1",
-        "--node",
-        "n1",
-    ]);
+    let p = plan_of("over.yaml:override_slow");
     let plan = String::from_utf8_lossy(&p.stdout);
     assert!(p.status.success(), "{}", String::from_utf8_lossy(&p.stderr));
     assert!(plan.contains("--speedup-ratio 1.0 "), "{plan}");
-    let p = mcsup(&[
-        "plan",
-        "--recipe",
-        "over.yaml:*nope*",
-        "--nodelist",
-        "n1",
-        "--node",
-        "n1",
-    ]);
+    let p = plan_of("over.yaml:*nope*");
     let err = String::from_utf8_lossy(&p.stderr);
     assert_eq!(p.status.code(), Some(2), "{err}");
     assert!(
