@@ -260,6 +260,9 @@ pub struct RenderArgs {
 pub struct SubmitArgs {
     #[command(flatten)]
     pub job: JobArgs,
+    /// Do not ask Slurm (sbatch --help, scontrol) what it would refuse before submitting.
+    #[arg(long)]
+    pub no_cluster_check: bool,
     /// Extra sbatch arguments, after `--`.
     #[arg(last = true, value_name = "SBATCH_ARGS")]
     pub sbatch_args: Vec<String>,
@@ -1206,6 +1209,20 @@ fn job_dir_name(name: &str) -> String {
 
 fn submit_job(a: SubmitArgs) -> Result<i32, CliError> {
     let jobs = render_for(&a.job)?;
+    if !a.no_cluster_check {
+        use crate::launch::check;
+        let facts = check::Facts::read();
+        let problems: Vec<check::Problem> = jobs
+            .iter()
+            .flat_map(|j| check::problems(&j.rendered.allocation, &facts))
+            .collect();
+        if !problems.is_empty() {
+            return Err(CliError::usage(check::message(
+                &problems,
+                jobs[0].rendered.cluster.as_deref(),
+            )));
+        }
+    }
     let many = jobs.len() > 1;
     for (i, j) in jobs.iter().enumerate() {
         let r = &j.rendered;

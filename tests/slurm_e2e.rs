@@ -2914,3 +2914,54 @@ mod benchmark;
 
 #[path = "slurm_stall.rs"]
 mod stall;
+
+/// Issue 56, item 5: on the local Slurm 22.05 with no cluster config, `mcsup submit` of the 1P2D
+/// mocker recipe stops before `sbatch` with one message naming every cluster-config key this
+/// cluster needs (it knows no `--segment`, has no GPU GRES, and no partition `default`), and
+/// nothing is queued; with `--no-cluster-check`, sbatch itself refuses with the first of them.
+#[test]
+fn submit_names_every_cluster_config_key_this_slurm_needs_before_sbatch() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18310, 1);
+    let (_, model) = common::recipe::dynamo_venv();
+    let recipe = mocker_1p2d_recipe(&env, &model);
+    let submit = |extra: &[&str]| {
+        cluster
+            .cmd(MCSUP)
+            .args(["submit", "-f"])
+            .arg(&recipe)
+            .args(["--no-container", "--mcsup", MCSUP, "--output-dir"])
+            .arg(env.path("out"))
+            .args(extra)
+            .env_remove("SRTSLURM_CONFIG")
+            .current_dir(env.dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = submit(&[]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    eprintln!("{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for want in [
+        "this cluster would refuse the job; nothing was submitted",
+        "has no --segment option",
+        "no node of this cluster has GPUs as a generic resource",
+        "partition `default` is not one of this cluster's (debug)",
+        "fix: set in a srtslurm.yaml",
+        "    use_gpus_per_node_directive: false\n",
+        "    use_segment_sbatch_directive: false\n",
+        "    default_partition: debug (or slurm.partition in the recipe)",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in {err}");
+    }
+    let queue = cluster.run("squeue", &["-h"]);
+    assert!(
+        queue.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&queue.stdout)
+    );
+    let o = submit(&["--no-cluster-check"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success() && err.contains("sbatch"), "{err}");
+    eprintln!("without the check: {err}");
+}

@@ -4,6 +4,7 @@
 //! planned as it will plan itself (`--role auto` on its place in the node list), so a recipe that
 //! cannot run fails here, on the login node, not an hour later in the queue.
 
+pub mod check;
 pub mod cluster;
 pub mod sbatch;
 pub mod script;

@@ -35,7 +35,7 @@ pub struct FrontendPlan {
 /// The request counters the servable probe reads around its completion, so that it proves the
 /// decode side served it: in a disaggregated job whose workers are Dynamo's, every decode
 /// process's system port on its node's address (a rank that serves no endpoint of its own does
-/// not count against it, [`crate::supervisor::probes::decode_moved`]). None otherwise: an
+/// not count against it: `supervisor::probes::decode_moved`). None otherwise: an
 /// aggregated job, or engine servers behind their own router (the completion alone).
 pub fn decode_served(t: &TopoPlan, kind: FrontendType) -> Vec<MetricSum> {
     let disaggregated = t.all.iter().any(|p| p.mode == Role::Prefill);
