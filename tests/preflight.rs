@@ -1805,3 +1805,65 @@ fn per_gpu_hca_replaces_the_recipes_setting_and_says_where_it_cannot_see() {
         "{err}"
     );
 }
+
+/// Issue 56, item 5: the host names the node's processes use must resolve on it. srtctl writes
+/// the infra node's name into `ETCD_ENDPOINTS`/`NATS_SERVER`: with a node name that resolves
+/// nowhere (`.invalid`, RFC 6761) the live preflight fails in group `network`, naming the name,
+/// who uses it and the variables to set; with the addresses given in `environment:` (and the
+/// node's in `mcsup.node_addresses`) it has nothing to say against them.
+#[test]
+fn a_host_name_the_processes_use_must_resolve_on_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/srt-slurm-v1/mocker-agg.yaml"),
+    )
+    .unwrap();
+    let node = "mcsup-test-node.invalid";
+    let run = |text: &str| {
+        let rp = dir.path().join("job.yaml");
+        std::fs::write(&rp, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+            .args([
+                "preflight",
+                "--json",
+                "--node",
+                node,
+                "--nodelist",
+                node,
+                "--recipe",
+            ])
+            .arg(&rp)
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        json["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["group"] == "network")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let checks = run(&recipe);
+    let failed: Vec<&serde_json::Value> = checks.iter().filter(|c| c["status"] == "fail").collect();
+    assert_eq!(failed.len(), 1, "{checks:#?}");
+    let c = failed[0];
+    assert_eq!(c["name"], format!("{node} resolves"));
+    let message = c["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("{node} ("))
+            && message.contains("does not resolve on this node"),
+        "{message}"
+    );
+    let fix = c["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("ETCD_ENDPOINTS") && fix.contains("NATS_SERVER") && fix.contains("/etc/hosts"),
+        "{fix}"
+    );
+    let given = format!(
+        "{recipe}\nenvironment: {{ETCD_ENDPOINTS: \"http://127.0.0.1:2379\", NATS_SERVER: \"nats://127.0.0.1:4222\"}}\nmcsup:\n  node_addresses: {{{node}: 127.0.0.1}}\n"
+    );
+    let checks = run(&given);
+    assert!(checks.iter().all(|c| c["status"] != "fail"), "{checks:#?}");
+}

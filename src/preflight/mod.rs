@@ -17,6 +17,7 @@ pub mod fixture;
 pub mod gpu;
 pub mod memory;
 pub mod mooncake_version;
+mod names;
 pub mod rdma;
 pub mod report;
 pub mod slurm;
@@ -204,6 +205,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     if opts.live {
         tools::check_ports(plan, &mut report);
         let (path, wait) = (opts.path_var.as_deref(), opts.tool_timeout);
+        names::check(plan, wait, &mut report);
         tools::check_executables(plan, path, wait, &mut report);
         tools::check_benchmark_scripts(plan, &mut report);
         tools::check_master_flags(plan, path, wait, &mut report);
