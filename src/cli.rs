@@ -158,6 +158,11 @@ pub struct TargetArgs {
     /// `mcsup.log_dir`.
     #[arg(long, env = "MCSUP_LOG_DIR", value_name = "DIR")]
     pub log_dir: Option<PathBuf>,
+    /// Where etcd and nats-server are (srtctl's `/configs`), when the recipe's
+    /// `mcsup.configs_dir` does not say (a batch script rendered without a container sets it to
+    /// the srt-slurm checkout's `configs/`).
+    #[arg(long, env = "MCSUP_CONFIGS_DIR", value_name = "DIR")]
+    pub configs_dir: Option<PathBuf>,
     /// Fail when the recipe has a service mcsup does not run (a container, a build, a pool, a
     /// TRT-LLM donor...) instead of listing it in the plan; for `preflight`, warnings fail too.
     #[arg(long)]
@@ -477,6 +482,12 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
     let mut recipe = recipe::load_file(recipe_path)?;
     if let Some(dir) = &t.log_dir {
         recipe.mcsup.get_or_insert_with(Default::default).log_dir = Some(dir.display().to_string());
+    }
+    if let Some(dir) = &t.configs_dir {
+        let mc = recipe.mcsup.get_or_insert_with(Default::default);
+        if mc.configs_dir.is_none() {
+            mc.configs_dir = Some(dir.display().to_string());
+        }
     }
     let addresses = recipe
         .mcsup
@@ -1120,6 +1131,12 @@ fn render_for(job: &JobArgs) -> Result<Vec<crate::launch::Job>, CliError> {
             r.early_warning.as_secs_f64().ceil()
         ));
         summary.push_str(&format!("  benchmark: {}\n", r.benchmark));
+        if let Some(dir) = &r.configs_dir {
+            summary.push_str(&format!(
+                "  configs: {} (srtctl_root's checkout: no container mounts /configs)\n",
+                dir.display()
+            ));
+        }
     } else {
         summary.push_str(&format!(
             "{}: {} jobs, every node of each planned\n",

@@ -668,3 +668,75 @@ fn a_sweep_renders_each_job_into_its_directory_and_plan_takes_each() {
         "{err}"
     );
 }
+
+/// Issue 56, item 5: without a container nothing mounts srtctl's `/configs`; when the cluster
+/// config names the srt-slurm checkout (`srtctl_root`) and the recipe no `mcsup.configs_dir`,
+/// the script gives every step the checkout's `configs/` (`MCSUP_CONFIGS_DIR`), where `mcsup
+/// plan` then finds etcd and nats-server. A recipe's own `configs_dir` wins, and a job in a
+/// container keeps srtctl's `/configs` mount.
+#[test]
+fn without_a_container_the_steps_take_configs_from_the_checkout() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = srtctl_checkout(dir.path());
+    let config = dir.path().join("srtslurm.yaml");
+    std::fs::write(&config, format!("srtctl_root: {}\n", root.display())).unwrap();
+    let text = std::fs::read_to_string(fixtures().join("srt-slurm-v1/mocker-agg.yaml")).unwrap();
+    let text = text[..text.find("benchmark:").unwrap()].to_string();
+    let recipe = dir.path().join("job.yaml");
+    std::fs::write(&recipe, &text).unwrap();
+    let r = launch::render(&request(
+        recipe.clone(),
+        Some(config.clone()),
+        dir.path(),
+        false,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let configs = root.join("configs");
+    assert_eq!(r.configs_dir.as_deref(), Some(configs.as_path()));
+    let export = format!("export MCSUP_CONFIGS_DIR={}", configs.display());
+    assert!(r.script.contains(&export), "{}", r.script);
+    let script = dir.path().join("job.sh");
+    std::fs::write(&script, &r.script).unwrap();
+    assert_clean_shell(&script, &r.script);
+    let plan = std::process::Command::new(common::MCSUP)
+        .args(["plan", "--nodelist", "n1", "--node", "n1", "--recipe"])
+        .arg(&recipe)
+        .env("MCSUP_CONFIGS_DIR", &configs)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    assert!(
+        shown.contains(&format!("argv: {}/etcd ", configs.display())),
+        "{shown}"
+    );
+    // The recipe's own configs_dir wins; a container keeps srtctl's mount.
+    std::fs::write(&recipe, format!("{text}mcsup: {{configs_dir: /opt/c}}\n")).unwrap();
+    let r = launch::render(&request(
+        recipe.clone(),
+        Some(config.clone()),
+        dir.path(),
+        false,
+    ))
+    .unwrap();
+    assert!(r.configs_dir.is_none() && !r.script.contains("MCSUP_CONFIGS_DIR"));
+    std::fs::write(&recipe, &text).unwrap();
+    let image = dir.path().join("dynamo-sglang.sqsh");
+    std::fs::write(&image, "").unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "srtctl_root: {}\ncontainers: {{dynamo-sglang: {}}}\n",
+            root.display(),
+            image.display()
+        ),
+    )
+    .unwrap();
+    let r = launch::render(&request(recipe, Some(config), dir.path(), true))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.configs_dir.is_none() && !r.script.contains("MCSUP_CONFIGS_DIR"));
+}

@@ -57,6 +57,9 @@ pub struct Rendered {
     pub container: Option<Container>,
     /// What the job is for, in words: the benchmark and where its scripts come from.
     pub benchmark: String,
+    /// Where the nodes find etcd and nats-server when mcsup chose it (no container: the
+    /// srt-slurm checkout's `configs/`).
+    pub configs_dir: Option<PathBuf>,
 }
 
 /// Why a job could not be rendered.
@@ -143,6 +146,17 @@ pub fn render_all(req: &RenderRequest) -> Result<Vec<Job>, LaunchError> {
     Ok(jobs)
 }
 
+/// The srt-slurm checkout's `configs/` (`srtctl_root` of the cluster config), for a job with no
+/// container and a recipe that names no `mcsup.configs_dir`.
+fn configs_from_checkout(recipe: &Recipe, cluster: &Cluster, container: bool) -> Option<PathBuf> {
+    let given = recipe.mcsup.as_ref().and_then(|m| m.configs_dir.as_ref());
+    if container || given.is_some() {
+        return None;
+    }
+    let dir = PathBuf::from(expand_vars(cluster.config.srtctl_root.as_deref()?)).join("configs");
+    dir.is_dir().then_some(dir)
+}
+
 /// Where jobs write (`<base>/<job id>/`): `--output-dir`, else the cluster's `output_dir`, else
 /// `./outputs`, absolute.
 pub fn output_base(output_dir: Option<&Path>, cluster: &Cluster, cwd: &Path) -> PathBuf {
@@ -195,8 +209,7 @@ pub fn render(req: &RenderRequest) -> Result<Rendered, LaunchError> {
 /// Render the batch script of the recipe `text` (read from `req.recipe`).
 fn render_text(req: &RenderRequest, text: &str) -> Result<Rendered, LaunchError> {
     let text = text.to_string();
-    let recipe = recipe::parse_str(&req.recipe, &text)?;
-    let in_recipe = |e: crate::domain::PlanError| LaunchError::At(recipe.place(&req.recipe, &e));
+    let mut recipe = recipe::parse_str(&req.recipe, &text)?;
     let cluster = find_cluster(
         req.cluster_config.as_deref(),
         req.srtslurm_env.as_deref(),
@@ -205,6 +218,17 @@ fn render_text(req: &RenderRequest, text: &str) -> Result<Rendered, LaunchError>
     let output_base = output_base(req.output_dir.as_deref(), &cluster, &req.cwd);
     plain_path("--output-dir", &output_base)?;
     plain_path("--mcsup", &req.mcsup)?;
+    // Without a container nothing mounts srtctl's `/configs`: the checkout's own, when the
+    // cluster config names one and the recipe does not say.
+    let configs_dir = configs_from_checkout(&recipe, &cluster, req.container);
+    if let Some(dir) = &configs_dir {
+        recipe
+            .mcsup
+            .get_or_insert_with(Default::default)
+            .configs_dir = Some(dir.display().to_string());
+    }
+    let recipe = recipe;
+    let in_recipe = |e: crate::domain::PlanError| LaunchError::At(recipe.place(&req.recipe, &e));
     let allocation =
         sbatch::allocation(&recipe, &cluster.config, &req.env, &output_base).map_err(in_recipe)?;
     let (nodes, deadline) = plan_every_node(&recipe, allocation.nodes, &req.roles, &req.recipe)?;
@@ -235,10 +259,12 @@ fn render_text(req: &RenderRequest, text: &str) -> Result<Rendered, LaunchError>
             .steps_from_host(),
         srun_options: &srun_options,
         roles: &req.roles,
+        configs_dir: configs_dir.as_deref(),
     }
     .text();
     Ok(Rendered {
         script,
+        configs_dir,
         allocation,
         output_base,
         cluster: cluster.path,

@@ -25,6 +25,8 @@ pub struct Script<'a> {
     /// The recipe as given (for the header) and its text (carried in the script).
     pub recipe_path: &'a Path,
     pub recipe_text: &'a str,
+    /// `MCSUP_CONFIGS_DIR` for every step (no container: the checkout's `configs/`).
+    pub configs_dir: Option<&'a Path>,
     pub allocation: &'a Allocation,
     /// `--signal=B:USR1@N` and the drain's bound: the teardown's worst case plus margins.
     pub early_warning_s: u64,
@@ -125,6 +127,17 @@ impl Script<'_> {
             self.roles.join(" ").replace(['"', '$', '`', '\\'], "")
         );
         let _ = writeln!(w, "SRUN_OPTIONS={}", array(self.srun_options));
+        if let Some(dir) = self.configs_dir {
+            let _ = writeln!(
+                w,
+                "# No container mounts srtctl's /configs: etcd and nats-server from the srt-slurm checkout."
+            );
+            let _ = writeln!(
+                w,
+                "export MCSUP_CONFIGS_DIR={}",
+                shell_word(&dir.display().to_string())
+            );
+        }
         match self.container {
             None => {
                 let _ = writeln!(w, "CONTAINER=()   # rendered with --no-container");
