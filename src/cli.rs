@@ -1054,6 +1054,17 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
             if args.skip_preflight {
                 tracing::warn!("preflight failed; starting anyway (--skip-preflight)");
             } else {
+                let failed: Vec<String> = report
+                    .checks
+                    .iter()
+                    .filter(|c| c.status == crate::preflight::Status::Fail)
+                    .map(|c| format!("{} {}: {}", c.group, c.name, c.message))
+                    .collect();
+                refused(
+                    &plan,
+                    &format!("preflight failed: {}", failed.join("; ")),
+                    ExitCode::PreflightFailed.code(),
+                );
                 return Err(CliError {
                     code: ExitCode::PreflightFailed.code(),
                     message: format!("preflight failed on {}; nothing was started (see above; `mcsup preflight` shows the full report, --skip-preflight overrides)", plan.node.name),
@@ -1066,11 +1077,26 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
     let opts = RunOptions {
         console: !args.no_console,
     };
-    let outcome = supervisor::run_blocking(plan, opts).map_err(|e| CliError {
-        code: ExitCode::SetupFailed.code(),
-        message: e.to_string(),
+    let kept = plan.clone();
+    let outcome = supervisor::run_blocking(plan, opts).map_err(|e| {
+        refused(&kept, &e.to_string(), ExitCode::SetupFailed.code());
+        CliError {
+            code: ExitCode::SetupFailed.code(),
+            message: e.to_string(),
+        }
     })?;
     Ok(outcome.exit_code)
+}
+
+/// This node refused to start: leave its event and status (a failure to write them is said,
+/// not added to the refusal's own error).
+fn refused(plan: &Plan, why: &str, code: i32) {
+    if let Err(e) = supervisor::record_refusal(plan, why, code) {
+        tracing::warn!(
+            "cannot record the refusal in {}: {e}",
+            plan.log_dir.display()
+        );
+    }
 }
 
 /// Render every job of `job.recipe` (one for a plain recipe; a sweep's or an override file's

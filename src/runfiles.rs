@@ -228,6 +228,9 @@ wire_names! {
         /// The benchmark exited 0 but its results measured nothing (the number that was wrong):
         /// the job fails.
         BenchmarkInvalid => "benchmark-invalid",
+        /// This node's mcsup refused to start anything (its preflight failed, or it could not
+        /// set up): why, and its exit code. The node's part of the job never ran.
+        Refused => "refused",
         Finished => "finished",
     }
 }

@@ -302,7 +302,16 @@ fn master_args_empty_means_no_tunables_and_a_rejected_flag_is_reported() {
         err.contains("does not know --bogus_flag") && err.contains("nothing was started"),
         "{err}"
     );
-    assert!(!m.events_path.exists(), "nothing started");
+    // Nothing started: the node's one event is its refusal, which names the flag.
+    let evs = m.events();
+    assert!(
+        evs.len() == 1
+            && evs[0].event == "refused"
+            && evs[0].raw["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("--bogus_flag")),
+        "{evs:?}"
+    );
 
     // ...and with --skip-preflight mcsup reports the master's own error and exits non-zero.
     let mut m = start(

@@ -1867,3 +1867,62 @@ fn a_host_name_the_processes_use_must_resolve_on_the_node() {
     let checks = run(&given);
     assert!(checks.iter().all(|c| c["status"] != "fail"), "{checks:#?}");
 }
+
+/// Issue 56, item 5: a node whose mcsup refuses to start leaves what a reader needs. `mcsup run`
+/// of the mocker recipe on a node whose name resolves nowhere fails its preflight (exit 1,
+/// nothing started) and leaves a final status (exit code 1, the reason) and a `refused` event:
+/// `mcsup why` names the node and the failed checks, `mcsup status --job` the node's outcome.
+#[test]
+fn a_node_that_refuses_to_start_leaves_a_status_and_an_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("job.yaml");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/srt-slurm-v1/mocker-agg.yaml"),
+        &recipe,
+    )
+    .unwrap();
+    let logs = dir.path().join("logs");
+    let node = "mcsup-test-node.invalid";
+    let out = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .args(["run", "--node", node, "--nodelist", node, "--recipe"])
+        .arg(&recipe)
+        .arg("--log-dir")
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing was started"), "{err}");
+    let status: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(logs.join(format!("{node}.status.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(status["exit_code"], 1);
+    let reason = status["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("refused to start: preflight failed: ")
+            && reason.contains(&format!("network {node} resolves")),
+        "{reason}"
+    );
+    let events = std::fs::read_to_string(logs.join(format!("{node}.events.jsonl"))).unwrap();
+    assert!(events.contains("\"event\":\"refused\""), "{events}");
+    let why = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .arg("why")
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let why = String::from_utf8_lossy(&why.stdout);
+    assert!(
+        why.starts_with(&format!(
+            "first failure: {node}/mcsup at +0.0 s: refused to start: preflight failed:"
+        )),
+        "{why}"
+    );
+    let job = Command::new(env!("CARGO_BIN_EXE_mcsup"))
+        .args(["status", "--job"])
+        .arg(&logs)
+        .output()
+        .unwrap();
+    let job = String::from_utf8_lossy(&job.stdout);
+    assert!(job.contains("refused to start"), "{job}");
+}

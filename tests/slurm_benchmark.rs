@@ -233,19 +233,22 @@ fn a_mocker_1p2d_job_whose_benchmark_measured_zero_tokens_is_invalid() {
     assert_job_leaves_nothing(&env);
 }
 
-/// Issue 56: many jobs. A sweep of the 1P2D mocker job over its custom benchmark's exit status
-/// (`exit {code}`, code 0 and 3) submits one job per variant, one line each; `mcsup jobs` lists
-/// both with their names, Slurm's states and outcomes; `mcsup wait` of both returns the failed
-/// variant's exit code (3), of the completed one 0, and of a job Slurm never knew 1: an empty
-/// queue is never a success.
+/// Issue 56: many jobs. A 4-variant sweep of the 1P2D mocker job (its custom benchmark's
+/// `exit {code}` over 0 and 3, times a `{tag}` it prints) submits one job per variant, one line
+/// each, in srtctl's order; `mcsup jobs` lists the four with their names, Slurm's states and
+/// outcomes; `mcsup wait` of all four returns the first failed variant's exit code (3), of the
+/// completed ones 0, and of a job Slurm never knew 1: an empty queue is never a success.
 #[test]
 fn a_sweep_submits_a_job_per_variant_and_wait_returns_their_outcome() {
     let env = TestEnv::new();
     let cluster = Cluster::start_n(&env, "cgroup", 18290, 4);
-    let recipe = bench_recipe(&env, &custom("echo 'the client exits {code}'; exit {code}"));
+    let recipe = bench_recipe(
+        &env,
+        &custom("echo 'client {tag} exits {code}'; exit {code}"),
+    );
     let mut r: serde_yaml::Value =
         serde_yaml::from_str(&std::fs::read_to_string(&recipe).unwrap()).unwrap();
-    r["sweep"] = serde_yaml::from_str("{code: [0, 3]}").unwrap();
+    r["sweep"] = serde_yaml::from_str("{code: [0, 3], tag: [a, b]}").unwrap();
     std::fs::write(&recipe, serde_yaml::to_string(&r).unwrap()).unwrap();
     let name = r["name"].as_str().unwrap().to_string();
     let (dynamo, _) = common::recipe::dynamo_venv();
@@ -273,23 +276,12 @@ fn a_sweep_submits_a_job_per_variant_and_wait_returns_their_outcome() {
             l.split_whitespace().nth(2).unwrap().to_string()
         })
         .collect();
-    assert_eq!(ids.len(), 2, "{stdout}");
-    assert!(
-        stdout
-            .lines()
-            .next()
-            .unwrap()
-            .contains(&format!("{name}_code0 (code=0; 4 nodes)")),
-        "{stdout}"
-    );
-    assert!(
-        stdout
-            .lines()
-            .nth(1)
-            .unwrap()
-            .contains(&format!("{name}_code3 (code=3; 4 nodes)")),
-        "{stdout}"
-    );
+    let variants = [("0", "a"), ("0", "b"), ("3", "a"), ("3", "b")];
+    assert_eq!(ids.len(), variants.len(), "{stdout}");
+    for ((code, tag), line) in variants.iter().zip(stdout.lines()) {
+        let want = format!("{name}_code{code}_tag{tag} (code={code} tag={tag}; 4 nodes)");
+        assert!(line.contains(&want), "{want} in {stdout}");
+    }
     let mcsup = |args: &[&str]| {
         let o = cluster
             .cmd(MCSUP)
@@ -303,17 +295,17 @@ fn a_sweep_submits_a_job_per_variant_and_wait_returns_their_outcome() {
         )
     };
     let out = env.path("out").display().to_string();
-    let (code, table) = mcsup(&[
+    let mut args = vec![
         "wait",
         "--output-dir",
         &out,
         "--interval",
         "1",
         "--timeout",
-        "400",
-        &ids[0],
-        &ids[1],
-    ]);
+        "600",
+    ];
+    args.extend(ids.iter().map(String::as_str));
+    let (code, table) = mcsup(&args);
     eprintln!("{table}");
     assert_eq!(code, Some(3), "{table}");
     let line = |id: &str| {
@@ -323,16 +315,22 @@ fn a_sweep_submits_a_job_per_variant_and_wait_returns_their_outcome() {
             .unwrap_or_default()
             .to_string()
     };
-    assert!(
-        line(&ids[0]).contains("COMPLETED") && line(&ids[0]).contains("ok: "),
-        "{table}"
-    );
-    assert!(
-        line(&ids[1]).contains("FAILED (exit 3)") && line(&ids[1]).contains("benchmark"),
-        "{table}"
-    );
-    assert!(line(&ids[0]).contains(&format!("{name}_code0")), "{table}");
-    let (code, _) = mcsup(&["wait", "--output-dir", &out, &ids[0]]);
+    for (id, (code, tag)) in ids.iter().zip(variants) {
+        let l = line(id);
+        assert!(
+            l.contains(&format!("{name}_code{code}_tag{tag}")),
+            "{table}"
+        );
+        if code == "0" {
+            assert!(l.contains("COMPLETED") && l.contains("ok: "), "{table}");
+        } else {
+            assert!(
+                l.contains("FAILED (exit 3)") && l.contains("benchmark"),
+                "{table}"
+            );
+        }
+    }
+    let (code, _) = mcsup(&["wait", "--output-dir", &out, &ids[0], &ids[1]]);
     assert_eq!(code, Some(0));
     let (code, table) = mcsup(&["wait", "--output-dir", &out, "--interval", "1", "999999"]);
     assert_eq!(code, Some(1), "{table}");
@@ -342,7 +340,7 @@ fn a_sweep_submits_a_job_per_variant_and_wait_returns_their_outcome() {
     eprintln!("{listed}");
     assert_eq!(
         listed.lines().count(),
-        3,
+        5,
         "a header and a line per job: {listed}"
     );
     assert!(

@@ -48,6 +48,9 @@ impl Failure<'_> {
 
     /// The cause in one clause, from what it printed, else from how it ended.
     pub fn cause(&self) -> String {
+        if self.event == EventKind::Refused {
+            return "this node's mcsup started nothing: its preflight failed, or it could not set up".into();
+        }
         if let Some(d) = self.diagnosis {
             return format!("{}: {}", d.signature, d.what);
         }
@@ -65,6 +68,12 @@ impl Failure<'_> {
 
     /// What to do.
     pub fn fix(&self) -> String {
+        if self.event == EventKind::Refused {
+            return format!(
+                "`mcsup preflight` on {} shows every check with its fix; the job's output (sweep_<job id>.log) has mcsup's own lines",
+                self.node
+            );
+        }
         match (self.diagnosis, self.exception) {
             (Some(d), _) => d.fix.clone(),
             (None, Some(_)) => "read the exception and the frames before it in the process's log file".into(),
@@ -150,6 +159,10 @@ fn failures_of<'a>(node: &'a str, evs: &'a [EventRecord]) -> Vec<Failure<'a>> {
             // It exited 0, but measured nothing: the job fails with benchmark-invalid.
             EventKind::BenchmarkInvalid => Some(format!(
                 "exited 0, but its result is invalid (benchmark-invalid): {}",
+                e.detail.as_deref().unwrap_or("")
+            )),
+            EventKind::Refused => Some(format!(
+                "refused to start: {}",
                 e.detail.as_deref().unwrap_or("")
             )),
             EventKind::Failed if p != "mcsup" && !counted.get(p).copied().unwrap_or(false) => {
@@ -439,7 +452,9 @@ impl Story<'_> {
         }
         out.push_str(&format!("then: {}\n", self.then()));
         out.push_str(&format!("fix: {}\n", f.fix()));
-        out.push_str(&format!("log: {log_file}\n"));
+        if f.event != EventKind::Refused {
+            out.push_str(&format!("log: {log_file}\n"));
+        }
         out
     }
 

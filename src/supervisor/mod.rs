@@ -55,7 +55,8 @@ pub use signals::{
 };
 pub use spawn::SHORT_SLICE;
 pub use status::{
-    log_tail, read_job, read_job_events, read_roles, read_status, wall_now_ms, write_atomic,
+    log_tail, read_job, read_job_events, read_roles, read_status, record_refusal, wall_now_ms,
+    write_atomic,
 };
 pub use stderr::{flush_stderr, init_tracing, stderr_write};
 

@@ -441,6 +441,64 @@ pub fn read_roles(log_dir: &Path, node: &str) -> Option<StatusRoles> {
     serde_json::from_slice(&text).ok()
 }
 
+/// A node whose mcsup refused to start (its preflight failed, it could not set up) leaves what
+/// a reader needs: a `refused` event with why and its exit code, and a final status file with
+/// no process, so `status --job`, `why`, `jobs` and `wait` say it instead of "no status file".
+pub fn record_refusal(
+    plan: &crate::plan::Plan,
+    why: &str,
+    code: i32,
+) -> Result<(), SupervisorError> {
+    use std::io::Write as _;
+    let _lock = logs::claim_log_dir(plan)?;
+    let node = &plan.node.name;
+    let now = wall_now_ms();
+    let ev_path = crate::runfiles::events_path(&plan.log_dir, node);
+    let record = crate::runfiles::EventRecord {
+        ts_ms: now,
+        t_ms: 0.0,
+        node: node.clone(),
+        process: "mcsup".into(),
+        event: crate::runfiles::EventKind::Refused,
+        pid: Some(std::process::id() as i32),
+        exit_code: Some(code),
+        signal: None,
+        detail: Some(why.to_string()),
+        diagnosis: None,
+    };
+    let line = serde_json::to_string(&record)
+        .map_err(|e| SupervisorError::Setup(format!("cannot write the refusal: {e}")))?;
+    open_events(&ev_path)
+        .and_then(|mut f| writeln!(f, "{line}"))
+        .map_err(|e| SupervisorError::io(&ev_path, e))?;
+    let (host, pid_ns) = crate::runfiles::where_am_i();
+    let status = StatusFile {
+        node: node.clone(),
+        roles: plan.roles.iter().map(|r| r.short().to_string()).collect(),
+        mcsup_pid: std::process::id(),
+        host,
+        pid_ns,
+        phase: crate::runfiles::NodePhase::Stopped,
+        started_ts_ms: now,
+        updated_ts_ms: now,
+        heartbeat_ms: plan.periods.heartbeat.as_millis() as u64,
+        reason: Some(format!("refused to start: {why}")),
+        exit_code: Some(code),
+        console_dropped_lines: 0,
+        units: Vec::new(),
+        servable: None,
+        mooncake: None,
+        benchmark: None,
+        canary: None,
+        holds_ranks_of: Vec::new(),
+        control: None,
+    };
+    write_status_bytes(
+        &crate::runfiles::status_path(&plan.log_dir, node),
+        &status_bytes(&status)?,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
