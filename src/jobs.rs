@@ -8,7 +8,6 @@
 //! queue never counts as success (upstream srt-slurm #476).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::runfiles::StatusRead;
@@ -90,19 +89,11 @@ pub fn list(base: &Path) -> Result<Vec<(String, PathBuf)>, String> {
 /// Slurm's state of job `id`: `scontrol show job` (it keeps an ended job for MinJobAge), else
 /// `squeue`, else `sacct`; `None` when none of them knows it.
 pub fn slurm_state(id: &str) -> Option<String> {
-    let run = |program: &str, args: &[&str]| -> Option<String> {
-        let out = Command::new(program).args(args).output().ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    if let Some(text) = run("scontrol", &["show", "job", "-o", id]) {
-        if let Some(s) = text
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("JobState="))
-        {
-            return Some(s.to_string());
-        }
+    let run = |program: &str, args: &[&str]| crate::launch::submit::run(program, args).ok();
+    if let Some(s) = run("scontrol", &["show", "job", "-o", id])
+        .and_then(|text| crate::launch::check::field(&text, "JobState"))
+    {
+        return Some(s);
     }
     if let Some(text) = run("squeue", &["-h", "-j", id, "-o", "%T"]) {
         if let Some(s) = text.lines().next().map(str::trim).filter(|s| !s.is_empty()) {

@@ -7,8 +7,6 @@
 //! `scontrol show node` (whether any node has GPUs as a GRES). A fact that cannot be read is not
 //! checked: `sbatch` then says what it says.
 
-use std::process::Command;
-
 use super::sbatch::Allocation;
 
 /// What the cluster says about itself.
@@ -27,12 +25,7 @@ pub struct Facts {
 impl Facts {
     /// Ask this machine's Slurm.
     pub fn read() -> Self {
-        let run = |program: &str, args: &[&str]| -> Option<String> {
-            let out = Command::new(program).args(args).output().ok()?;
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-        };
+        let run = |program: &str, args: &[&str]| super::submit::run(program, args).ok();
         let partitions = run("scontrol", &["show", "partition", "-o"]).map(|t| {
             let mut all: Vec<(bool, String)> = t
                 .lines()
@@ -59,7 +52,7 @@ impl Facts {
 }
 
 /// `Key=value` of one `scontrol -o` line.
-fn field(line: &str, key: &str) -> Option<String> {
+pub(crate) fn field(line: &str, key: &str) -> Option<String> {
     line.split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
         .map(str::to_string)

@@ -17,7 +17,7 @@ pub struct Submitted {
 }
 
 /// Run `program` with `args`; its stdout, or what went wrong in words.
-fn run(program: &str, args: &[&str]) -> Result<String, String> {
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(program).args(args).output().map_err(|e| {
         format!("cannot run `{program}`: {e} (is Slurm's client installed and on PATH?)")
     })?;
