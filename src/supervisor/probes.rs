@@ -141,12 +141,17 @@ pub async fn http_body(
     .await
 }
 
-/// One read of an engine's in-flight gauge (status 200, body at most 1 MiB).
-pub async fn inflight(gauge: MetricSum, timeout: Duration) -> Result<u64, String> {
+/// One read of an engine's metrics page (status 200, body at most 1 MiB).
+pub async fn metrics_page(url: String, timeout: Duration) -> Result<String, String> {
     off_the_loop(timeout, "http", "", move || {
-        gauge.read(&get_body_blocking(&gauge.url, timeout)?)
+        get_body_blocking(&url, timeout)
     })
     .await
+}
+
+/// One read of an engine's in-flight gauge ([`metrics_page`]).
+pub async fn inflight(gauge: MetricSum, timeout: Duration) -> Result<u64, String> {
+    gauge.read(&metrics_page(gauge.url.clone(), timeout).await?)
 }
 
 /// What the frontend's health answer lists (one GET, status 200, body at most 1 MiB).

@@ -120,16 +120,11 @@ fn stalled(inflight: u64, flat: Duration, probe: &EngineAliveProbe) -> String {
 pub async fn attempt(p: EngineAliveProbe, timeout: Duration) -> Result<Option<(u64, u64)>, String> {
     let (host, port, path) = (p.host.clone(), p.port, p.path.clone());
     probes::http(host, port, path, 200, None, timeout).await?;
-    let Ok(page) = probes::get_status(p.progress.url.clone(), timeout).await else {
+    // The page the drain reads its gauge from, read the same way.
+    let Ok(page) = probes::metrics_page(p.progress.url.clone(), timeout).await else {
         return Ok(None);
     };
-    if page.0 != 200 {
-        return Ok(None);
-    }
-    Ok(p.inflight
-        .read(&page.1)
-        .ok()
-        .zip(p.progress.read(&page.1).ok()))
+    Ok(p.inflight.read(&page).ok().zip(p.progress.read(&page).ok()))
 }
 
 #[cfg(test)]
