@@ -4,8 +4,10 @@
 //! resource (gres) specification`, `invalid partition specified: default`), each fixed by a key
 //! the message does not name. The facts come from the cluster itself: `sbatch --help` (the
 //! options this sbatch knows), `scontrol show partition` (its partitions, the default one),
-//! `scontrol show node` (whether any node has GPUs as a GRES). A fact that cannot be read is not
-//! checked: `sbatch` then says what it says.
+//! `scontrol show node` (whether any node has GPUs as a GRES), and, where Slurm enforces
+//! associations (`AccountingStorageEnforce` in `scontrol show config`), the accounts `sacctmgr`
+//! lists for this user. A fact that cannot be read is not checked: `sbatch` then says what it
+//! says.
 
 use super::sbatch::Allocation;
 
@@ -20,6 +22,9 @@ pub struct Facts {
     pub partitions: Option<Vec<String>>,
     /// Whether some node has GPUs as a generic resource.
     pub gpu_gres: Option<bool>,
+    /// The accounts this user may charge, known only where Slurm enforces associations (without
+    /// enforcement `sbatch` takes any account).
+    pub accounts: Option<Vec<String>>,
 }
 
 impl Facts {
@@ -42,13 +47,46 @@ impl Facts {
                 .filter_map(|l| field(l, "Gres"))
                 .any(|g| g.contains("gpu"))
         });
+        let enforced = run("scontrol", &["show", "config"]).is_some_and(|t| enforces_accounts(&t));
+        let accounts = enforced
+            .then(|| {
+                let user = nix::unistd::User::from_uid(nix::unistd::getuid()).ok()??;
+                let who = format!("user={}", user.name);
+                let t = run(
+                    "sacctmgr",
+                    &["-n", "-P", "show", "assoc", &who, "format=account"],
+                )?;
+                let mut all: Vec<String> = Vec::new();
+                for a in t.lines().map(str::trim).filter(|a| !a.is_empty()) {
+                    if !all.iter().any(|k| k == a) {
+                        all.push(a.to_string());
+                    }
+                }
+                Some(all)
+            })
+            .flatten();
         Facts {
             version: run("sbatch", &["--version"]).map(|v| v.trim().to_string()),
             help: run("sbatch", &["--help"]),
             partitions,
             gpu_gres,
+            accounts,
         }
     }
+}
+
+/// Whether `scontrol show config` says Slurm refuses a job whose account is not one of the
+/// user's associations (`associations`, or `limits`/`qos`/`safe`, which imply it).
+fn enforces_accounts(config: &str) -> bool {
+    config.lines().any(|l| {
+        let Some((key, value)) = l.split_once('=') else {
+            return false;
+        };
+        key.trim() == "AccountingStorageEnforce"
+            && value
+                .split(',')
+                .any(|v| matches!(v.trim(), "associations" | "limits" | "qos" | "safe"))
+    })
 }
 
 /// `Key=value` of one `scontrol -o` line.
@@ -96,10 +134,30 @@ pub fn problems(a: &Allocation, facts: &Facts) -> Vec<Problem> {
                 });
                 continue;
             }
-            // As old as sbatch itself.
-            "job-name" | "output" | "nodes" | "ntasks" | "ntasks-per-node" | "account" | "time" => {
-                continue
+            "account" => {
+                let (Some(acct), Some(known)) = (&d.value, &facts.accounts) else {
+                    continue;
+                };
+                if !known.contains(acct) {
+                    out.push(Problem {
+                        what: if known.is_empty() {
+                            format!("account `{acct}`: this user has no Slurm account (sacctmgr show assoc lists none), and this cluster enforces associations")
+                        } else {
+                            format!(
+                                "account `{acct}` is not one of this user's ({}), and this cluster enforces associations",
+                                known.join(", ")
+                            )
+                        },
+                        fix: match known.first() {
+                            Some(a) => format!("default_account: {a} (or slurm.account in the recipe)"),
+                            None => "an account your site's Slurm administrators add for you (sacctmgr add user), as default_account or slurm.account".into(),
+                        },
+                    });
+                }
+                continue;
             }
+            // As old as sbatch itself.
+            "job-name" | "output" | "nodes" | "ntasks" | "ntasks-per-node" | "time" => continue,
             _ => {}
         }
         let Some(help) = &facts.help else { continue };
@@ -197,6 +255,7 @@ mod tests {
             help: Some("      --exclusive[=user|mcs] allocate nodes in exclusive mode\n      --gpus-per-node=n       number of GPUs required per allocated node\n      --mem=MB                minimum amount of real memory\n      --mem-per-cpu=MB\n".into()),
             partitions: Some(vec!["debug".into(), "big".into()]),
             gpu_gres: Some(false),
+            accounts: None,
         };
         let a = alloc(&[
             ("job-name", Some("x")),
@@ -226,6 +285,39 @@ mod tests {
         );
         // Nothing known, nothing said.
         assert!(problems(&a, &Facts::default()).is_empty());
+    }
+
+    #[test]
+    fn an_account_the_user_has_no_association_for_is_named_where_slurm_enforces_them() {
+        let a = alloc(&[("job-name", Some("x")), ("account", Some("restricted"))]);
+        let facts = |accounts: Option<Vec<&str>>| Facts {
+            accounts: accounts.map(|v| v.into_iter().map(String::from).collect()),
+            ..Facts::default()
+        };
+        let p = problems(&a, &facts(Some(vec!["research", "ops"])));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(
+            p[0].what,
+            "account `restricted` is not one of this user's (research, ops), and this cluster enforces associations"
+        );
+        assert_eq!(
+            p[0].fix,
+            "default_account: research (or slurm.account in the recipe)"
+        );
+        assert!(problems(&a, &facts(Some(vec!["restricted", "ops"]))).is_empty());
+        let none = problems(&a, &facts(Some(vec![])));
+        assert!(none[0].what.contains("has no Slurm account"), "{none:?}");
+        // Not enforced (or sacctmgr unreadable): not checked.
+        assert!(problems(&a, &facts(None)).is_empty());
+        // Enforcement as scontrol show config prints it.
+        assert!(enforces_accounts(
+            "AccountingStorageBackupHost = (null)\nAccountingStorageEnforce = associations,limits\n"
+        ));
+        assert!(enforces_accounts("AccountingStorageEnforce = safe\n"));
+        assert!(!enforces_accounts("AccountingStorageEnforce = none\n"));
+        assert!(!enforces_accounts(
+            "AccountingStorageType = accounting_storage/none\n"
+        ));
     }
 
     #[test]
