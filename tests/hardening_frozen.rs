@@ -129,6 +129,31 @@ fn first_line_with(stderr: &str, needles: &[&str]) -> Option<usize> {
         .position(|l| needles.iter().all(|n| l.contains(n)))
 }
 
+/// Wait for `process`'s `event` while frozen; on a timeout, thaw first, then fail (mcsup, stuck
+/// in the frozen file system, could not even be killed before the thaw).
+fn wait_frozen(m: &Mcsup, fs: &Frozen, process: &str, event: &str, timeout: Duration) -> Ev {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(e) = m
+            .events()
+            .into_iter()
+            .find(|e| e.process == process && e.event == event)
+        {
+            return e;
+        }
+        if Instant::now() > end {
+            fs.thaw();
+            let evs: Vec<String> = m
+                .events()
+                .iter()
+                .map(|e| format!("{} {}", e.process, e.event))
+                .collect();
+            panic!("no `{process} {event}` within {timeout:?} while frozen; events: {evs:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_frozen_log_directory_stalls_no_probe_restart_or_teardown() {
     let env = TestEnv::new();
@@ -218,5 +243,145 @@ fn a_frozen_log_directory_stalls_no_probe_restart_or_teardown() {
     assert_eq!(code, 0, "{}", m.stderr());
     let e = m.stderr();
     assert!(e.contains("mcsup finished"), "{e}");
+    env.assert_no_leftovers();
+}
+
+/// A restarted program that lives on a file system that stopped answering (round 4's H5): its
+/// exec waits in the kernel for as long as the file system does, even through SIGKILL once the
+/// request is with the server. mcsup forks and goes on; the exec's outcome comes back later, so
+/// the hung spawn holds only that child: a SIGTERM is acted on at once, the other worker is
+/// stopped, the hung child is signalled in its tier and given up after the deadline, and mcsup
+/// finishes while the file system is still frozen. After the thaw the child is gone too.
+#[test]
+fn a_program_on_a_frozen_file_system_holds_only_its_own_spawn() {
+    let env = TestEnv::new();
+    let fs = Frozen::mount(&env);
+    // The test child's binary, on the mount (open, which exec does, waits while frozen).
+    let prog = fs.mnt.join("mcsup-testchild");
+    std::fs::copy(TESTCHILD, &prog).unwrap();
+    let mut flaky = env.proc(
+        "flaky",
+        ProcessKind::Worker,
+        &["--exit-after", "300", "--code", "1"],
+    );
+    flaky.argv[0] = prog.display().to_string();
+    flaky.restart.policy = RestartPolicy::OnFailure;
+    flaky.restart.max_restarts = 1000;
+    flaky.restart.backoff_max = ms(100);
+    flaky.critical = false;
+    let other = env.up("other", ProcessKind::Worker, &[]);
+    let mut plan = env.plan(vec![other, flaky]);
+    plan.shutdown.deadline = DEADLINE;
+    let mut m = env.start(&plan);
+    let _thaw = Thaw(fs.flag.clone());
+    m.wait_event("other", "ready", T);
+    m.wait_event("flaky", "spawned", T);
+
+    fs.freeze();
+    let frozen_at = Instant::now();
+    let count = |m: &Mcsup, event: &str| {
+        m.events()
+            .iter()
+            .filter(|e| e.process == "flaky" && e.event == event)
+            .count()
+    };
+    let (spawned_then, restarts_then) = (count(&m, "spawned"), count(&m, "restarting"));
+    // Its next exit and restart: the restart's exec now waits on the frozen mount.
+    wait_for("flaky's restart after the freeze", T, || {
+        (count(&m, "restarting") > restarts_then).then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(700));
+    let spawned_now = count(&m, "spawned");
+    assert!(
+        spawned_now <= spawned_then + 1,
+        "flaky kept exec'ing from the frozen mount ({spawned_then} -> {spawned_now}): not frozen?"
+    );
+
+    m.signal(Signal::SIGTERM);
+    let asked = Instant::now();
+    // Acted on at once: the other worker is stopped (it ends on SIGTERM).
+    wait_frozen(&m, &fs, "other", "stopped", Duration::from_secs(2));
+    let other_stopped = asked.elapsed();
+    let hung = wait_frozen(&m, &fs, "flaky", "stopping", Duration::from_secs(1));
+    let hung_pid = hung
+        .pid
+        .expect("the hung child's pid in its stopping event");
+    // The deadline, then the child that SIGKILL cannot reach is given up.
+    let code = m.wait_exit(
+        DEADLINE + mcsup::supervisor::machine::ABANDON_AFTER_DEADLINE + Duration::from_secs(3),
+    );
+    let took = asked.elapsed();
+    let e = m.stderr();
+    assert!(e.contains("mcsup finished"), "{e}");
+    assert!(
+        count(&m, "abandoned") == 1 || count(&m, "stopped") == 1,
+        "the hung child was neither stopped nor given up:\n{e}"
+    );
+    eprintln!(
+        "SIGTERM {:.2} s into the freeze: the other worker stopped {:.2} s later, mcsup finished {:.2} s later with {code}, still frozen",
+        asked.duration_since(frozen_at).as_secs_f64(),
+        other_stopped.as_secs_f64(),
+        took.as_secs_f64()
+    );
+    // Thawed, the exec's wait ends and the pending SIGKILL takes the child.
+    fs.thaw();
+    wait_for("the hung child to go once thawed", T, || {
+        (!Path::new(&format!("/proc/{hung_pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{hung_pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z ")))
+        .then_some(())
+    });
+    env.assert_no_leftovers();
+}
+
+/// A node whose coordinator has not come yet reads the job's control secret from the log
+/// directory on every try (round 4's M6): when that directory stops answering, the read waits
+/// off the loop, so a SIGTERM still stops the node's worker at once and the run finishes while
+/// the directory is frozen.
+#[test]
+fn a_frozen_control_secret_does_not_hold_a_node_waiting_for_its_coordinator() {
+    let env = TestEnv::new();
+    let fs = Frozen::mount(&env);
+    let worker = env.up("worker", ProcessKind::Worker, &[]);
+    let mut plan = env.plan(vec![worker]);
+    // This node is n2; the coordinator n1 never comes. The secret lives on the mount, naming a
+    // port where nothing listens: n2 reads it again on every try (open waits while frozen).
+    let secret = fs.mnt.join("control.secret");
+    std::fs::write(&secret, format!("{} {}\n", free_port(), "ab".repeat(32))).unwrap();
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    plan.node.name = "n2".into();
+    plan.control = Some(ControlSpec {
+        coordinator: "n1".into(),
+        address: "127.0.0.1".into(),
+        port: 0,
+        secret,
+        nodes: vec!["n1".into(), "n2".into()],
+    });
+    plan.shutdown.deadline = DEADLINE;
+    let mut m = env.start(&plan);
+    m.events_path = plan.log_dir.join("n2.events.jsonl");
+    let _thaw = Thaw(fs.flag.clone());
+    m.wait_event("worker", "ready", T);
+    // A few tries against the absent secret, then the directory stops answering.
+    std::thread::sleep(Duration::from_millis(600));
+    fs.freeze();
+    let frozen_at = Instant::now();
+    std::thread::sleep(Duration::from_millis(600));
+    m.signal(Signal::SIGTERM);
+    let asked = Instant::now();
+    wait_frozen(&m, &fs, "worker", "stopped", Duration::from_secs(2));
+    let stopped = asked.elapsed();
+    wait_frozen(&m, &fs, "mcsup", "finished", DEADLINE);
+    eprintln!(
+        "SIGTERM {:.2} s into the freeze: the worker stopped {:.2} s later, the run finished {:.2} s later, still frozen",
+        asked.duration_since(frozen_at).as_secs_f64(),
+        stopped.as_secs_f64(),
+        asked.elapsed().as_secs_f64()
+    );
+    // The thread whose read waits in the kernel holds the process's exit until the thaw: no
+    // process can end while one of its threads is in an uninterruptible wait.
+    fs.thaw();
+    let code = m.wait_exit(T);
+    assert_eq!(code, 0, "{}", m.stderr());
     env.assert_no_leftovers();
 }

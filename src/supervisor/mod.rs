@@ -163,5 +163,9 @@ pub fn run_blocking(plan: Plan, opts: RunOptions) -> Result<RunOutcome, Supervis
         .on_thread_start(signals::block_supervised_signals)
         .build()
         .map_err(|e| SupervisorError::Setup(format!("cannot build the tokio runtime: {e}")))?;
-    rt.block_on(runtime::run(plan, opts))
+    let outcome = rt.block_on(runtime::run(plan, opts));
+    // A blocking task stuck on a file system that stopped answering (a file probe's stat, the
+    // control secret's read) must not hold mcsup's exit: dropping the runtime would wait for it.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    outcome
 }

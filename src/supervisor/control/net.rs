@@ -154,9 +154,12 @@ fn new_secret(path: &Path, port: u16) -> Result<Vec<u8>, String> {
     Ok(secret.into_bytes())
 }
 
+/// What [`read_secret`] returns.
+type SecretRead = Result<(u16, Vec<u8>), String>;
+
 /// The coordinator's port and the job's secret as another node reads them: a regular file of
 /// this user's, readable by nobody else, not through a link, holding a port and 64 hex digits.
-pub fn read_secret(path: &Path) -> Result<(u16, Vec<u8>), String> {
+pub fn read_secret(path: &Path) -> SecretRead {
     use crate::supervisor::logs::{open_private, OpenMode};
     use std::io::Read as _;
     use std::os::unix::fs::MetadataExt;
@@ -278,8 +281,29 @@ async fn join(
 ) -> Joined {
     let started = tokio::time::Instant::now();
     let mut said = false;
+    // The secret is read off the loop, bounded: the log directory may be on a file system that
+    // stopped answering. A read still stuck is waited for again, never started twice.
+    let mut reading: Option<tokio::task::JoinHandle<SecretRead>> = None;
     loop {
-        match try_join(spec, node, job, hello).await {
+        let read = reading.get_or_insert_with(|| {
+            let path = spec.secret.clone();
+            tokio::task::spawn_blocking(move || read_secret(&path))
+        });
+        let attempt = match tokio::time::timeout(HANDSHAKE, read).await {
+            Ok(r) => {
+                reading = None;
+                match r.map_err(|e| format!("reading the secret failed: {e}")) {
+                    Ok(Ok((port, secret))) => try_join(spec, node, job, hello, port, secret).await,
+                    Ok(Err(e)) | Err(e) => Err(e),
+                }
+            }
+            Err(_) => Err(format!(
+                "{} did not answer within {} (a hung file system?)",
+                spec.secret.display(),
+                crate::domain::show_secs(HANDSHAKE)
+            )),
+        };
+        match attempt {
             Ok(j) => return j,
             Err(e) if !said && started.elapsed() >= reach => {
                 said = true;
@@ -308,8 +332,9 @@ async fn try_join(
     node: &str,
     job: &str,
     hello: &wire::Hello,
+    port: u16,
+    secret: Vec<u8>,
 ) -> Result<Joined, String> {
-    let (port, secret) = read_secret(&spec.secret)?;
     let stream = tokio::time::timeout(HANDSHAKE, TcpStream::connect((spec.address.as_str(), port)))
         .await
         .map_err(|_| "the connection was not accepted in time".to_string())?

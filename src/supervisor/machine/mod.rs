@@ -70,6 +70,8 @@ enum ProcState {
     Waiting,
     /// Spawn requested, answer pending.
     Spawning,
+    /// Forked, its exec not done yet: a live group that a stop must reach.
+    Execing { pid: Pid },
     /// Spawned, readiness pending.
     Starting { pid: Pid, readiness: Readiness },
     /// Ready (and optionally liveness-checked).
@@ -111,7 +113,7 @@ impl ProcState {
     fn name(&self) -> UnitState {
         match self {
             ProcState::Waiting => UnitState::Waiting,
-            ProcState::Spawning => UnitState::Spawning,
+            ProcState::Spawning | ProcState::Execing { .. } => UnitState::Spawning,
             ProcState::Starting { .. } => UnitState::Starting,
             ProcState::Ready { .. } => UnitState::Ready,
             ProcState::BackingOff { .. } | ProcState::Rejoining { .. } => UnitState::BackingOff,
@@ -129,7 +131,9 @@ impl ProcState {
     /// A live process group that needs stopping.
     fn live_pid(&self) -> Option<Pid> {
         match self {
-            ProcState::Starting { pid, .. } | ProcState::Ready { pid, .. } => Some(*pid),
+            ProcState::Starting { pid, .. }
+            | ProcState::Ready { pid, .. }
+            | ProcState::Execing { pid } => Some(*pid),
             ProcState::Draining { pid, .. } | ProcState::Stopping { pid, .. } => Some(*pid),
             _ => None,
         }
@@ -535,6 +539,7 @@ impl Machine {
         let before = self.version;
         match event {
             Event::Start => self.on_start(now, &mut out),
+            Event::Forked { proc, pid } => self.on_forked(proc, pid, now),
             Event::Spawned { proc, pid } => self.on_spawned(proc, pid, now, &mut out),
             Event::SpawnFailed { proc, error } => self.on_spawn_failed(proc, error, now, &mut out),
             Event::Exited { pid, status } => {

@@ -9,12 +9,21 @@ use super::*;
 use crate::domain::show_secs;
 
 impl Machine {
+    pub(super) fn on_forked(&mut self, i: usize, pid: Pid, now: Instant) {
+        if let Some(ProcState::Spawning) = self.procs.get(i).map(|p| &p.state) {
+            self.set_state(i, ProcState::Execing { pid }, now);
+        }
+    }
+
     pub(super) fn on_spawned(&mut self, i: usize, pid: Pid, now: Instant, out: &mut Vec<Action>) {
         let Some(p) = self.procs.get_mut(i) else {
             return;
         };
-        if !matches!(p.state, ProcState::Spawning) {
-            return;
+        match p.state {
+            ProcState::Spawning => {}
+            ProcState::Execing { pid: forked } if forked == pid => {}
+            // Stopped (or failed) while it exec'd: that path has its pid.
+            _ => return,
         }
         p.spawned_at = Some(now);
         p.last_pid = Some(pid);
@@ -54,7 +63,7 @@ impl Machine {
         out: &mut Vec<Action>,
     ) {
         let Some(p) = self.procs.get(i) else { return };
-        if !matches!(p.state, ProcState::Spawning) {
+        if !matches!(p.state, ProcState::Spawning | ProcState::Execing { .. }) {
             return;
         }
         self.fail(

@@ -71,6 +71,7 @@ impl Machine {
                 }
                 ProcState::Starting { pid, .. }
                 | ProcState::Ready { pid, .. }
+                | ProcState::Execing { pid }
                 | ProcState::Draining { pid, .. } => {
                     let pid = *pid;
                     out.push(Action::Record(
@@ -306,9 +307,12 @@ impl Machine {
                         let pid = *pid;
                         self.begin_drain(i, pid, until, now);
                     }
-                    (ProcState::Starting { .. } | ProcState::Ready { .. }, ..) => {
-                        self.begin_stop(i, AfterStop::Teardown, now, out)
-                    }
+                    (
+                        ProcState::Execing { .. }
+                        | ProcState::Starting { .. }
+                        | ProcState::Ready { .. },
+                        ..,
+                    ) => self.begin_stop(i, AfterStop::Teardown, now, out),
                     _ => {}
                 }
             }

@@ -94,7 +94,10 @@ pub enum UnitRef {
 pub enum Event {
     /// Begin: start probing gates and spawn what has no unmet dependency.
     Start,
-    /// The runtime carried out [`Action::Spawn`]; the child leads process group `pid`.
+    /// The runtime forked the child of [`Action::Spawn`]: it leads process group `pid`, its
+    /// exec not yet done (an exec on a file system that stopped answering may take forever).
+    Forked { proc: usize, pid: Pid },
+    /// The child of [`Action::Spawn`] has exec'd; it leads process group `pid`.
     Spawned { proc: usize, pid: Pid },
     /// [`Action::Spawn`] failed (fork/exec error, e.g. the program does not exist).
     SpawnFailed { proc: usize, error: String },
@@ -174,7 +177,9 @@ pub enum Event {
 /// Output of the machine, carried out by the runtime in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Spawn the process (its own group); answer with `Spawned` or `SpawnFailed`.
+    /// Spawn the process (its own group); answer with `Forked`, then `Spawned` or `SpawnFailed`
+    /// (or `SpawnFailed` at once, when it could not even fork). An exit of the child comes after
+    /// either.
     Spawn { proc: usize, generation: u64 },
     /// `killpg(pgid, signal)`; ESRCH means the group is already gone.
     Signal { pgid: Pid, signal: Signal },

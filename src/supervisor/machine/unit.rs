@@ -98,7 +98,7 @@ impl Machine {
             return;
         }
         match self.procs[i].state {
-            ProcState::Starting { .. } | ProcState::Ready { .. } => {
+            ProcState::Execing { .. } | ProcState::Starting { .. } | ProcState::Ready { .. } => {
                 self.begin_stop(i, AfterStop::RankDown { failed: None }, now, out)
             }
             // Down already (the rank that failed): the coordinator counts it for this generation
@@ -159,7 +159,7 @@ impl Machine {
             .filter(|c| *c != 0)
             .unwrap_or(1);
         match self.procs[i].state {
-            ProcState::Starting { .. } | ProcState::Ready { .. } => {
+            ProcState::Execing { .. } | ProcState::Starting { .. } | ProcState::Ready { .. } => {
                 self.begin_stop(i, AfterStop::Fail { code, reason }, now, out)
             }
             ProcState::Waiting

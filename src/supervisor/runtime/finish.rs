@@ -157,7 +157,13 @@ impl Runtime {
                     return;
                 }
             };
-            if kids.is_empty() {
+            // A leader still unreaped now is one the machine gave up (SIGKILLed, and still in an
+            // uninterruptible sleep: an exec or a write on a hung file system): killed again
+            // below, but not waited for.
+            if kids.iter().all(|k| self.children.leaders.contains(k)) {
+                for &k in &kids {
+                    spawn::kill_child(k);
+                }
                 return;
             }
             if Instant::now() >= end {

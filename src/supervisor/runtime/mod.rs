@@ -75,6 +75,11 @@ enum Msg {
     HelperTimeout {
         pid: Pid,
     },
+    /// How the exec of child `pid` went (`spawn::Exec`): `None` when it exec'd.
+    Exec {
+        pid: Pid,
+        error: Option<std::io::Error>,
+    },
     /// Output a log file could not take.
     LogLoss(logs::LogLoss),
     /// What the run directory's writer has to say (a recreated log directory).
@@ -121,6 +126,8 @@ struct Children {
     leaders: HashSet<Pid>,
     /// Exec probes in flight: pid -> attempt.
     exec_probes: HashMap<Pid, u64>,
+    /// Children forked whose exec has not said how it went (`children.rs`).
+    execing: HashMap<Pid, children::Execing>,
     /// Leaders that are the srun client of a Slurm step, with the step's name (`steps`).
     steps: HashMap<Pid, String>,
     /// Commands run for mcsup itself (a step's `scancel`), by pid: what each does.
@@ -239,7 +246,12 @@ impl Runtime {
     /// Hand an event to the machine and carry out what it decides (which may produce further
     /// events at once, e.g. `Spawned`).
     fn feed(&mut self, event: Event) {
-        let mut queue = VecDeque::from([event]);
+        self.feed_all([event]);
+    }
+
+    /// [`Runtime::feed`] for several events in order, each decision's events after them all.
+    fn feed_all(&mut self, events: impl IntoIterator<Item = Event>) {
+        let mut queue: VecDeque<Event> = events.into_iter().collect();
         while let Some(ev) = queue.pop_front() {
             let now = Instant::now();
             if let Event::ProbeDone { attempt, .. } | Event::ProbeFailed { attempt, .. } = &ev {
@@ -257,14 +269,7 @@ impl Runtime {
 
     fn execute(&mut self, action: Action, now: Instant, queue: &mut VecDeque<Event>) {
         match action {
-            Action::Spawn { proc, generation } => {
-                let ev = self.spawn(proc, generation);
-                let spawned = matches!(ev, Event::Spawned { .. });
-                queue.push_back(ev);
-                if spawned {
-                    queue.extend(self.watch(watch::Input::Spawned { proc, generation }));
-                }
-            }
+            Action::Spawn { proc, generation } => queue.push_back(self.spawn(proc, generation)),
             Action::Signal { pgid, signal } => self.signal(pgid, signal),
             Action::WatchGroup { pgid } => {
                 self.children.watched.insert(pgid);
@@ -427,6 +432,7 @@ impl Runtime {
                 ),
             ),
             Msg::HelperTimeout { pid } => self.helper_timeout(pid),
+            Msg::Exec { pid, error } => self.exec_done(pid, error),
             Msg::ExecTimeout { attempt, pid } => self.exec_timeout(attempt, pid),
         }
     }

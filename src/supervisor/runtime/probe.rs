@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::children::ExecOf;
 use super::{Msg, Runtime};
 use crate::plan::ProbeSpec;
 use crate::supervisor::machine::{Event, UnitRef};
@@ -55,9 +56,11 @@ impl Runtime {
                 tokio::spawn(async move { send(probes::file(path, timeout).await) });
             }
             ProbeSpec::Exec { argv } => match spawn::spawn_probe(&argv, self.drain) {
-                Ok(pid) => {
+                Ok((pid, exec)) => {
                     signals::register_group(pid);
                     self.children.exec_probes.insert(pid, attempt);
+                    let argv0 = argv.first().cloned().unwrap_or_default();
+                    self.await_exec(pid, exec, ExecOf::Probe { attempt, argv0 });
                     let tx = self.tx.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(timeout).await;

@@ -1,6 +1,7 @@
-//! Creating children: the only place that does. Supervised processes and exec probes are
-//! created with `clone(CLONE_VM | CLONE_VFORK)` and exec'd, as `posix_spawn` does (no copy of
-//! mcsup's address space; see [`spawn_process`]).
+//! Creating children: the only place that does. Supervised processes and exec probes are forked
+//! and exec'd, and a spawn returns as soon as the child exists: whether its exec worked comes
+//! back later through a handshake pipe ([`Exec`]), so an exec that hangs (the program on a file
+//! system that stopped answering) never holds the supervising thread.
 //!
 //! Every child gets its own process group (so signals reach its whole tree, and Ctrl-C at the
 //! terminal reaches only mcsup), `/dev/null` stdin, stdout+stderr on one pipe (so the log keeps
@@ -11,15 +12,14 @@
 //! It must not wait for children: the runtime's reaper owns every `wait()` (one owner, or the
 //! subreaper loop steals statuses). Nothing here keeps a `Child` handle alive.
 //!
-//! Why not `std::process::Command`: it could make the same promises with `process_group(0)` and
-//! one `pre_exec` (the test module `vs_command` spells that version out and checks, on every
-//! run, that a child started here looks the same from `/proc`, fails with the same errno and
-//! dies with its creating thread the same way). This path is kept because it is correct and now
-//! checked against that reference, not for speed: measured in a release test binary, 400 spawns
-//! of `/bin/true` each way, three rounds, it took 0.74 ms per spawn and exit against Command's
-//! 1.0 ms (vfork rather than fork), a difference no one waits for in a job that then waits
-//! minutes for its models. A change here beyond a fix should rather replace it with that
-//! Command version and keep the test's assertions on the promises.
+//! Why not `std::process::Command`: it makes the same promises with `process_group(0)` and one
+//! `pre_exec` (the test module `vs_command` spells that version out and checks, on every run,
+//! that a child started here looks the same from `/proc`, fails with the same errno and dies
+//! with its creating thread the same way), but its `spawn` returns only once the child has
+//! exec'd or failed to: a hung exec would freeze the supervising thread with it, signals and the
+//! ordered teardown included (it did, with `clone(CLONE_VFORK)` here before). And when the exec
+//! fails, Command reaps the child itself, which races the runtime's one reaper (and panics when
+//! it loses). Speed is not the reason: a spawn is well under a millisecond either way.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io;
@@ -38,6 +38,8 @@ pub struct Spawned {
     pub pid: Pid,
     /// Read end of the pipe carrying its stdout and stderr.
     pub output: OwnedFd,
+    /// Whether it exec'd, once it has (or could not).
+    pub exec: Exec,
 }
 
 /// Signals whose inherited SIG_IGN must not survive into a child (nohup, `cmd &`), so that the
@@ -70,14 +72,10 @@ pub fn effective_argv(spec: &ProcessSpec) -> Vec<String> {
     }
 }
 
-/// Spawn a supervised process.
-///
-/// The child is created the way `posix_spawn` does it, with `clone(CLONE_VM | CLONE_VFORK)`: it
-/// borrows mcsup's memory until its `execve`, so nothing of mcsup's address space is copied
-/// (a `fork` copies the page tables, and mcsup then takes a copy-on-write fault on every page it
-/// touches until the child has exec'd). `posix_spawn` itself cannot be used: it cannot set
-/// PR_SET_PDEATHSIG nor ignore the drain signal. What the child runs between clone and exec is
-/// [`child_main`]: raw system calls only, on its own stack, with every signal blocked.
+/// Spawn a supervised process: returns once it is forked (its group exists), before its exec;
+/// `Spawned::exec` says how the exec went. What the child runs between fork and exec is
+/// [`child_main`]: raw system calls only, with every signal blocked. (`posix_spawn` cannot set
+/// PR_SET_PDEATHSIG nor ignore the drain signal.)
 pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
     let argv = effective_argv(spec);
     let prog = argv.first().ok_or_else(|| io::Error::other("empty argv"))?;
@@ -102,7 +100,7 @@ pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
         ExecImage::new(prog, &argv, &overrides, spec.cwd.as_deref())?
     };
     let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
-    let pid = exec.spawn(
+    let (pid, exec) = exec.spawn(
         dev_null()?,
         write.as_raw_fd(),
         drain as libc::c_int,
@@ -110,7 +108,11 @@ pub fn spawn_process(spec: &ProcessSpec, drain: Signal) -> io::Result<Spawned> {
     )?;
     // Our copies of the child's stdio close here: the reader sees EOF when the child's go.
     drop(write);
-    Ok(Spawned { pid, output: read })
+    Ok(Spawned {
+        pid,
+        output: read,
+        exec,
+    })
 }
 
 /// Variables set over mcsup's own environment for one child, by name.
@@ -175,8 +177,8 @@ fn merge_env(
     Ok(out)
 }
 
-/// Everything the child needs between clone and exec, prepared by the parent (the child must
-/// not allocate: it shares the parent's heap).
+/// Everything the child needs between fork and exec, prepared by the parent (the child of a
+/// multi-threaded process must not allocate: another thread may have held the heap's lock).
 struct ExecImage {
     /// Where to exec, in order: the program itself when it names a path, else each `PATH`
     /// directory of the child's environment joined with it (what `execvp` tries).
@@ -264,42 +266,15 @@ impl ExecImage {
     }
 
     /// Create the child (its own process group, stdin `stdin`, stdout and stderr `output`) and
-    /// return its pid once it has exec'd; an error if it could not (the child is reaped then).
+    /// return at once, before it has exec'd: its pid, and the read end of the exec handshake
+    /// (see [`Exec`]).
     fn spawn(
         &self,
         stdin: RawFd,
         output: RawFd,
         drain: libc::c_int,
         stop: libc::c_int,
-    ) -> io::Result<Pid> {
-        // The child's stack: it runs only `child_main` (a few system calls and no recursion).
-        // One per thread, kept and never initialised: a fresh zeroed 64 KiB per spawn cost a
-        // memset of pages the child never touches, and its free a malloc consolidation. The
-        // child writes its frames before reading them; nothing here reads the buffer.
-        thread_local! {
-            static STACK: std::cell::RefCell<Vec<u8>> =
-                std::cell::RefCell::new(Vec::with_capacity(CHILD_STACK));
-        }
-        STACK.with(|stack| match stack.try_borrow_mut() {
-            Ok(mut stack) => self.spawn_on(stack.as_mut_ptr(), stdin, output, drain, stop),
-            // Not reachable (nothing spawns from within a spawn), but never share a live stack.
-            Err(_) => {
-                let mut own = Vec::<u8>::with_capacity(CHILD_STACK);
-                self.spawn_on(own.as_mut_ptr(), stdin, output, drain, stop)
-            }
-        })
-    }
-
-    /// [`Self::spawn`] with the child's stack at `stack` (`CHILD_STACK` bytes, ours alone until
-    /// the child has exec'd or exited: the clone suspends this thread until then).
-    fn spawn_on(
-        &self,
-        stack: *mut u8,
-        stdin: RawFd,
-        output: RawFd,
-        drain: libc::c_int,
-        stop: libc::c_int,
-    ) -> io::Result<Pid> {
+    ) -> io::Result<(Pid, Exec)> {
         fn ptrs<S: std::ops::Deref<Target = CStr>>(v: &[S]) -> Vec<*const libc::c_char> {
             v.iter()
                 .map(|s| s.as_ptr())
@@ -310,6 +285,8 @@ impl ExecImage {
         let argv = ptrs(&self.argv);
         let envp = ptrs(&self.envp);
         let changes = disposition_changes(Dispositions::current(), drain, stop);
+        // The child writes its errno here when it cannot exec; the exec closes it (CLOEXEC).
+        let (handshake, report) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
         let mut args = ChildArgs {
             candidates: candidates.as_ptr(),
             argv: argv.as_ptr(),
@@ -321,14 +298,11 @@ impl ExecImage {
             changes: changes.as_ptr(),
             changes_len: changes.len(),
             reset_slice: SHORT_SLICE_SET.load(std::sync::atomic::Ordering::Relaxed),
-            error: 0,
+            report: report.as_raw_fd(),
         };
-        // SAFETY: the stack's top, 16-byte aligned, within the allocation's capacity (x86_64 and
-        // aarch64 stacks grow down).
-        let top = unsafe { stack.add(CHILD_STACK) };
-        let top = (top as usize & !15) as *mut libc::c_void;
-        // Every signal blocked across the clone: a handler of mcsup's must never run on the
-        // child's stack in mcsup's memory. The child resets the handlers before unblocking.
+        // Every signal blocked across the fork: a handler of mcsup's (which writes to mcsup's
+        // own wake-up pipe) must never run in the child. The child resets the handlers before
+        // unblocking.
         let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: plain calls on valid sigset_t values.
@@ -336,42 +310,65 @@ impl ExecImage {
             libc::sigfillset(&mut all);
             libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         }
-        // SAFETY: CLONE_VM | CLONE_VFORK: this thread is suspended until the child has exec'd
-        // or exited, so `args`, the pointer arrays and the stack outlive every use the child
-        // makes of them; `child_main` only makes async-signal-safe calls and never returns
-        // into Rust code of the parent.
-        let pid = unsafe {
-            libc::clone(
-                child_main,
-                top,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                std::ptr::addr_of_mut!(args).cast(),
-            )
-        };
-        let clone_error = io::Error::last_os_error();
+        // SAFETY: in the child, `child_main` makes only async-signal-safe system calls on its
+        // copy of `args` (every pointer in it valid: the child's memory is a copy of ours) and
+        // never returns.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe { child_main(std::ptr::addr_of_mut!(args)) }
+        }
+        let fork_error = io::Error::last_os_error();
         // SAFETY: restores the mask saved above.
         unsafe {
             libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         }
         if pid < 0 {
-            return Err(clone_error);
+            return Err(fork_error);
         }
-        // Written by the child through the pointer handed to clone.
-        // SAFETY: a plain read of an initialised field.
-        let error = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(args.error)) };
-        if error != 0 {
-            // It exited without exec'ing: reap it here (it was never handed to the runtime).
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-            return Err(io::Error::from_raw_os_error(error));
+        // The group exists from here on, whichever of us runs first (the child sets it too): a
+        // stop signal sent to it before the child's exec must not miss it.
+        let _ = nix::unistd::setpgid(
+            nix::unistd::Pid::from_raw(pid),
+            nix::unistd::Pid::from_raw(pid),
+        );
+        drop(report);
+        Ok((pid, Exec(handshake)))
+    }
+}
+
+/// The parent's end of a child's exec handshake: end of file once the child has exec'd (or died
+/// before it could say otherwise), else the errno of the step that failed (the child then exits
+/// 127). A spawn returns before the exec has happened, so an exec that hangs (a program on a
+/// file system that stopped answering) holds only the child, never the caller; the caller reads
+/// this when it can ([`Exec::wait`] blocks, the supervisor reads it asynchronously).
+#[derive(Debug)]
+pub struct Exec(pub OwnedFd);
+
+impl Exec {
+    /// What a complete handshake says: `None` (exec'd) or the child's errno.
+    pub fn outcome(bytes: &[u8]) -> Option<io::Error> {
+        let errno: [u8; 4] = bytes.get(..4)?.try_into().ok()?;
+        Some(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
+    }
+
+    /// Block until the child has exec'd (`Ok`) or failed to (its errno; the child, which then
+    /// exits, is left for the caller to reap).
+    #[cfg(test)]
+    pub fn wait(self) -> io::Result<()> {
+        use std::io::Read;
+        let mut bytes = Vec::with_capacity(4);
+        std::fs::File::from(self.0).read_to_end(&mut bytes)?;
+        match Self::outcome(&bytes) {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
-        Ok(pid)
     }
 }
 
 /// mcsup's own signal dispositions, one bit per signal number (1..=64): a handler installed, or
-/// SIG_IGN. Read once ([`Dispositions::current`]) rather than by every child between clone and
-/// exec, where the parent waits: 64 `sigaction` queries per spawn, half of the child's system
-/// calls. mcsup installs every handler before its first spawn and changes none afterwards; were
+/// SIG_IGN. Read once ([`Dispositions::current`]) rather than by every child between fork and
+/// exec: 64 `sigaction` queries per spawn, half of the child's system calls. mcsup installs every handler before its first spawn and changes none afterwards; were
 /// one installed later, only exec itself would reset it in the child (a signal arriving in the
 /// last instant before exec could then run it there).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -415,7 +412,7 @@ impl Dispositions {
     }
 }
 
-/// What a child changes between clone and exec, as (signal, ignore it (else default)): a
+/// What a child changes between fork and exec, as (signal, ignore it (else default)): a
 /// handler of mcsup's becomes SIG_DFL (it must not run in the child, and exec would reset it
 /// anyway); an inherited SIG_IGN stays (nohup), except for the signals that stop a child, SIGPIPE
 /// (which mcsup ignores, as the Rust runtime does; std's Command resets it too) and its own stop
@@ -451,10 +448,7 @@ pub fn disposition_changes(
     changes
 }
 
-/// Bytes of stack for the child between clone and exec.
-const CHILD_STACK: usize = 64 * 1024;
-
-/// Shared between the parent and the vfork child (the child writes only `error`).
+/// What the child needs between fork and exec, prepared by the parent (the child has a copy).
 #[repr(C)]
 struct ChildArgs {
     candidates: *const *const libc::c_char,
@@ -465,28 +459,32 @@ struct ChildArgs {
     output: RawFd,
     parent: libc::pid_t,
     /// The dispositions to change, in order: (signal, ignore it (else default)). Worked out by
-    /// the parent ([`disposition_changes`]) so that the child, which the parent waits for, only
-    /// sets them.
+    /// the parent ([`disposition_changes`]) so that the child only sets them.
     changes: *const (libc::c_int, bool),
     changes_len: usize,
     /// Whether to put the scheduler slice back to the default ([`prefer_short_slice`]).
     reset_slice: bool,
-    /// errno of the step that failed; 0 when the child exec'd.
-    error: libc::c_int,
+    /// Where the child writes the errno of the step that failed (the handshake, CLOEXEC).
+    report: RawFd,
 }
 
-/// The child, between clone and exec: in mcsup's memory, on its own stack, every signal blocked.
-/// Only system calls; no allocation, no lock, no Rust runtime.
-extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the parent's `ChildArgs`, alive while the parent is suspended; every
-    // pointer in it is valid and NUL-terminated as prepared by `ExecImage::spawn`.
+/// The child, between fork and exec, every signal blocked: a forked copy of a multi-threaded
+/// process, so only system calls; no allocation, no lock, no Rust runtime. Never returns.
+///
+/// # Safety
+/// `a` points to the child's copy of the parent's `ChildArgs`, every pointer in it valid and
+/// NUL-terminated as prepared by `ExecImage::spawn`.
+unsafe fn child_main(a: *mut ChildArgs) -> ! {
     unsafe {
-        let a = &mut *(arg as *mut ChildArgs);
-        let fail = |a: &mut ChildArgs| -> libc::c_int {
-            a.error = *libc::__errno_location();
-            if a.error == 0 {
-                a.error = libc::EINVAL;
+        let a = &mut *a;
+        let fail = |a: &mut ChildArgs| -> ! {
+            let mut errno = *libc::__errno_location();
+            if errno == 0 {
+                errno = libc::EINVAL;
             }
+            let bytes = errno.to_ne_bytes();
+            // A pipe write of 4 bytes is atomic; nothing more can be done if it fails.
+            libc::write(a.report, bytes.as_ptr().cast(), bytes.len());
             libc::_exit(127)
         };
         // Dispositions, as the parent worked them out (see `disposition_changes`).
@@ -499,7 +497,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             libc::sigaction(sig, if ignore { &ign } else { &dfl }, std::ptr::null_mut());
         }
         if libc::setpgid(0, 0) != 0 {
-            return fail(a);
+            fail(a);
         }
         if libc::prctl(
             libc::PR_SET_PDEATHSIG,
@@ -509,22 +507,22 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             0,
         ) != 0
         {
-            return fail(a);
+            fail(a);
         }
         // mcsup may have died before the prctl: then PDEATHSIG never fires.
         if libc::getppid() != a.parent {
             *libc::__errno_location() = libc::ESRCH;
-            return fail(a);
+            fail(a);
         }
         if libc::dup2(a.stdin, 0) < 0 || libc::dup2(a.output, 1) < 0 || libc::dup2(a.output, 2) < 0
         {
-            return fail(a);
+            fail(a);
         }
         // Every other fd closes at exec (fds from srun/PMIx may lack CLOEXEC; a leaked pipe end
         // in a grandchild keeps a log reader from ever seeing EOF).
         close_inherited_fds();
         if !a.cwd.is_null() && libc::chdir(a.cwd) != 0 {
-            return fail(a);
+            fail(a);
         }
         // The default scheduler slice back (mcsup's thread asked for a short one). A failure is
         // ignored: the program would only run with a shorter slice than usual.
@@ -546,7 +544,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 e,
                 libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT
             ) {
-                return fail(a);
+                fail(a);
             }
             c = c.add(1);
         }
@@ -562,7 +560,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Spawn an exec probe (own group so a timeout can kill its whole tree; output discarded), the
 /// same way as a supervised process, with mcsup's environment and no stop signal of its own.
-pub fn spawn_probe(argv: &[String], drain: Signal) -> io::Result<Pid> {
+pub fn spawn_probe(argv: &[String], drain: Signal) -> io::Result<(Pid, Exec)> {
     let prog = argv
         .first()
         .ok_or_else(|| io::Error::other("empty probe argv"))?;
@@ -591,7 +589,7 @@ fn dev_null() -> io::Result<RawFd> {
 /// than close: until the exec succeeds the child may still need them (an exec that fails leaves
 /// the next PATH candidate to try).
 ///
-/// Async-signal-safe: runs in [`child_main`], between clone and exec.
+/// Async-signal-safe: runs in [`child_main`], between fork and exec.
 fn close_inherited_fds() {
     // SAFETY: plain syscalls on integers.
     unsafe {

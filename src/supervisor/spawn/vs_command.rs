@@ -35,6 +35,19 @@ fn spec(argv: &[&str], env: &[(&str, &str)], cwd: Option<&Path>) -> ProcessSpec 
     p
 }
 
+/// [`spawn_process`] as a caller that waits for the exec sees it: the child once it has exec'd,
+/// else the errno of the step that failed (that child reaped here, as Command reaps its own).
+fn ours_spawn(s: &ProcessSpec) -> std::io::Result<(Pid, OwnedFd)> {
+    let c = spawn_process(s, DRAIN)?;
+    match c.exec.wait() {
+        Ok(()) => Ok((c.pid, c.output)),
+        Err(e) => {
+            waitpid(nix::unistd::Pid::from_raw(c.pid), None).unwrap();
+            Err(e)
+        }
+    }
+}
+
 /// What the module header promises, with std's Command: own process group, stdin /dev/null,
 /// stdout and stderr on one pipe, the stop signals and SIGPIPE at their default, the drain
 /// signal ignored, PR_SET_PDEATHSIG=SIGKILL, every other fd closed at exec.
@@ -191,10 +204,10 @@ fn a_child_looks_the_same_as_one_started_with_command() {
         &[("MC_DIFF", "1"), ("PATH", "/usr/bin:/bin")],
         Some(dir.path()),
     );
-    let ours = spawn_process(&s, DRAIN).unwrap();
+    let (ours, _ours_out) = ours_spawn(&s).unwrap();
     let (theirs, _out) = command_spawn(&s).unwrap();
-    let (a, b) = (seen(ours.pid), seen(theirs));
-    stop(ours.pid);
+    let (a, b) = (seen(ours), seen(theirs));
+    stop(ours);
     stop(theirs);
     assert_eq!(a, b, "mcsup's spawn (left) and Command (right) differ");
     // And what both show is what the header promises.
@@ -233,14 +246,14 @@ fn a_child_that_cannot_start_fails_with_the_same_errno() {
     ];
     for (prog, errno) in cases {
         let s = spec(&[&prog], &[], None);
-        let ours = spawn_process(&s, DRAIN).err().map(|e| e.raw_os_error());
+        let ours = ours_spawn(&s).err().map(|e| e.raw_os_error());
         let theirs = command_spawn(&s).err().map(|e| e.raw_os_error());
         assert_eq!(ours, theirs, "{prog}");
         assert_eq!(ours, Some(Some(errno)), "{prog}");
     }
     // A cwd that does not exist: the same error too.
     let s = spec(&["sleep", "1"], &[], Some(&missing));
-    let ours = spawn_process(&s, DRAIN).err().map(|e| e.raw_os_error());
+    let ours = ours_spawn(&s).err().map(|e| e.raw_os_error());
     let theirs = command_spawn(&s).err().map(|e| e.raw_os_error());
     assert_eq!(ours, theirs);
     assert_eq!(ours, Some(Some(libc::ENOENT)));
@@ -253,7 +266,7 @@ fn a_child_dies_with_the_thread_that_created_it() {
         let s = s.clone();
         // PR_SET_PDEATHSIG fires when the creating thread exits: a short-lived thread shows it.
         let pid = std::thread::spawn(move || match how {
-            "ours" => spawn_process(&s, DRAIN).map(|c| c.pid),
+            "ours" => ours_spawn(&s).map(|c| c.0),
             _ => command_spawn(&s).map(|c| c.0),
         })
         .join()

@@ -8,6 +8,7 @@ fn any_event() -> impl proptest::strategy::Strategy<Value = (u64, Event)> {
     let pid = (100..104i32).prop_map(|p| p as Pid);
     let ev = prop_oneof![
         (0..3usize, pid.clone()).prop_map(|(proc, pid)| Event::Spawned { proc, pid }),
+        (0..3usize, pid.clone()).prop_map(|(proc, pid)| Event::Forked { proc, pid }),
         (pid.clone(), 0..3i32).prop_map(|(pid, c)| Event::Exited {
             pid,
             status: ExitStatus::Code(c)

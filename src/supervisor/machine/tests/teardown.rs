@@ -585,3 +585,52 @@ fn a_failed_canary_with_the_drain_policy_tears_down_with_exit_code_6() {
     assert_eq!(h.m.exit_code(), ExitCode::LivenessFailed.code());
     assert_eq!(h.m.exit_code(), 6);
 }
+
+/// A child whose exec hangs (its program on a file system that stopped answering) is a live
+/// group: the teardown stops it in its tier like a running one, and its late `Spawned` changes
+/// nothing.
+#[test]
+fn a_process_whose_exec_hangs_is_stopped_in_its_tier() {
+    let mut h = H::new(chain());
+    h.ev(Event::Start);
+    h.ev(Event::Spawned { proc: 0, pid: 100 });
+    h.ev(Event::Spawned { proc: 1, pid: 101 });
+    // The worker is forked; its exec does not finish.
+    h.ev(Event::Forked { proc: 2, pid: 102 });
+    assert_eq!(h.state(2), UnitState::Spawning);
+    let a = h.ev(Event::Signal(Signal::SIGTERM));
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)],
+        "the worker's tier first, its group reached before its exec"
+    );
+    assert_eq!(h.state(2), UnitState::Stopping);
+    // The signal ends the exec's wait: the handshake closes, then the exit.
+    let a = h.ev(Event::Spawned { proc: 2, pid: 102 });
+    assert!(!has(&a, "worker", RecordKind::Spawned), "{a:?}");
+    let a = h.gone(102, ExitStatus::Signal(15));
+    assert!(has(&a, "worker", RecordKind::Stopped));
+    assert_eq!(signals(&a), [(101, Signal::SIGINT), (101, Signal::SIGCONT)]);
+}
+
+/// At the deadline a hung exec is SIGKILLed with the rest; an exec that failed fails the process.
+#[test]
+fn a_hung_exec_is_killed_at_the_deadline_and_a_failed_one_fails() {
+    let mut h = H::new(chain());
+    h.ev(Event::Start);
+    h.ev(Event::Forked { proc: 0, pid: 100 });
+    let a = h.ev(Event::SpawnFailed {
+        proc: 0,
+        error: "/mnt/x: No such file or directory (os error 2)".into(),
+    });
+    assert!(has(&a, "master", RecordKind::Failed), "{a:?}");
+    assert_eq!(h.m.exit_code(), ExitCode::SpawnFailed.code());
+
+    let mut h = H::new(chain());
+    h.ev(Event::Start);
+    h.ev(Event::Forked { proc: 0, pid: 100 });
+    h.ev(Event::Signal(Signal::SIGTERM));
+    // SIGTERM did not end it (the exec waits uninterruptibly): the deadline kills the group.
+    let a = h.at(60_000);
+    assert!(signals(&a).contains(&(100, Signal::SIGKILL)), "{a:?}");
+}
