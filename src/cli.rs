@@ -1213,9 +1213,10 @@ fn render_job(a: RenderArgs) -> Result<i32, CliError> {
             let mut out = String::new();
             for j in &jobs {
                 let sub = dir.join(job_dir_name(&j.variant.job_name));
-                std::fs::create_dir_all(&sub).map_err(|e| {
-                    CliError::usage(format!("cannot create {}: {e}", sub.display()))
-                })?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+                    .and_then(|()| crate::launch::submit::own_dir(&sub))
+                    .map_err(CliError::usage)?;
                 let write = |name: &str, text: &str, mode| {
                     crate::supervisor::write_atomic(&sub.join(name), text.as_bytes(), mode)
                         .map_err(|e| {

@@ -740,3 +740,91 @@ fn without_a_container_the_steps_take_configs_from_the_checkout() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(r.configs_dir.is_none() && !r.script.contains("MCSUP_CONFIGS_DIR"));
 }
+
+/// Round 4's H2: in a shared output directory another user guesses the next job id and prepares
+/// `<id>/` with `sbatch_script.sh` linked to the victim's file. `submit` (here against stand-in
+/// `sbatch`, `scancel` and `scontrol` on PATH: sbatch answers 777) refuses the directory, writes
+/// nothing through the link, and cancels the held job. And a script run without sbatch (no
+/// `SLURM_JOB_ID`, round 4's L4) says so before anything else.
+#[test]
+fn submit_writes_nothing_into_a_job_directory_someone_else_prepared() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let calls = dir.path().join("calls");
+    for (name, body) in [("sbatch", "echo 777"), ("scancel", ""), ("scontrol", "")] {
+        let p = bin.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"{name} $*\" >> {}\n{body}\n",
+                calls.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::copy(
+        fixtures().join("srt-slurm-v1/mocker-agg.yaml"),
+        dir.path().join("r.yaml"),
+    )
+    .unwrap();
+    let out = dir.path().join("outputs");
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "the victim's data\n").unwrap();
+    // The prepared job directory: open to all, the script's place a link to the victim's file.
+    let job = out.join("777");
+    std::fs::create_dir_all(&job).unwrap();
+    std::fs::set_permissions(&job, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::os::unix::fs::symlink(&victim, job.join("sbatch_script.sh")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = std::process::Command::new(common::MCSUP)
+        .current_dir(dir.path())
+        .env_remove("SRTSLURM_CONFIG")
+        .env("PATH", &path)
+        .args([
+            "submit",
+            "-f",
+            "r.yaml",
+            "--no-container",
+            "--no-cluster-check",
+        ])
+        .args(["--output-dir", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("can be written by others (mode 777)")
+            && err.contains("writes nothing through it"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the victim's data\n",
+        "written through the link"
+    );
+    let calls = std::fs::read_to_string(&calls).unwrap();
+    assert!(calls.contains("scancel 777"), "{calls}");
+    assert!(!calls.contains("release"), "{calls}");
+
+    // The same script run by hand, outside Slurm.
+    let r = rendered(false, dir.path());
+    let script = dir.path().join("job.sh");
+    std::fs::write(&script, &r.script).unwrap();
+    let o = std::process::Command::new("bash")
+        .arg(&script)
+        .env_remove("SLURM_JOB_ID")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "run me with sbatch (no SLURM_JOB_ID)\n"
+    );
+}

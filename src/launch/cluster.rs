@@ -113,11 +113,93 @@ pub fn find(
         }
         return Ok(Some(p));
     }
-    Ok(cwd
+    let found = cwd
         .ancestors()
         .take(3)
         .map(|d| d.join("srtslurm.yaml"))
-        .find(|p| p.exists()))
+        .find(|p| p.exists());
+    if let Some(p) = &found {
+        planted_by_another(p)?;
+    }
+    Ok(found)
+}
+
+/// A cluster config found by the search, not named by the user, decides the job's account,
+/// container image, mounts and mail address: one that another user owns or could write (or put
+/// there: a directory others can write without the sticky bit) is refused, never used silently.
+/// Named with `--cluster-config` or `SRTSLURM_CONFIG`, the same file is the user's choice.
+fn planted_by_another(path: &Path) -> Result<(), Diagnostic> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| {
+        Diagnostic::new(
+            "",
+            format!("was found by searching the working directory and its two parents, but {why}: another user could have put it there, and it would decide the job's account, image and mounts"),
+            format!(
+                "if you trust it, name it: --cluster-config {p} (or SRTSLURM_CONFIG={p}); else remove it, or make it yours and writable by you alone (chmod go-w)",
+                p = path.display()
+            ),
+        )
+        .in_file(path, None)
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    let not_mine = |uid: u32| uid != me && uid != 0;
+    let stat = |p: &Path, follow: bool| {
+        if follow {
+            std::fs::metadata(p)
+        } else {
+            std::fs::symlink_metadata(p)
+        }
+        .map_err(|e| refuse(format!("cannot be checked ({e})")))
+    };
+    let link = stat(path, false)?;
+    if link.file_type().is_symlink() && not_mine(link.uid()) {
+        return Err(refuse(format!("it is a link owned by uid {}", link.uid())));
+    }
+    let file = stat(path, true)?;
+    if not_mine(file.uid()) {
+        return Err(refuse(format!(
+            "it is owned by uid {} (you are uid {me})",
+            file.uid()
+        )));
+    }
+    let shared_group = |gid: u32| !group_is_private(gid);
+    if file.mode() & 0o002 != 0 || (file.mode() & 0o020 != 0 && shared_group(file.gid())) {
+        return Err(refuse(format!(
+            "others can write it (mode {:o})",
+            file.mode() & 0o777
+        )));
+    }
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let d = stat(dir, true)?;
+    let sticky = d.mode() & 0o1000 != 0;
+    if not_mine(d.uid()) && d.mode() & 0o022 != 0 {
+        return Err(refuse(format!(
+            "its directory {} belongs to uid {} and others can write in it (mode {:o})",
+            dir.display(),
+            d.uid(),
+            d.mode() & 0o7777
+        )));
+    }
+    if !sticky && (d.mode() & 0o002 != 0 || (d.mode() & 0o020 != 0 && shared_group(d.gid()))) {
+        return Err(refuse(format!(
+            "others can replace it: its directory {} is writable by others without the sticky bit (mode {:o})",
+            dir.display(),
+            d.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Whether group `gid` is this user's own (a user private group: named as the user, no other
+/// member), so that its write bit lets nobody else write.
+pub(crate) fn group_is_private(gid: u32) -> bool {
+    let Ok(Some(me)) = nix::unistd::User::from_uid(nix::unistd::geteuid()) else {
+        return false;
+    };
+    match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
+        Ok(Some(g)) => g.name == me.name && g.mem.iter().all(|m| *m == me.name),
+        _ => false,
+    }
 }
 
 /// Read and check the cluster config at `path`.
@@ -177,6 +259,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Cluster, Diagnostic> {
                 )
                 .in_file(path, at));
             }
+            let k = k.as_str().unwrap_or_default();
+            if key == "default_sbatch_directives" && !super::sbatch::directive_key_ok(k) {
+                let at = KeyIndex::build(text).find(key);
+                return Err(Diagnostic::new(
+                    key,
+                    format!("the key {k:?} is not an sbatch option name: in a batch script it would end the #SBATCH line or start a command"),
+                    "name the option as sbatch spells it, letters, digits and dashes only (e.g. mem-per-gpu)",
+                )
+                .in_file(path, at));
+            }
         }
     }
     Ok(Cluster {
@@ -227,6 +319,70 @@ mod tests {
         let e = parse_text("default_sbatch_directives:\n  mem: 0\n").unwrap_err();
         assert!(e.contains("default_sbatch_directives: "), "{e}");
         assert!(e.contains("quote both sides"), "{e}");
+    }
+
+    /// Round 4's H1: a cluster config another user put where the search looks (a shared
+    /// directory above the working directory) is refused, and named; named by the user, it is
+    /// taken.
+    #[test]
+    fn a_cluster_config_another_user_could_have_planted_is_refused_when_found_by_search() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().join("shared");
+        let cwd = top.join("a/b");
+        std::fs::create_dir_all(&cwd).unwrap();
+        let cfg = top.join("srtslurm.yaml");
+        std::fs::write(&cfg, "default_account: attacker-acct\n").unwrap();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(&top, 0o755);
+        mode(&cfg, 0o644);
+        assert_eq!(
+            find(None, None, &cwd).unwrap(),
+            Some(cfg.clone()),
+            "mine: taken"
+        );
+        // Writable by others.
+        mode(&cfg, 0o666);
+        let e = find(None, None, &cwd).unwrap_err().to_string();
+        assert!(e.contains("others can write it (mode 666)"), "{e}");
+        assert!(
+            e.contains(&format!("--cluster-config {}", cfg.display())),
+            "{e}"
+        );
+        mode(&cfg, 0o644);
+        // In a directory anyone can write, without the sticky bit; with it, fine.
+        mode(&top, 0o777);
+        let e = find(None, None, &cwd).unwrap_err().to_string();
+        assert!(e.contains("without the sticky bit"), "{e}");
+        mode(&top, 0o1777);
+        assert!(find(None, None, &cwd).is_ok());
+        // Named explicitly, the user's choice.
+        mode(&top, 0o777);
+        assert_eq!(find(Some(&cfg), None, &cwd).unwrap(), Some(cfg.clone()));
+        assert!(find(None, Some(cfg.to_str().unwrap()), &cwd).is_ok());
+        mode(&top, 0o1777);
+        // Another user's file (the suite runs as root, as CI does; elsewhere this part needs it).
+        if nix::unistd::geteuid().is_root() {
+            let other = Some(nix::unistd::Uid::from_raw(1000));
+            nix::unistd::chown(&cfg, other, None).unwrap();
+            let e = find(None, None, &cwd).unwrap_err().to_string();
+            assert!(e.contains("it is owned by uid 1000"), "{e}");
+            assert!(e.contains("was found by searching"), "{e}");
+            nix::unistd::chown(&cfg, Some(nix::unistd::Uid::from_raw(0)), None).unwrap();
+            nix::unistd::chown(&top, other, None).unwrap();
+            let e = find(None, None, &cwd).unwrap_err().to_string();
+            assert!(
+                e.contains("belongs to uid 1000 and others can write in it"),
+                "{e}"
+            );
+        } else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the chown cases need root under CI"
+            );
+        }
     }
 
     #[test]

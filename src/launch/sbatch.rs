@@ -158,6 +158,13 @@ pub fn allocation(
     }
     d.extend(extra.into_iter().map(|(k, v)| Directive::from_pair(&k, v)));
     for x in &d {
+        if !directive_key_ok(&x.key) {
+            return Err(plan_err(
+                "sbatch_directives",
+                format!("the key {:?} is not an sbatch option name: in a batch script it would end the #SBATCH line or start a command", x.key),
+                "name the option as sbatch spells it, letters, digits and dashes only (e.g. mem-per-gpu)",
+            ));
+        }
         if let Some(v) = x
             .value
             .as_deref()
@@ -291,6 +298,15 @@ pub fn srun_options(recipe: &Recipe) -> Result<Vec<String>, PlanError> {
 
 /// A mapping of strings to strings at the top-level `key`, in file order; `example` (one
 /// `key: value`) goes into the fix.
+/// Whether `key` can be an sbatch long option: letters, digits, `-` and `_`, starting with a
+/// letter (what goes after `#SBATCH --`; anything else could end the line or start a command).
+pub(crate) fn directive_key_ok(key: &str) -> bool {
+    key.starts_with(|c: char| c.is_ascii_alphabetic())
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 fn string_map(
     recipe: &Recipe,
     key: &str,
@@ -372,6 +388,39 @@ mod tests {
             het.replace("decode_workers: 1}", "decode_workers: 1, het_jobs: false}")
         );
         assert!(alloc(&off, "use_het_jobs: true\n").is_ok());
+    }
+
+    /// Round 4's M1: a key with a line break would end the `#SBATCH` line and start a command
+    /// (and sbatch stops reading directives there, losing the early warning).
+    #[test]
+    fn a_directive_key_that_is_not_an_option_name_never_reaches_the_script() {
+        let r = "name: t\nresources: {gpus_per_node: 8, agg_nodes: 1, agg_workers: 1}\n";
+        let e = alloc(
+            &format!("{r}sbatch_directives: {{\"x\\ntouch /tmp/PWN\\n#\": v}}\n"),
+            "",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sbatch_directives"), "{e}");
+        assert!(e.contains("is not an sbatch option name"), "{e}");
+        for bad in ["a b", "--x", "x=1", "x;y", "", "1x"] {
+            assert!(!directive_key_ok(bad), "{bad:?}");
+        }
+        for good in ["mem", "mem-per-gpu", "gres", "comment", "x_y"] {
+            assert!(directive_key_ok(good), "{good:?}");
+        }
+        // The cluster's defaults: refused where srtslurm.yaml is read, with its key.
+        let e = super::super::cluster::parse(
+            Path::new("srtslurm.yaml"),
+            "default_sbatch_directives:\n  \"x\\ntouch /tmp/PWN\\n#\": v\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("srtslurm.yaml") && e.contains("default_sbatch_directives"),
+            "{e}"
+        );
+        assert!(e.contains("is not an sbatch option name"), "{e}");
     }
 
     #[test]

@@ -81,7 +81,11 @@ impl Script<'_> {
             w,
             "# Written by `mcsup render` (mcsup {}) from {}.",
             env!("CARGO_PKG_VERSION"),
-            self.recipe_path.display()
+            // A line break in the file's name would end the comment and start a command.
+            self.recipe_path
+                .display()
+                .to_string()
+                .replace(char::is_control, "?")
         );
         let _ = writeln!(
             w,
@@ -188,6 +192,7 @@ const HOW: &str = r#"#
 #   MCSUP_ARGS   extra `mcsup run` options for every node, e.g. "--log-format json"
 #   STEP_CPUS    CPUs for each mcsup step                    [every CPU of the node we were given]
 set -uo pipefail   # no -e: the statuses of wait and of the steps are handled below
+[ -n "${SLURM_JOB_ID:-}" ] || { echo "run me with sbatch (no SLURM_JOB_ID)" >&2; exit 2; }
 
 "#;
 
@@ -196,7 +201,6 @@ STEP_CPUS="${STEP_CPUS:-${SLURM_CPUS_ON_NODE:-1}}"
 
 say() { printf '[%s job %s] %s\n' "$(date +%T)" "${SLURM_JOB_ID:-?}" "$*"; }
 
-[ -n "${SLURM_JOB_ID:-}" ] || { echo "run me with sbatch (no SLURM_JOB_ID)" >&2; exit 2; }
 [ -x "$MCSUP" ] || { say "mcsup ($MCSUP) is not an executable file on $(hostname): put the binary on a path every node sees and render again with --mcsup PATH"; exit 2; }
 mkdir -p "$LOG_DIR" || { say "cannot create $LOG_DIR"; exit 2; }
 # The recipe as it was rendered: editing the file later does not change this job.

@@ -65,8 +65,16 @@ pub fn submit(r: &Rendered, extra: &[String]) -> Result<Submitted, String> {
     let out = submitted?;
     let id = parse_job_id(&out).ok_or_else(|| format!("sbatch printed no job id: {out:?}"))?;
     let dir = base.join(&id);
-    let prepared = std::fs::create_dir_all(dir.join("logs"))
-        .and_then(|()| std::fs::write(dir.join("sbatch_script.sh"), &r.script));
+    let prepared = own_dir(&dir)
+        .and_then(|()| own_dir(&dir.join("logs")))
+        .and_then(|()| {
+            crate::supervisor::write_atomic(
+                &dir.join("sbatch_script.sh"),
+                r.script.as_bytes(),
+                0o755,
+            )
+            .map_err(|e| e.to_string())
+        });
     if let Err(e) = prepared {
         let cancelled = run("scancel", &[&id]).map_or_else(|e| e, |_| "cancelled".into());
         return Err(format!(
@@ -78,6 +86,38 @@ pub fn submit(r: &Rendered, extra: &[String]) -> Result<Submitted, String> {
         format!("job {id} stays held: {e}; release it with `scontrol release {id}`")
     })?;
     Ok(Submitted { job_id: id, dir })
+}
+
+/// Make `dir` (its parent exists) a directory of this user's, or take it when it already is one
+/// that nobody else can write in. In a shared output directory another user can guess the next
+/// job id and prepare `<id>/` with a link where the script goes: a link, another user's
+/// directory, or one others can write in is refused, never written through.
+pub(crate) fn own_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let me = nix::unistd::geteuid().as_raw();
+    let why = if m.file_type().is_symlink() {
+        "is a symbolic link".to_string()
+    } else if !m.is_dir() {
+        "is not a directory".to_string()
+    } else if m.uid() != me {
+        format!("belongs to uid {} (you are uid {me})", m.uid())
+    } else if m.mode() & 0o002 != 0
+        || (m.mode() & 0o020 != 0 && !super::cluster::group_is_private(m.gid()))
+    {
+        format!("can be written by others (mode {:o})", m.mode() & 0o7777)
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{} {why}, and was there before mcsup made it: another user may have prepared it; mcsup writes nothing through it (remove it, or submit with an output directory only you can write)",
+        dir.display()
+    ))
 }
 
 /// What to type next: status, timeline, the job's log.
@@ -95,6 +135,46 @@ pub fn next_steps(s: &Submitted) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Round 4's H2: another user guesses the next job id in a shared output directory and
+    /// prepares `<id>/` (or a link in its place); nothing is written into or through it.
+    #[test]
+    fn a_job_directory_prepared_by_someone_else_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let fresh = d.path().join("777");
+        own_dir(&fresh).unwrap();
+        assert!(fresh.is_dir());
+        own_dir(&fresh).unwrap();
+        // A link where the job directory goes.
+        let victim = d.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        let link = d.path().join("778");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = own_dir(&link).unwrap_err();
+        assert!(
+            e.contains("is a symbolic link") && e.contains("writes nothing through it"),
+            "{e}"
+        );
+        // One anyone can write in.
+        let open = d.path().join("779");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = own_dir(&open).unwrap_err();
+        assert!(e.contains("can be written by others (mode 777)"), "{e}");
+        if nix::unistd::geteuid().is_root() {
+            let theirs = d.path().join("780");
+            std::fs::create_dir(&theirs).unwrap();
+            nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(1000)), None).unwrap();
+            let e = own_dir(&theirs).unwrap_err();
+            assert!(e.contains("belongs to uid 1000"), "{e}");
+        } else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the chown case needs root under CI"
+            );
+        }
+    }
 
     #[test]
     fn job_ids_as_sbatch_parsable_prints_them() {
