@@ -171,7 +171,17 @@ fn a_worker_printing_mooncakes_rnic_inactive_line_gets_a_diagnosis_event_with_it
     assert!(!console.contains("Master Admin Metrics"), "{console}");
     // A diagnosis is an event, not a failure: the job runs on.
     m.signal(Signal::SIGTERM);
-    assert_eq!(m.wait_exit(Duration::from_secs(60)), 0);
+    let code = m.wait_exit(Duration::from_secs(60));
+    assert_eq!(
+        code,
+        0,
+        "events: {:#?}\nstderr: {}",
+        m.events()
+            .iter()
+            .map(|e| e.raw.to_string())
+            .collect::<Vec<_>>(),
+        m.stderr()
+    );
     let diagnoses = m.events().iter().filter(|e| e.event == "diagnosis").count();
     assert_eq!(diagnoses, 1, "one line, one event");
 }

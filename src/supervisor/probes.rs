@@ -280,19 +280,20 @@ pub fn completion_blocking(p: &ServableProbe, timeout: Duration) -> Result<(), S
         .build();
     // The name the frontend serves the model under: the served model name where the engine
     // registers one, else (Dynamo's mocker) the model path, as `/v1/models` lists it.
-    let listed: Vec<String> = agent
-        .get(&format!("http://{}:{}/v1/models", p.host, p.port))
-        .call()
-        .ok()
-        .and_then(|r| r.into_json::<serde_json::Value>().ok())
-        .and_then(|v| {
-            v.get("data")?.as_array().map(|d| {
-                d.iter()
-                    .filter_map(|m| m.get("id")?.as_str().map(String::from))
-                    .collect()
+    // Bounded like every answer mcsup reads: a list that never ends is cut at 1 MiB (and then is
+    // not JSON: the recipe's name is asked for).
+    let listed: Vec<String> =
+        get_body_blocking(&format!("http://{}:{}/v1/models", p.host, p.port), timeout)
+            .ok()
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+            .and_then(|v| {
+                v.get("data")?.as_array().map(|d| {
+                    d.iter()
+                        .filter_map(|m| m.get("id")?.as_str().map(String::from))
+                        .collect()
+                })
             })
-        })
-        .unwrap_or_default();
+            .unwrap_or_default();
     let model = if listed.is_empty() || listed.contains(&p.model) {
         p.model.clone()
     } else {
@@ -453,6 +454,83 @@ mod tests {
             conn.read(&mut rest)
         });
         (port, server)
+    }
+
+    /// Round 4's M2: a frontend whose `/v1/models` streams JSON without end (mcsup's memory grew
+    /// to 4.9 GB in 10 s) is read to 1 MiB at most; the completion then asks for the recipe's
+    /// model and succeeds.
+    #[test]
+    fn an_endless_model_list_is_read_to_a_bound() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let head = |conn: &mut std::net::TcpStream| -> std::io::Result<String> {
+            let mut request = Vec::new();
+            let mut byte = [0u8; 1];
+            while !request.ends_with(b"\r\n\r\n") {
+                conn.read_exact(&mut byte)?;
+                request.push(byte[0]);
+            }
+            Ok(String::from_utf8_lossy(&request).into_owned())
+        };
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            assert!(head(&mut conn).unwrap().starts_with("GET /v1/models"));
+            conn.write_all(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n{\"data\":[")
+                .unwrap();
+            let item = "{\"id\":\"x\"},".repeat(1024);
+            let mut sent = 0usize;
+            // Until the client stops reading (or a bound far above the client's).
+            while sent < 512 << 20 && conn.write_all(item.as_bytes()).is_ok() {
+                sent += item.len();
+            }
+            drop(conn);
+            let (mut conn, _) = listener.accept().unwrap();
+            let request = head(&mut conn).unwrap();
+            let len: usize = request
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap();
+            let mut body = vec![0u8; len];
+            conn.read_exact(&mut body).unwrap();
+            let asked: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let answer = r#"{"choices":[{"text":"pong"}],"usage":{"completion_tokens":1}}"#;
+            conn.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{answer}",
+                    answer.len()
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            (sent, asked["model"].as_str().unwrap().to_string())
+        });
+        let p = ServableProbe {
+            host: "127.0.0.1".into(),
+            port,
+            frontend: crate::engine::frontend::FrontendType::default_kind(),
+            expected: crate::engine::frontend::Expected {
+                prefill: 0,
+                decode: 1,
+            },
+            model: "the-recipes-model".into(),
+            url: format!("http://127.0.0.1:{port}"),
+            decode_served: Vec::new(),
+        };
+        let got = completion_blocking(&p, Duration::from_secs(20));
+        let (sent, asked) = server.join().unwrap();
+        assert!(got.is_ok(), "{got:?}");
+        assert_eq!(asked, "the-recipes-model");
+        // 1 MiB read, the rest in the sockets' buffers (about 4 MiB here; unbounded, the old
+        // reader in a debug build took 39 MiB in the 20 s).
+        assert!(
+            sent < 16 << 20,
+            "the client read {} MiB of an endless list",
+            sent >> 20
+        );
     }
 
     /// A probe closes the connection cleanly whether it wanted the body or not, and whatever the
