@@ -147,6 +147,9 @@ wire_names! {
         Drained => "drained",
         /// The drain's time ran out with requests still in flight: how many.
         DrainTimeout => "drain-timeout",
+        /// A stop request (SIGTERM, SIGINT) during a drain ended the drain's wait: KillWait is
+        /// near, every process is stopped now.
+        DrainCut => "drain-cut",
         Stopping => "stopping",
         Killing => "killing",
         Stopped => "stopped",

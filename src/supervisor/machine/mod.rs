@@ -227,6 +227,8 @@ pub struct Machine {
     teardown_deadline: Option<Instant>,
     /// Set by the drain signal: until when the drain waits for in-flight requests.
     drain_until: Option<Instant>,
+    /// The stop request that cut the drain short, if one did.
+    drain_cut: Option<Signal>,
     deadline_hit: bool,
     /// Deaths by a stop signal held back for [`SIGNAL_DEATH_SETTLE`], in arrival order.
     held: Vec<HeldExit>,
@@ -355,6 +357,7 @@ impl Machine {
             reason: None,
             teardown_deadline: None,
             drain_until: None,
+            drain_cut: None,
             deadline_hit: false,
             first_stop_signal_at: None,
             escalated: false,

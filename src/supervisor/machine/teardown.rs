@@ -25,6 +25,9 @@ impl Machine {
                     None => self.first_stop_signal_at = Some(now),
                     _ => {}
                 }
+                if self.cut_drain(sig, now, out) {
+                    return;
+                }
             }
             out.push(Action::Record(
                 rec("mcsup", RecordKind::SignalIgnored)
@@ -36,6 +39,33 @@ impl Machine {
             self.first_stop_signal_at = Some(now);
         }
         self.begin_teardown(ShutdownReason::Signal(sig), now, out);
+    }
+
+    /// A stop request during a drain (round 4's M5): under Slurm a SIGTERM means KillWait's
+    /// SIGKILL is near, so the drain's wait ends at once and every process is stopped in its
+    /// tier now, within the teardown's own deadline. Whether there was a drain to cut.
+    fn cut_drain(&mut self, sig: Signal, now: Instant, out: &mut Vec<Action>) -> bool {
+        let Some(until) = self.drain_until.filter(|u| *u > now) else {
+            return false;
+        };
+        out.push(Action::Record(rec("mcsup", RecordKind::DrainCut).detail(format!(
+            "{} during the drain ({} of it left): a stop request does not wait for requests; every process is stopped now, the teardown within {}",
+            sig.as_str(),
+            show_secs(until.saturating_duration_since(now)),
+            show_secs(self.shutdown.deadline)
+        ))));
+        self.drain_until = Some(now);
+        self.drain_cut = Some(sig);
+        self.teardown_deadline = self
+            .teardown_deadline
+            .map(|d| d.min(now + self.shutdown.deadline));
+        for p in &mut self.procs {
+            if let ProcState::Draining { drain, .. } = &mut p.state {
+                drain.until = drain.until.min(now);
+            }
+        }
+        self.version += 1;
+        true
     }
 
     pub(super) fn escalate(&mut self, sig: Signal, now: Instant, out: &mut Vec<Action>) {
@@ -384,7 +414,17 @@ impl Machine {
             };
             if now >= drain.until {
                 let (last, first) = (drain.last, drain.first);
-                if drain_waits(p.spec.kind) {
+                if let (Some(sig), true) = (self.drain_cut, drain_waits(p.spec.kind)) {
+                    let detail = format!(
+                        "the drain was cut short by {} with {} in flight: {} now",
+                        sig.as_str(),
+                        last.map_or("an unknown number".into(), |n| n.to_string()),
+                        self.procs[i].spec.stop.signal
+                    );
+                    out.push(Action::Record(
+                        rec(&self.procs[i].spec.name, RecordKind::DrainTimeout).detail(detail),
+                    ));
+                } else if drain_waits(p.spec.kind) {
                     let detail = format!(
                         "drain time of {} spent with {} in flight (of {} at the start): {} now",
                         show_secs(self.shutdown.drain),

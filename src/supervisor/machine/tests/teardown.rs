@@ -634,3 +634,52 @@ fn a_hung_exec_is_killed_at_the_deadline_and_a_failed_one_fails() {
     let a = h.at(60_000);
     assert!(signals(&a).contains(&(100, Signal::SIGKILL)), "{a:?}");
 }
+
+/// Round 4's M5: USR1 drains; a SIGTERM 2 s later (Slurm's KillWait is near) ends the drain's
+/// wait at once: the worker is stopped now, not after its 30 s, and the teardown's deadline
+/// counts from the SIGTERM.
+#[test]
+fn a_stop_request_during_a_drain_ends_the_drains_wait() {
+    let mut h = H::new(drained_chain(30_000));
+    h.start_all();
+    let a = h.ev(Event::Signal(Signal::SIGUSR1));
+    let [first] = reads(&a)[..] else {
+        panic!("one read: {a:?}")
+    };
+    h.ev(Event::Inflight {
+        attempt: first,
+        result: Ok(2),
+    });
+    assert_eq!(h.state(2), UnitState::Draining);
+    h.now = h.t0 + d(2000);
+    let a = h.ev(Event::Signal(Signal::SIGTERM));
+    let said = detail(&a, "mcsup", RecordKind::DrainCut);
+    assert!(
+        said.starts_with(
+            "SIGTERM during the drain (28 s of it left): a stop request does not wait for requests"
+        ),
+        "{said}"
+    );
+    assert!(!has(&a, "mcsup", RecordKind::SignalIgnored), "{a:?}");
+    let cut = detail(&a, "worker", RecordKind::DrainTimeout);
+    assert_eq!(
+        cut,
+        "the drain was cut short by SIGTERM with 2 in flight: SIGTERM now"
+    );
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+    // The deadline is the teardown's from now (25 s), not the drain's 30 s plus it.
+    let a = h.at(2000 + 25_000);
+    assert!(has(&a, "mcsup", RecordKind::Deadline), "{a:?}");
+    // A second SIGTERM later still escalates, as without a drain.
+    let mut h = H::new(drained_chain(30_000));
+    h.start_all();
+    h.ev(Event::Signal(Signal::SIGUSR1));
+    h.now = h.t0 + d(1000);
+    h.ev(Event::Signal(Signal::SIGTERM));
+    h.now = h.t0 + d(5000);
+    let a = h.ev(Event::Signal(Signal::SIGTERM));
+    assert!(has(&a, "mcsup", RecordKind::Escalated), "{a:?}");
+}
