@@ -594,3 +594,59 @@ fn a_process_left_on_the_jobs_gpu_is_named() {
     );
     env.assert_no_leftovers();
 }
+
+/// Round 4's M7: under a soft open-files limit far below what the plan needs (`ulimit -Sn 64`,
+/// 40 workers: each costs mcsup an output pipe, a log file and, while it starts, an exec
+/// handshake), mcsup raises its own soft limit to the hard one at start, every worker starts,
+/// each keeps the limit it was given, and the teardown finishes. Before, half the spawns failed
+/// with EMFILE and the teardown's timer could not be made.
+#[test]
+fn a_low_soft_open_files_limit_is_raised_for_mcsup_and_kept_for_its_processes() {
+    let env = TestEnv::new();
+    let mut procs: Vec<ProcessSpec> = (0..40)
+        .map(|i| env.up(&format!("w{i}"), ProcessKind::Worker, &[]))
+        .collect();
+    let mut probe = env.proc("limit", ProcessKind::Worker, &[]);
+    probe.argv = vec![
+        "sh".into(),
+        "-c".into(),
+        "echo \"soft=$(ulimit -Sn)\"; exec sleep 600".into(),
+    ];
+    probe.readiness = ready_on_line("^soft=", 10_000);
+    procs.push(probe);
+    let plan = env.plan(procs);
+    let plan_path = env.path("plan.json");
+    std::fs::write(&plan_path, serde_json::to_string_pretty(&plan).unwrap()).unwrap();
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -Sn 64; exec \"$0\" \"$@\"")
+        .arg(MCSUP)
+        .args(["run", "--skip-preflight", "--plan-file"])
+        .arg(&plan_path)
+        .env("MCSUP_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
+        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
+        .spawn()
+        .expect("spawn sh");
+    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+    m.wait_event("limit", "ready", T);
+    for i in 0..40 {
+        m.wait_event(&format!("w{i}"), "ready", T);
+    }
+    assert!(
+        m.stderr()
+            .contains("open files: mcsup's own limit raised from 64 to"),
+        "{}",
+        m.stderr()
+    );
+    let log =
+        std::fs::read_to_string(env.log_dir().join(format!("{}.limit.log", env.node))).unwrap();
+    assert!(
+        log.contains("soft=64"),
+        "the process keeps the limit it was given: {log}"
+    );
+    m.signal(Signal::SIGTERM);
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    env.assert_no_leftovers();
+}

@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod memory;
 pub mod mooncake_version;
 mod names;
+mod nofile;
 pub mod rdma;
 pub mod report;
 pub mod slurm;
@@ -196,6 +197,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
     let facts = memory::MemoryFacts::read_for(&root, &opts.slurm_env, needs);
     memory::check(plan, sizes.as_ref(), &facts, &mut report);
     memory::check_memlock(sizes.as_ref(), &proto, nics, &facts, &mut report);
+    nofile::check(plan, &root, &mut report);
 
     fabric::check(plan, &root, &opts.inherited_env, opts.live, &mut report);
     residue::check(plan, &root, &mut report);

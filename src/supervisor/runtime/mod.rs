@@ -196,15 +196,16 @@ pub async fn run_with_signals(
             rt.plan.shutdown.holds_ranks_of.join(", ")
         );
     }
+    // Before anything starts: an error after the first spawn would leave without a teardown.
+    let mut timer = DeadlineTimer::new().map_err(|e| SupervisorError::Io {
+        path: PathBuf::from("timerfd"),
+        source: e,
+    })?;
     rt.reap(); // anything inherited that already exited
     rt.feed(Event::Start);
     // Coalesced like every later change: the first processes are starting now, and rendering the
     // status and metrics competes with them for the CPU (the file follows within STATUS_DELAY).
     rt.write_status_soon();
-    let mut timer = DeadlineTimer::new().map_err(|e| SupervisorError::Io {
-        path: PathBuf::from("timerfd"),
-        source: e,
-    })?;
     while rt.machine.phase() != Phase::Done {
         let deadline = [
             rt.machine.next_deadline(),

@@ -34,6 +34,13 @@ pub(super) async fn runtime(
 > {
     let clock = Clock::new();
     let machine = Machine::new(&plan, Instant::now())?;
+    match spawn::raise_open_files() {
+        Ok(Some((from, to))) => tracing::info!(
+            "open files: mcsup's own limit raised from {from} to {to} (its processes keep {from})"
+        ),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
+    }
     // Before the reaper runs (this waits for its own children) and before anything starts.
     for said in stale_steps(&plan) {
         tracing::warn!("{said}");

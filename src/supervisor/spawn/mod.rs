@@ -298,6 +298,7 @@ impl ExecImage {
             changes: changes.as_ptr(),
             changes_len: changes.len(),
             reset_slice: SHORT_SLICE_SET.load(std::sync::atomic::Ordering::Relaxed),
+            given_nofile: GIVEN_NOFILE.get().copied(),
             report: report.as_raw_fd(),
         };
         // Every signal blocked across the fork: a handler of mcsup's (which writes to mcsup's
@@ -466,6 +467,9 @@ struct ChildArgs {
     reset_slice: bool,
     /// Where the child writes the errno of the step that failed (the handshake, CLOEXEC).
     report: RawFd,
+    /// The open-files limit mcsup was given, when it raised its own ([`raise_open_files`]):
+    /// the child gets it back.
+    given_nofile: Option<(libc::rlim_t, libc::rlim_t)>,
 }
 
 /// The child, between fork and exec, every signal blocked: a forked copy of a multi-threaded
@@ -523,6 +527,15 @@ unsafe fn child_main(a: *mut ChildArgs) -> ! {
         close_inherited_fds();
         if !a.cwd.is_null() && libc::chdir(a.cwd) != 0 {
             fail(a);
+        }
+        // The open-files limit mcsup was given (it raised its own). A failure is ignored: the
+        // program would only have more files than it was given.
+        if let Some((cur, max)) = a.given_nofile {
+            let l = libc::rlimit {
+                rlim_cur: cur,
+                rlim_max: max,
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
         }
         // The default scheduler slice back (mcsup's thread asked for a short one). A failure is
         // ignored: the program would only run with a shorter slice than usual.
@@ -619,6 +632,25 @@ fn close_inherited_fds() {
             }
         }
     }
+}
+
+/// The open-files limit mcsup was given, once [`raise_open_files`] raised its own.
+static GIVEN_NOFILE: std::sync::OnceLock<(libc::rlim_t, libc::rlim_t)> = std::sync::OnceLock::new();
+
+/// Raise mcsup's own soft limit of open files to the hard one: it holds a few descriptors for
+/// every process it runs and every node of the job (round 4's M7: 1024 sleepers under `ulimit
+/// -Sn 1024` failed half their spawns with EMFILE, then the teardown's own timer). The children
+/// get the limit mcsup was given back, so nothing changes for them. The limits before and after,
+/// when it changed.
+pub fn raise_open_files() -> io::Result<Option<(u64, u64)>> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+    if soft >= hard {
+        return Ok(None);
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard).map_err(io::Error::from)?;
+    let _ = GIVEN_NOFILE.set((soft, hard));
+    Ok(Some((soft, hard)))
 }
 
 /// The scheduler slice mcsup's supervising thread asks for (see `prefer_short_slice`): the
