@@ -307,18 +307,40 @@ impl FrontendSettings {
                 ))
             }
         };
+        let nginx_session_affinity_header = r
+            .string("nginx_session_affinity_header")?
+            .unwrap_or_else(|| "X-Dynamo-Session-ID".into());
+        // Both go into nginx.conf as they are (round 4's L1): `"10 min"` or a `;` and a line
+        // break would fail `nginx -t` at the job's start, or add directives.
+        if nginx_session_affinity_header.is_empty()
+            || !nginx_session_affinity_header
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(plan_err(
+                "frontend.nginx_session_affinity_header",
+                format!("{nginx_session_affinity_header:?} is not an HTTP header name nginx can hash on"),
+                "letters, digits and dashes only, e.g. X-Dynamo-Session-ID",
+            ));
+        }
+        let nginx_keepalive_timeout = r
+            .string("nginx_keepalive_timeout")?
+            .unwrap_or_else(|| "600s".into());
+        if !nginx_time(&nginx_keepalive_timeout) {
+            return Err(plan_err(
+                "frontend.nginx_keepalive_timeout",
+                format!("{nginx_keepalive_timeout:?} is not an nginx time"),
+                "a number with an optional unit (ms, s, m, h, d), e.g. 600s or 10m",
+            ));
+        }
         Ok(Some(Self {
             kind,
             enable_multiple: r.boolean("enable_multiple_frontends")?.unwrap_or(true),
             num_additional,
             nginx_raise_ulimit: r.boolean("nginx_raise_ulimit")?.unwrap_or(false),
             nginx_session_affinity: r.boolean("nginx_session_affinity")?.unwrap_or(false),
-            nginx_session_affinity_header: r
-                .string("nginx_session_affinity_header")?
-                .unwrap_or_else(|| "X-Dynamo-Session-ID".into()),
-            nginx_keepalive_timeout: r
-                .string("nginx_keepalive_timeout")?
-                .unwrap_or_else(|| "600s".into()),
+            nginx_session_affinity_header,
+            nginx_keepalive_timeout,
             args,
             env,
         }))
@@ -578,6 +600,30 @@ fn nginx_process(
     }
 }
 
+/// Whether `t` is a time as nginx reads one in a one-argument directive: numbers, each with an
+/// optional unit (`ms`, `s`, `m`, `h`, `d`, `w`, `M`, `y`), written together (`1h30m`; with a
+/// space it would be two arguments).
+fn nginx_time(t: &str) -> bool {
+    let mut rest = t;
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            return false;
+        }
+        rest = &rest[digits..];
+        for unit in ["ms", "s", "m", "h", "d", "w", "M", "y"] {
+            if let Some(r) = rest.strip_prefix(unit) {
+                rest = r;
+                break;
+            }
+        }
+    }
+    true
+}
+
 /// The nginx configuration srtctl's `nginx.conf.j2` renders, directive for directive (the
 /// comments are mcsup's): round-robin (or, with session affinity, a consistent hash of the
 /// session header) over the frontends, unbuffered, keepalive to the upstreams.
@@ -686,6 +732,82 @@ mod tests {
         FrontendSettings::from_recipe(&recipe(yaml))
             .unwrap()
             .unwrap()
+    }
+
+    /// Round 4's L1: values written into nginx.conf as they are must be what nginx parses.
+    #[test]
+    fn nginx_values_are_checked_before_they_reach_its_config() {
+        let good = ["600s", "10m", "1h30m", "0", "500ms", "75", "1d"];
+        for ok in good {
+            assert!(nginx_time(ok), "{ok:?}");
+        }
+        for bad in [
+            "10 min",
+            "10min",
+            "1h 30m",
+            "",
+            "s",
+            "600s;\n server {",
+            "-1s",
+            "1.5s",
+        ] {
+            assert!(!nginx_time(bad), "{bad:?}");
+        }
+        // What it takes, nginx takes (where nginx is installed; the CI installs it).
+        let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists());
+        match nginx {
+            Some(nginx) => {
+                let d = tempfile::tempdir().unwrap();
+                for t in good {
+                    let conf = d.path().join("nginx.conf");
+                    std::fs::write(
+                        &conf,
+                        format!("events {{}}\nhttp {{ keepalive_timeout {t}; upstream b {{ server 127.0.0.1:1; keepalive 2; keepalive_timeout {t}; }} }}\n"),
+                    )
+                    .unwrap();
+                    let o = std::process::Command::new(nginx)
+                        .args(["-t", "-q", "-p"])
+                        .arg(d.path())
+                        .arg("-c")
+                        .arg(&conf)
+                        .output()
+                        .unwrap();
+                    assert!(
+                        o.status.success(),
+                        "{t}: {}",
+                        String::from_utf8_lossy(&o.stderr)
+                    );
+                }
+            }
+            None => assert!(
+                std::env::var_os("CI").is_none(),
+                "nginx is missing under CI"
+            ),
+        }
+        let err = |yaml: &str| {
+            FrontendSettings::from_recipe(&recipe(yaml))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err("frontend: {nginx_keepalive_timeout: 10 min}");
+        assert!(
+            e.contains("frontend.nginx_keepalive_timeout") && e.contains("is not an nginx time"),
+            "{e}"
+        );
+        let e = err(
+            "frontend: {nginx_session_affinity: true, nginx_session_affinity_header: \"X-Id { }\"}",
+        );
+        assert!(
+            e.contains("frontend.nginx_session_affinity_header")
+                && e.contains("is not an HTTP header name"),
+            "{e}"
+        );
+        assert_eq!(
+            settings("frontend: {nginx_keepalive_timeout: 1h30m}").nginx_keepalive_timeout,
+            "1h30m"
+        );
     }
 
     #[test]
