@@ -148,6 +148,13 @@ impl Declared<'_> {
                     "give the service's address, e.g. etcd: http://10.0.0.9:2379",
                 ));
             }
+            if let Some(why) = super::order::bad_endpoint(ext.trim()) {
+                return Err(err(
+                    format!("{key}.external"),
+                    format!("{label}.external {why}"),
+                    "give the endpoint as its clients dial it, e.g. http://10.0.0.9:2379 (several: comma-separated)",
+                ));
+            }
             if !d.supports_external {
                 return Err(err(
                     format!("{key}.external"),

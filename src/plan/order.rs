@@ -236,6 +236,42 @@ pub fn start_order(
 
 /// `host` and optional port of an endpoint written as `host:port`, `http://host:port/...` or
 /// `nats://host:port`.
+/// Why `text` cannot be an `external:` endpoint, if it cannot: one or more comma-separated
+/// `[scheme://]host[:port][/path]`, each with a host and, when given, a port from 1 to 65535,
+/// and nothing a shell, an environment line or a probe would read differently (whitespace,
+/// control characters, quotes, `;`, `$`, a backquote). The value goes into `ETCD_ENDPOINTS` /
+/// `NATS_SERVER` as it is, while the gate probes the first endpoint's host and port.
+pub(super) fn bad_endpoint(text: &str) -> Option<String> {
+    if let Some(c) = text
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || "\"'`$;\\".contains(*c))
+    {
+        return Some(format!("{text:?} holds {c:?}"));
+    }
+    for one in text.split(',') {
+        let rest = one.split_once("://").map_or(one, |(_, r)| r);
+        let hostport = rest.split('/').next().unwrap_or(rest);
+        let (host, port) = endpoint(one);
+        if host.is_empty() {
+            return Some(format!("{one:?} names no host"));
+        }
+        let port_text = match hostport.strip_prefix('[') {
+            Some(r) => r.split_once(']').map(|(_, p)| p).unwrap_or(""),
+            None => hostport.rsplit_once(':').map_or("", |(_, p)| p),
+        };
+        let port_text = port_text.trim_start_matches(':');
+        if hostport.starts_with('[') && !hostport.contains(']') {
+            return Some(format!("{one:?} opens a [ it does not close"));
+        }
+        if !port_text.is_empty() && port.is_none_or(|p| p == 0) {
+            return Some(format!(
+                "{one:?} has the port {port_text:?}, not one from 1 to 65535"
+            ));
+        }
+    }
+    None
+}
+
 fn endpoint(text: &str) -> (String, Option<u16>) {
     let t = text.trim();
     let t = t.split_once("://").map_or(t, |(_, rest)| rest);
@@ -289,6 +325,31 @@ pub fn discovery_env<'m>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn external_endpoints_are_checked_before_they_reach_an_environment() {
+        for ok in [
+            "http://10.0.0.9:2379",
+            "nats://h1:4222,nats://h2:4222",
+            "[fd00::1]:8700",
+            "master.example",
+            "etcd-0.svc:2379/v3",
+        ] {
+            assert_eq!(bad_endpoint(ok), None, "{ok}");
+        }
+        for (bad, says) in [
+            ("a:1\nINJECTED=1", "holds '\\n'"),
+            ("evil:2379; rm -rf /", "holds ';'"),
+            ("[::1]:99999", "not one from 1 to 65535"),
+            ("host:0", "not one from 1 to 65535"),
+            ("http://:2379", "names no host"),
+            ("h:2379,", "names no host"),
+            ("[::1:2379", "does not close"),
+        ] {
+            let why = bad_endpoint(bad).unwrap_or_default();
+            assert!(why.contains(says), "{bad:?}: {why}");
+        }
+    }
 
     #[test]
     fn endpoints_split_host_and_port() {
