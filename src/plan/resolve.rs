@@ -254,7 +254,7 @@ pub fn plan_with(
     lints::migration_limit(&processes, workers_restart(&processes, &mc), &mut warnings);
     check_not_empty(recipe, &model, &mc, roles, ctx, &processes, topo.as_ref())?;
     not_named_mcsup(&processes)?;
-    no_placeholder_left(recipe, &processes)?;
+    values_as_their_readers_read_them(recipe, &processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
     let scratch_dir = uses_scratch(&processes, &ctx.scratch_dir).then(|| ctx.scratch_dir.clone());
     let control = super::control::spec(ctx, &mc, &log_dir);
@@ -357,6 +357,16 @@ fn not_named_mcsup(processes: &[ProcessSpec]) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// What each process gets is what the program reading it will take: no placeholder left, and
+/// sizes Mooncake reads.
+fn values_as_their_readers_read_them(
+    recipe: &Recipe,
+    processes: &[ProcessSpec],
+) -> Result<(), PlanError> {
+    no_placeholder_left(recipe, processes)?;
+    sizes_as_mooncake_reads_them(processes)
+}
+
 /// No process gets a `{name}` placeholder nothing filled (srtctl passes one as written: a sweep
 /// parameter in a recipe planned as one job, a typo in a template). Named at the recipe key
 /// that holds it, where one does.
@@ -415,6 +425,32 @@ fn no_placeholder_left(recipe: &Recipe, processes: &[ProcessSpec]) -> Result<(),
                 ),
                 sweep,
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Every Mooncake size a process gets (`MOONCAKE_GLOBAL_SEGMENT_SIZE`,
+/// `MOONCAKE_LOCAL_BUFFER_SIZE`), as its environment has it once templates are filled, is one
+/// Mooncake reads (round 4's D18: `"400gib{}"` and `"{node}gb"` passed as written, the store then
+/// failed at its start and its readiness check expected Mooncake's default). Named at the key
+/// that set it.
+fn sizes_as_mooncake_reads_them(processes: &[ProcessSpec]) -> Result<(), PlanError> {
+    for p in processes {
+        for e in &p.env {
+            if !crate::recipe::SIZE_VARIABLES.contains(&e.name.as_str()) {
+                continue;
+            }
+            if let Err(why) = crate::mooncake::size::parse_mooncake_size(&e.value) {
+                return Err(err(
+                    format!("{}.{}", e.source, e.name),
+                    format!(
+                        "{}'s {}={:?} is not a size Mooncake reads: {why}",
+                        p.name, e.name, e.value
+                    ),
+                    "write a number with an optional unit kb/mb/gb/tb (powers of 1024), e.g. \"100gb\" or \"512mb\"; GiB-style units are rejected by Mooncake",
+                ));
+            }
         }
     }
     Ok(())
