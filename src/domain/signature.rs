@@ -81,11 +81,18 @@ pub fn shown_line(line: &[u8], max: usize) -> String {
 pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
     if text
         .chars()
-        .all(|c| !c.is_control() || c == '\n' || c == '\t')
+        .all(|c| (!c.is_control() || c == '\n' || c == '\t') && !bidi_control(c))
     {
         return std::borrow::Cow::Borrowed(text);
     }
     std::borrow::Cow::Owned(without_escapes(text, true))
+}
+
+/// The bidirectional embeddings, overrides and isolates (U+202A–202E, U+2066–2069): not control
+/// characters to Unicode, but they reorder what a terminal shows after them (round 4's L6: a
+/// status file's `reason` with U+202E printed backwards), as in "Trojan Source".
+fn bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `text` without ECMA-48 escape sequences (CSI `ESC [ … final`, OSC/DCS/APC/PM strings up to
@@ -116,7 +123,7 @@ fn without_escapes(text: &str, lines: bool) -> String {
             },
             '\t' => out.push(c),
             '\n' if lines => out.push(c),
-            c if c.is_control() => out.push('?'),
+            c if c.is_control() || bidi_control(c) => out.push('?'),
             c => out.push(c),
         }
     }
@@ -160,6 +167,14 @@ mod tests {
             for_terminal("plain\n\ttext"),
             std::borrow::Cow::Borrowed(_)
         ));
+        // Bidi overrides and isolates reorder what follows them on the screen.
+        assert_eq!(
+            for_terminal("failed \u{202e}RTL\u{202c} x\u{2066}y\u{2069}"),
+            "failed ?RTL? x?y?"
+        );
+        assert_eq!(shown_line("a\u{202d}b".as_bytes(), 10), "a?b");
+        // Other right-to-left text stays as it is.
+        assert_eq!(for_terminal("שלום"), "שלום");
     }
 
     #[test]
