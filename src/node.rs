@@ -118,6 +118,21 @@ pub enum NodeError {
     },
 }
 
+/// A comma-separated node list as an error shows it: whole up to 8 nodes, else the first 4,
+/// the last 2 and the count (round 4's D19: 4,096 nodes printed twice made a 47 kB message).
+fn abbreviated(list: &str) -> String {
+    let nodes: Vec<&str> = list.split(',').collect();
+    if nodes.len() <= 8 {
+        return list.to_string();
+    }
+    format!(
+        "{},…,{}: {} nodes",
+        nodes[..4].join(","),
+        nodes[nodes.len() - 2..].join(","),
+        nodes.len()
+    )
+}
+
 impl NodeError {
     /// The error as a [`Diagnostic`].
     pub fn diagnostic(&self) -> Diagnostic {
@@ -134,8 +149,12 @@ impl NodeError {
             ),
             NodeError::NotInList { node, list } => (
                 "--node",
-                format!("node `{node}` is not in the job's node list ({list})"),
-                format!("pass --node with one of: {list}"),
+                format!(
+                    "node `{node}` is not in the job's node list ({})",
+                    abbreviated(list)
+                ),
+                "pass --node with one of the job's nodes (or check --nodelist / SLURM_JOB_NODELIST)"
+                    .to_string(),
             ),
             NodeError::BadAddress { what, value } => (
                 what.as_str(),
@@ -548,6 +567,23 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_missing_from_a_long_list_names_the_list_once_and_short() {
+        let list = (1..=4096)
+            .map(|i| format!("n{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let d = NodeError::NotInList {
+            node: "zz".into(),
+            list,
+        }
+        .diagnostic()
+        .to_string();
+        assert!(d.contains("(n1,n2,n3,n4,…,n4095,n4096: 4096 nodes)"), "{d}");
+        assert!(d.len() < 300, "{} bytes: {d}", d.len());
+        assert_eq!(abbreviated("a,b,c"), "a,b,c");
+    }
 
     #[test]
     fn node_names_fold_into_a_hostlist_slurm_expands_back() {
