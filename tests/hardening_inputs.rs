@@ -1207,3 +1207,40 @@ fn a_socket_ifname_without_the_nodes_address_is_warned() {
     }
     env.assert_no_leftovers();
 }
+
+/// Round 4's L5: the coordinator's control port (`mcsup.control_port`), taken by another
+/// process, fails the preflight like the job's other ports, naming who holds it; it used to pass
+/// and mcsup then failed to start with exit code 3.
+#[test]
+fn a_taken_control_port_fails_the_preflight() {
+    let env = TestEnv::new();
+    let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let mut plan = env.plan(vec![env.up(
+        "worker",
+        mcsup::plan::ProcessKind::Worker,
+        &[],
+    )]);
+    plan.control = Some(mcsup::plan::ControlSpec {
+        coordinator: plan.node.name.clone(),
+        address: "127.0.0.1".into(),
+        port,
+        secret: env.log_dir().join("control.secret"),
+        nodes: vec![plan.node.name.clone(), "n2".into()],
+    });
+    let mut m = env.start(&plan);
+    let code = m.wait_exit(Duration::from_secs(15));
+    let err = m.stderr();
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "mcsup's control connection (mcsup.control_port) port {port}"
+        )) && err.contains(&format!("port {port} is already in use on this node")),
+        "{err}"
+    );
+    assert!(
+        !m.events().iter().any(|e| e.event == "spawned"),
+        "nothing starts"
+    );
+    drop(held);
+}

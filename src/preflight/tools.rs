@@ -58,7 +58,22 @@ pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
 
 /// Bind test on each port (the master binds 0.0.0.0); a port in use names who holds it.
 pub fn check_ports(plan: &Plan, report: &mut Report) {
-    for (name, port) in listening_ports(plan) {
+    let mut ports = listening_ports(plan);
+    // The coordinator's own control port, when the recipe fixes one (round 4's L5: taken by
+    // another user, the preflight passed and mcsup then failed to start with exit code 3).
+    if let Some(c) = plan
+        .control
+        .as_ref()
+        .filter(|c| c.coordinator == plan.node.name && c.port != 0)
+    {
+        if !ports.iter().any(|(_, p)| *p == c.port) {
+            ports.push((
+                "mcsup's control connection (mcsup.control_port)".into(),
+                c.port,
+            ));
+        }
+    }
+    for (name, port) in ports {
         let label = format!("{name} port {port}");
         match std::net::TcpListener::bind(("0.0.0.0", port)) {
             Ok(_) => report.push(Check::ok("ports", &label, "free")),
