@@ -18,9 +18,29 @@ step "setup"
 # rather than letting concurrent tests race for the dpkg lock.
 # shellcheck source=scripts/lib/common.sh
 . "$REPO_ROOT/scripts/lib/common.sh"
-# libpmix2 and libpmix-dev for srun --mpi=pmix (the plugin dlopens libpmix.so, which only -dev has); Open MPI and mpi4py for the MPI endpoint tests' ranks.
-apt_install slurmctld slurmd slurm-client munge libpmix2 libpmix-dev openmpi-bin python3-mpi4py \
-  || warn "test.sh: the Slurm or MPI packages are missing: the Slurm tests will fail"
+# shellcheck source=scripts/lib/packages.sh
+. "$REPO_ROOT/scripts/lib/packages.sh"
+apt_install "${TEST_PACKAGES[@]}" || true
+
+# Everything the suite needs, checked at once: a missing package fails here, named, instead of
+# as a test that times out (a fresh machine once failed 6 Slurm tests on a missing libpmix-dev).
+step "prerequisites"
+missing=()
+for p in "${APT_PACKAGES[@]}" "${TEST_PACKAGES[@]}"; do
+  dpkg_installed "$p" || missing+=("package $p")
+done
+for entry in "${RUNTIME_LIBS[@]}" libpmix.so:libpmix-dev; do
+  have_shared_lib "${entry%%:*}" || missing+=("library ${entry%%:*} (${entry#*:})")
+done
+venv_python="${MCSUP_VENV:-$REPO_ROOT/.venv}/bin/python"
+if ! "$venv_python" -c 'import mooncake.store, fuse, prometheus_client, yaml, regex' 2>/dev/null; then
+  missing+=("Python modules in $venv_python (mooncake, fusepy, prometheus_client, PyYAML, regex)")
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  printf '  missing: %s\n' "${missing[@]}" >&2
+  die "test.sh: the suite needs what is listed above; scripts/setup.sh installs it (apt and the venv), and this script installs the Slurm and MPI packages"
+fi
+log "prerequisites: ${#APT_PACKAGES[@]} + ${#TEST_PACKAGES[@]} packages, $(( ${#RUNTIME_LIBS[@]} + 1 )) libraries and the venv's modules present"
 
 # The full suite: a test whose outside prerequisite (venv, Slurm, etcd) is missing fails here
 # instead of skipping (tests/common/mod.rs `require`).
