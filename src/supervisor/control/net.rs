@@ -2,8 +2,10 @@
 //! and every node's link to it (the coordinator's node included, over the same TCP path).
 //! Tasks on the runtime's thread; what they hear reaches the loop through `deliver`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -15,6 +17,17 @@ use tokio::task::JoinHandle;
 use super::coordinator::{Coordinator, Input, Note, Output};
 use super::wire::{self, Body, Opener, Sealer, MAX_LINE};
 use crate::plan::ControlSpec;
+
+/// Connections that have not said their hello yet, at most (or 2 per node of a larger job: its
+/// nodes all come at once): a new one past this closes the oldest, so strangers that say
+/// nothing cannot keep the job's own nodes out (round 4's M4: 200 silent connections kept a
+/// late node from joining for as long as they lasted).
+const WAITING: usize = 32;
+/// Refusals from one address are said once a minute: the first, then how many more (round 4's
+/// M3: 11,325 `control-refused` events in 10 s of garbage connections).
+const REFUSALS_WINDOW: Duration = Duration::from_secs(60);
+/// File descriptors the coordinator leaves to the rest of mcsup, whatever its connections.
+const FD_RESERVE: u64 = 64;
 
 /// How often each side says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -486,16 +499,30 @@ async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(hub(hub_rx, served.nodes.clone(), deliver));
     // Every node's, a reconnecting node's, and a few strangers' at a time (each stranger is
-    // closed within the handshake's bound): a flood of connections cannot exhaust descriptors.
-    let most = 2 * served.nodes.len() + 32;
+    // closed within the handshake's bound, or sooner to make room): a flood of connections
+    // cannot exhaust descriptors, within what the open-files limit leaves (round 4's H4).
+    let waiting_most = WAITING.max(2 * served.nodes.len());
+    let most = (2 * served.nodes.len() + waiting_most).min(fd_budget());
     let mut over_said = false;
     let mut next = 0u64;
+    let mut waiting: VecDeque<(Arc<AtomicBool>, tokio::task::AbortHandle, String)> =
+        VecDeque::new();
     loop {
         let Ok((stream, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         while tasks.try_join_next().is_some() {}
+        waiting.retain(|(joined, task, _)| !joined.load(Ordering::Relaxed) && !task.is_finished());
+        if waiting.len() >= waiting_most {
+            if let Some((_, task, peer)) = waiting.pop_front() {
+                task.abort();
+                let _ = hub_tx.send(Hub::Refused {
+                    peer,
+                    why: format!("closed before its hello: {waiting_most} connections were waiting for theirs, and a newer one came"),
+                });
+            }
+        }
         if tasks.len() > most {
             if !over_said {
                 over_said = true;
@@ -509,7 +536,8 @@ async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
             continue;
         }
         next += 1;
-        tasks.spawn(connection(
+        let joined = Arc::new(AtomicBool::new(false));
+        let task = tasks.spawn(connection(
             stream,
             Conn {
                 peer: addr.to_string(),
@@ -519,9 +547,22 @@ async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
                 me: served.me.clone(),
                 hub: hub_tx.clone(),
                 id: next,
+                joined: joined.clone(),
             },
         ));
+        waiting.push_back((joined, task, addr.to_string()));
     }
+}
+
+/// The connections the coordinator may hold: the open-files limit less what is open now and a
+/// reserve for the rest of mcsup.
+fn fd_budget() -> usize {
+    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft);
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+    usize::try_from(limit.saturating_sub(open + FD_RESERVE))
+        .unwrap_or(usize::MAX)
+        .max(8)
 }
 
 /// One accepted connection's particulars.
@@ -535,6 +576,8 @@ struct Conn {
     me: String,
     hub: UnboundedSender<Hub>,
     id: u64,
+    /// Set once it has said a valid hello (no longer a stranger waiting).
+    joined: Arc<AtomicBool>,
 }
 
 async fn connection(stream: TcpStream, c: Conn) {
@@ -566,6 +609,7 @@ async fn connection(stream: TcpStream, c: Conn) {
     if !c.nodes.contains(&node) {
         return refuse(format!("{node} is not a node of this job"));
     }
+    c.joined.store(true, Ordering::Relaxed);
     let mut sealer = Sealer::new(&c.secret, theirs, &c.job, &c.me);
     // The welcome: proof to the node that this end holds the job's secret.
     if write(&mut w, &sealer.seal(Body::Heartbeat)).await.is_err() {
@@ -621,8 +665,15 @@ async fn connection(stream: TcpStream, c: Conn) {
 async fn hub(mut rx: UnboundedReceiver<Hub>, job_nodes: Vec<String>, deliver: Deliver) {
     let mut coordinator = Coordinator::expecting(job_nodes);
     let mut nodes: HashMap<String, (u64, UnboundedSender<Body>)> = HashMap::new();
+    let mut refusals = Refusals::default();
     loop {
-        let due = coordinator.next_deadline();
+        for (peer, why) in refusals.due(std::time::Instant::now()) {
+            deliver(Incoming::Refused { peer, why });
+        }
+        let due = [coordinator.next_deadline(), refusals.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
         let input = tokio::select! {
             m = rx.recv() => match m {
                 None => return,
@@ -640,7 +691,9 @@ async fn hub(mut rx: UnboundedReceiver<Hub>, job_nodes: Vec<String>, deliver: De
                     Input::Lost { node, why }
                 }
                 Some(Hub::Refused { peer, why }) => {
-                    deliver(Incoming::Refused { peer, why });
+                    if let Some((peer, why)) = refusals.add(peer, why, std::time::Instant::now()) {
+                        deliver(Incoming::Refused { peer, why });
+                    }
                     continue;
                 }
             },
@@ -656,6 +709,77 @@ async fn hub(mut rx: UnboundedReceiver<Hub>, job_nodes: Vec<String>, deliver: De
                 Output::Note(n) => deliver(Incoming::Decided(n)),
             }
         }
+    }
+}
+
+/// Refusals by address: the first of a window is said at once, the rest counted and said as
+/// one line when the window ends.
+#[derive(Default)]
+struct Refusals {
+    /// Address (without the port) -> when its window ends, how many more, the last reason.
+    windows: HashMap<String, (std::time::Instant, u64, String)>,
+}
+
+impl Refusals {
+    /// A refusal from `peer`: what to say now, if anything.
+    fn add(
+        &mut self,
+        peer: String,
+        why: String,
+        now: std::time::Instant,
+    ) -> Option<(String, String)> {
+        let ip = match peer.rsplit_once(':') {
+            Some((ip, port)) if port.chars().all(|c| c.is_ascii_digit()) => ip.to_string(),
+            _ => peer.clone(),
+        };
+        match self.windows.get_mut(&ip) {
+            Some((end, more, last)) if now < *end => {
+                *more += 1;
+                *last = why;
+                None
+            }
+            _ => {
+                if self.windows.len() >= 4096 {
+                    // Addresses without a second refusal are dropped first: the map stays bounded.
+                    self.windows.retain(|_, (_, more, _)| *more > 0);
+                }
+                self.windows
+                    .insert(ip, (now + REFUSALS_WINDOW, 0, String::new()));
+                Some((peer, why))
+            }
+        }
+    }
+
+    /// The windows that ended: one line each for those with more refusals.
+    fn due(&mut self, now: std::time::Instant) -> Vec<(String, String)> {
+        let ended: Vec<String> = self
+            .windows
+            .iter()
+            .filter(|(_, (end, _, _))| *end <= now)
+            .map(|(ip, _)| ip.clone())
+            .collect();
+        let mut out = Vec::new();
+        for ip in ended {
+            if let Some((_, more, last)) = self.windows.remove(&ip) {
+                if more > 0 {
+                    out.push((
+                        ip.clone(),
+                        format!(
+                            "{more} more refused from {ip} in the last minute (the last: {last})"
+                        ),
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    fn next_deadline(&self) -> Option<std::time::Instant> {
+        self.windows
+            .values()
+            .filter(|(_, more, _)| *more > 0)
+            .map(|(end, _, _)| *end)
+            .min()
     }
 }
 

@@ -259,33 +259,54 @@ fn a_stranger_with_the_secret_and_a_flood_of_connections_are_refused() {
         let mut other = spec.clone();
         other.coordinator = "n1".into();
         let (_n9, h9) = node(&other, "n9", vec![], REACH_WITHIN);
-        until(&h1, "the stranger refused", |i| {
-            matches!(i, Incoming::Refused { why, .. } if why == "n9 is not a node of this job")
-        })
+        until(
+            &h1,
+            "the stranger refused",
+            |i| matches!(i, Incoming::Refused { why, .. } if why == "n9 is not a node of this job"),
+        )
         .await;
         assert!(!h9.lock().unwrap().contains(&Incoming::Joined));
-        // 2 x 3 nodes + 32 connections may be open; more are closed at once, said once.
+        // 32 connections may wait for their hello; a newer one closes the oldest (said once a
+        // minute per address), so silent strangers cannot keep the job's own nodes out.
         let (port, _) = read_secret(&spec.secret).unwrap();
         let mut flood = Vec::new();
         for _ in 0..60 {
-            flood.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+            flood.push(
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .unwrap(),
+            );
         }
-        until(&h1, "the cap said", |i| {
-            matches!(i, Incoming::Refused { why, .. } if why.contains("38 connections are open already"))
+        // While the flood goes on (its connections held, more coming), a node of the job joins.
+        let (_n2, h2) = node(&spec, "n2", vec![], REACH_WITHIN);
+        for _ in 0..40 {
+            flood.push(
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .unwrap(),
+            );
+        }
+        until(&h2, "n2 joined during the flood", |i| {
+            *i == Incoming::Joined
         })
         .await;
-        drop(flood);
-        // Once they are gone, a node of the job joins.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let (_n2, h2) = node(&spec, "n2", vec![], REACH_WITHIN);
-        until(&h2, "n2 joined", |i| *i == Incoming::Joined).await;
-        let said = h1
+        // The oldest waiting ones were closed: 100 connections, yet only the stranger's refusal
+        // is said (the rest from 127.0.0.1 is counted, and said when its minute is over).
+        let refused: Vec<String> = h1
             .lock()
             .unwrap()
             .iter()
-            .filter(|i| matches!(i, Incoming::Refused { why, .. } if why.contains("open already")))
-            .count();
-        assert_eq!(said, 1);
+            .filter_map(|i| match i {
+                Incoming::Refused { why, .. } => Some(why.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            refused,
+            ["n9 is not a node of this job"],
+            "one line per address and minute"
+        );
+        drop(flood);
     });
 }
 
@@ -395,4 +416,44 @@ fn a_node_that_joins_after_another_failed_is_told_at_once() {
         let heard = h2.lock().unwrap().clone();
         assert_eq!(heard, [Incoming::Joined, failed], "{heard:?}");
     });
+}
+
+/// Round 4's M3: refusals from one address are said once, then counted, and said as one line
+/// when the minute is over; another address has its own window.
+#[test]
+fn refusals_from_one_address_are_said_once_a_minute() {
+    let t0 = std::time::Instant::now();
+    let mut r = Refusals::default();
+    assert_eq!(
+        r.add("10.0.0.7:5000".into(), "bad hello".into(), t0),
+        Some(("10.0.0.7:5000".into(), "bad hello".into()))
+    );
+    for i in 1..=11_324 {
+        let at = t0 + Duration::from_millis(i);
+        assert_eq!(
+            r.add(
+                format!("10.0.0.7:{}", 5000 + i % 60_000),
+                "garbage".into(),
+                at
+            ),
+            None
+        );
+    }
+    assert!(
+        r.add("10.0.0.8:1".into(), "x".into(), t0).is_some(),
+        "its own window"
+    );
+    assert!(r.due(t0 + Duration::from_secs(59)).is_empty());
+    assert_eq!(r.next_deadline(), Some(t0 + REFUSALS_WINDOW));
+    assert_eq!(
+        r.due(t0 + REFUSALS_WINDOW),
+        [(
+            "10.0.0.7".to_string(),
+            "11324 more refused from 10.0.0.7 in the last minute (the last: garbage)".to_string()
+        )]
+    );
+    // A new window starts with its first refusal said again.
+    assert!(r
+        .add("10.0.0.7:1".into(), "again".into(), t0 + REFUSALS_WINDOW)
+        .is_some());
 }
