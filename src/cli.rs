@@ -912,6 +912,14 @@ fn check_plan_paths(
     plan: &Plan,
     refuse: &dyn Fn(&str, String, &str) -> CliError,
 ) -> Result<(), CliError> {
+    // Round 4's N18: `log_dir: ""` ended in "error: : No such file or directory".
+    if plan.log_dir.as_os_str().is_empty() {
+        return Err(refuse(
+            "log_dir",
+            "is empty: the run's log directory must be named".to_string(),
+            "give the directory the job's logs, events and status go to (an absolute path; `mcsup plan --json` writes one)",
+        ));
+    }
     let inside = |path: &std::path::Path| {
         path.strip_prefix(&plan.log_dir).is_ok_and(|rest| {
             rest.components().next().is_some()

@@ -401,8 +401,11 @@ impl StatusFile {
     pub fn writer_alive(&self, here: &(String, String), now_ms: u64) -> bool {
         let local = !self.host.is_empty() && self.host == here.0 && self.pid_ns == here.1;
         if local && self.mcsup_pid > 1 {
-            return nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.mcsup_pid as i32), None)
-                .is_ok();
+            // A pid past i32 is no process (round 4's N8: 4294967295 became kill(-1, 0), which
+            // succeeds, and a dead job showed as running for ever).
+            return i32::try_from(self.mcsup_pid).is_ok_and(|pid| {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            });
         }
         self.heartbeat_ms > 0
             && self.updated_ts_ms <= now_ms.saturating_add(HEARTBEAT_SLACK_MS)
@@ -652,6 +655,11 @@ mod tests {
                 file("gpu-01", 1, stale, 5_000),
                 false,
                 "pid 1 always answers: the heartbeat decides",
+            ),
+            (
+                file("gpu-01", u32::MAX, now, 5_000),
+                false,
+                "4294967295 is -1 as an i32: kill(-1, 0) would answer for every process",
             ),
             (
                 file("gpu-01", 0, now, 5_000),

@@ -174,12 +174,14 @@ fn redact_shell_word(word: &str, after_secret_flag: bool) -> (String, Vec<String
     // `NAME=VALUE` (a shell assignment) or `--flag=VALUE`: the whole value.
     if let Some((name, value)) = word.split_once('=') {
         let bare = value.trim_matches(is_quote);
-        let name_ok = !name.is_empty()
-            && name
+        // `NAME+=VALUE` appends (round 4's N12): the same secret.
+        let bare_name = name.strip_suffix('+').unwrap_or(name);
+        let name_ok = !bare_name.is_empty()
+            && bare_name
                 .trim_start_matches('-')
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if name_ok && !bare.is_empty() && (secret_name(name) || secret_value(bare)) {
+        if name_ok && !bare.is_empty() && (secret_name(bare_name) || secret_value(bare)) {
             return (
                 format!("{name}={}", value.replacen(bare, REDACTED, 1)),
                 vec![bare.to_string()],
@@ -197,9 +199,22 @@ fn redact_shell_word(word: &str, after_secret_flag: bool) -> (String, Vec<String
         if secret_value(part) {
             shown = shown.replacen(part, REDACTED, 1);
             hidden.push(part.to_string());
+        } else if let Some(password) = url_password(part) {
+            shown = shown.replacen(&format!(":{password}@"), &format!(":{REDACTED}@"), 1);
+            hidden.push(password.to_string());
         }
     }
     (shown, hidden)
+}
+
+/// The password of a URL's `user:password@` part (round 4's N12: `curl
+/// https://user:passw0rd@host` was shown as written).
+fn url_password(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let (userinfo, _) = authority.rsplit_once('@')?;
+    let (_, password) = userinfo.split_once(':')?;
+    (!password.is_empty()).then_some(password)
 }
 
 /// Replace every known secret value that occurs in a free text (a warning built from values).
@@ -231,6 +246,15 @@ mod tests {
             assert!(hidden.iter().any(|h| h == v), "{v} in {hidden:?}");
             assert!(!shown.contains(v));
         }
+        // Round 4's N12: an appended secret and a URL's password.
+        let (shown, hidden) = redact_shell(
+            "export HF_TOKEN+=appendval; curl https://user:passw0rd@host/x http://h:80/",
+        );
+        assert_eq!(
+            shown,
+            "export HF_TOKEN+=<redacted>; curl https://user:<redacted>@host/x http://h:80/"
+        );
+        assert_eq!(hidden, ["appendval", "passw0rd"]);
         // Nothing secret: unchanged.
         let plain = "source /opt/env.sh; export NCCL_DEBUG=INFO\nulimit -n 65536";
         assert_eq!(redact_shell(plain), (plain.to_string(), vec![]));

@@ -881,6 +881,19 @@ fn plan_file_dirs_outside_log_dir_are_refused() {
     env.assert_no_leftovers();
 }
 
+/// Round 4's N18: an empty `log_dir` is refused naming the key, not "error: : No such file".
+#[test]
+fn a_plan_file_with_an_empty_log_dir_is_refused() {
+    let env = TestEnv::new();
+    let mut plan = plan_json(&env);
+    plan["log_dir"] = serde_json::json!("");
+    plan["dirs"] = serde_json::json!([]);
+    plan["files"] = serde_json::json!([]);
+    let ran = run_plan(&env, &write_plan(&env, &plan, 0o600));
+    assert_refused(&ran, &["plan.json", "log_dir", "is empty"]);
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn a_plan_file_writable_by_others_is_refused() {
     let env = TestEnv::new();

@@ -231,6 +231,18 @@ mod ephemeral_tests {
         assert!(!port_listed("8700,9000-9010", 8800));
         assert!(!port_listed("\n", 8800));
     }
+
+    /// Round 4's N26: without PATH the preflight looks where the spawn looks (execvp's
+    /// /bin:/usr/bin), not nowhere.
+    #[test]
+    fn without_path_a_program_is_looked_for_where_the_spawn_looks() {
+        assert_eq!(
+            find_program("sh", None, None),
+            Some(PathBuf::from("/bin/sh"))
+        );
+        assert_eq!(find_program("sh", Some("/nonexistent"), None), None);
+        assert_eq!(find_program("no-such-program-mcsup", None, None), None);
+    }
 }
 
 /// Find a program the way exec would (`PATH` search for bare names).
@@ -246,7 +258,10 @@ pub fn find_program(name: &str, path_var: Option<&str>, cwd: Option<&Path>) -> O
         };
         return is_exec(&p).then_some(p);
     }
-    path_var?
+    // Without PATH, where the spawn looks too (execvp's default; round 4's N26: the preflight
+    // said "not found" of a program the spawn then ran).
+    path_var
+        .unwrap_or("/bin:/usr/bin")
         .split(':')
         .filter(|d| !d.is_empty())
         .map(|d| Path::new(d).join(name))
@@ -479,7 +494,9 @@ pub fn check_executables(plan: &Plan, path_var: Option<&str>, wait: Duration, re
     for p in &plan.processes {
         let Some(prog) = p.argv.first() else { continue };
         let label = format!("{} program", p.name);
-        let Some(found) = find_program(prog, path_var, p.cwd.as_deref()) else {
+        // Where the spawn will look: the process's own PATH when the plan sets one.
+        let path = p.env_value("PATH").or(path_var);
+        let Some(found) = find_program(prog, path, p.cwd.as_deref()) else {
             let fix = match p.kind {
                 ProcessKind::Master => "install Mooncake (scripts/setup.sh puts it in .venv/bin) and put it on PATH, or set mcsup.master.command",
                 ProcessKind::Store => "install Mooncake's Python package in the interpreter on PATH, or set standalone.command",

