@@ -12,6 +12,18 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// Whether group `gid` is this user's own (a user private group: named as the user, no other
+/// member), so that its write bit lets nobody else write.
+pub fn group_is_private(gid: u32) -> bool {
+    let Ok(Some(me)) = nix::unistd::User::from_uid(nix::unistd::geteuid()) else {
+        return false;
+    };
+    match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
+        Ok(Some(g)) => g.name == me.name && g.mem.iter().all(|m| *m == me.name),
+        _ => false,
+    }
+}
+
 /// The value of flag `--name` in an argv (`--name=V` or `--name V`), the first one given.
 pub fn flag_value<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
     argv.iter().enumerate().find_map(|(i, a)| {

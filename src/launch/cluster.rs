@@ -162,7 +162,7 @@ fn planted_by_another(path: &Path) -> Result<(), Diagnostic> {
             file.uid()
         )));
     }
-    let shared_group = |gid: u32| !group_is_private(gid);
+    let shared_group = |gid: u32| !crate::domain::group_is_private(gid);
     if file.mode() & 0o002 != 0 || (file.mode() & 0o020 != 0 && shared_group(file.gid())) {
         return Err(refuse(format!(
             "others can write it (mode {:o})",
@@ -188,18 +188,6 @@ fn planted_by_another(path: &Path) -> Result<(), Diagnostic> {
         )));
     }
     Ok(())
-}
-
-/// Whether group `gid` is this user's own (a user private group: named as the user, no other
-/// member), so that its write bit lets nobody else write.
-pub(crate) fn group_is_private(gid: u32) -> bool {
-    let Ok(Some(me)) = nix::unistd::User::from_uid(nix::unistd::geteuid()) else {
-        return false;
-    };
-    match nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)) {
-        Ok(Some(g)) => g.name == me.name && g.mem.iter().all(|m| *m == me.name),
-        _ => false,
-    }
 }
 
 /// Read and check the cluster config at `path`.

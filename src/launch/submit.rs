@@ -108,7 +108,7 @@ pub(crate) fn own_dir(dir: &Path) -> Result<(), String> {
     } else if m.uid() != me {
         format!("belongs to uid {} (you are uid {me})", m.uid())
     } else if m.mode() & 0o002 != 0
-        || (m.mode() & 0o020 != 0 && !super::cluster::group_is_private(m.gid()))
+        || (m.mode() & 0o020 != 0 && !crate::domain::group_is_private(m.gid()))
     {
         format!("can be written by others (mode {:o})", m.mode() & 0o7777)
     } else {

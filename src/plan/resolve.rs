@@ -148,7 +148,7 @@ pub fn plan_with(
     super::benchmark::check_terminal_services(recipe, &model)?;
     let mc = recipe.mcsup.clone().unwrap_or_default();
     check_request(recipe, &model, &mc, roles)?;
-    let mut warnings: Vec<String> = ctx.warnings.clone();
+    let mut warnings: Vec<String> = [&ctx.warnings[..], &recipe.file_warnings].concat();
     warnings.extend(model.warnings.iter().cloned());
     let mut ignored: Vec<String> = model.ignored.clone();
     warnings.extend(underivable(recipe, &model, &mc).map(|u| underivable_warning(&model, &u)));

@@ -97,18 +97,38 @@ pub fn read_input_file(path: &Path, limit: u64) -> Result<InputFile, InputFileEr
     Ok(InputFile { bytes, meta })
 }
 
+/// Why another user could change a recipe this user runs, if one could (round 4's D15: a 0666
+/// recipe, or one another user owns, ran as root without a word): owned by someone else than
+/// this user or root, or writable by others or a group not the user's own. Pipes and the like (no permission bits
+/// that matter) are not judged.
+fn others_could_write(meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if !meta.is_file() {
+        return None;
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me && meta.uid() != 0 {
+        return Some(format!("is owned by uid {} (you are uid {me})", meta.uid()));
+    }
+    let group = meta.mode() & 0o020 != 0 && !crate::domain::group_is_private(meta.gid());
+    (meta.mode() & 0o002 != 0 || group)
+        .then(|| format!("can be written by others (mode {:o})", meta.mode() & 0o777))
+}
+
 /// Read and parse the recipe at `path`; `FILE:SELECTOR` (srtctl's form) is the one variant of
 /// an override file that the selector picks.
 pub fn load_file(path: &Path) -> Result<Recipe, RecipeError> {
     let (file, selector) = super::variants::split_selector(path);
-    let text = read_text(&file)?;
-    match selector {
+    let (text, said) = read_text_said(&file)?;
+    let mut recipe = match selector {
         None => parse_str(&file, &text),
         Some(sel) => {
             let text = selected(&file, &text, &sel)?;
             parse_str(&file, &text)
         }
-    }
+    }?;
+    recipe.file_warnings = said;
+    Ok(recipe)
 }
 
 /// The text of the one variant `sel` picks in the override file `path`.
@@ -143,8 +163,22 @@ pub fn variant_error(path: &Path, e: super::variants::VariantError) -> RecipeErr
 /// The recipe's text (for callers that keep it, as `migrate` and `render` do): a regular file
 /// of at most [`MAX_RECIPE_BYTES`], in UTF-8.
 pub fn read_text(path: &Path) -> Result<String, RecipeError> {
+    read_text_said(path).map(|(text, _)| text)
+}
+
+/// [`read_text`], and what the plan should say about the file (another user could write it).
+fn read_text_said(path: &Path) -> Result<(String, Vec<String>), RecipeError> {
+    let mut said = Vec::new();
     let bytes = match read_input_file(path, MAX_RECIPE_BYTES) {
-        Ok(f) => f.bytes,
+        Ok(f) => {
+            if let Some(why) = others_could_write(&f.meta) {
+                said.push(format!(
+                    "the recipe {} {why}: whoever can write it decides what this job runs (chmod go-w it, or keep your recipes in a directory of your own)",
+                    path.display()
+                ));
+            }
+            f.bytes
+        }
         Err(InputFileError::Io(source)) => {
             return Err(RecipeError::Io {
                 path: path.into(),
@@ -176,7 +210,7 @@ pub fn read_text(path: &Path) -> Result<String, RecipeError> {
             ))
         }
     };
-    String::from_utf8(bytes).map_err(|e| {
+    let text = String::from_utf8(bytes).map_err(|e| {
         RecipeError::invalid(
             path,
             "",
@@ -187,7 +221,8 @@ pub fn read_text(path: &Path) -> Result<String, RecipeError> {
             ),
             Some("save the recipe as UTF-8".into()),
         )
-    })
+    })?;
+    Ok((text, said))
 }
 
 /// Where the YAML in `text` first nests deeper than [`MAX_YAML_DEPTH`] (see [`structure`]):
@@ -764,6 +799,31 @@ fn explain(raw: &str) -> (String, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Round 4's D15: a recipe another user could change is run, but the plan says so.
+    #[test]
+    fn a_recipe_others_can_write_is_said_in_the_plans_warnings() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.yaml");
+        std::fs::write(&p, "name: x\nbackend: {type: sglang}\n").unwrap();
+        let mode = |m| std::fs::set_permissions(&p, std::fs::Permissions::from_mode(m)).unwrap();
+        mode(0o644);
+        assert!(load_file(&p).unwrap().file_warnings.is_empty());
+        mode(0o666);
+        let w = load_file(&p).unwrap().file_warnings;
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].contains("can be written by others (mode 666)"),
+            "{w:?}"
+        );
+        if nix::unistd::geteuid().is_root() {
+            mode(0o644);
+            nix::unistd::chown(&p, Some(nix::unistd::Uid::from_raw(1000)), None).unwrap();
+            let w = load_file(&p).unwrap().file_warnings;
+            assert!(w[0].contains("is owned by uid 1000"), "{w:?}");
+        }
+    }
 
     /// The sections mcsup reads from the raw document (`resources`, `model`, ...) see merge keys
     /// applied as the typed ones do.

@@ -37,6 +37,9 @@ pub struct Recipe {
     /// Where each key stands in the file, for errors found after parsing.
     #[serde(skip)]
     pub positions: super::locate::KeyIndex,
+    /// What the plan says about the file itself (another user could write it).
+    #[serde(skip)]
+    pub file_warnings: Vec<String>,
     /// The whole document, for the few values the planner reads from sections mcsup does not
     /// type (`resources`, `model`, `health_check`, `backend.kv_events_config`).
     #[serde(skip)]
