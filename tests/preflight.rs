@@ -272,6 +272,42 @@ fn gid_index_values_are_read_as_mooncake_reads_them() {
     }
 }
 
+/// Both indices set, and different: Mooncake's transfers and NCCL's use different GIDs.
+#[test]
+fn a_gid_index_that_differs_between_mooncake_and_nccl_is_flagged() {
+    let n = node("two-nics", &Proc::default());
+    let json = preflight_env(
+        n.path(),
+        &seed_recipe(),
+        "decode",
+        &[],
+        &[("NCCL_IB_GID_INDEX", "2")],
+    )
+    .json;
+    let checks = json["checks"].as_array().unwrap();
+    let c = checks
+        .iter()
+        .find(|c| c["name"] == "gid index agreement")
+        .expect("the disagreement flagged");
+    assert_eq!(c["status"], "warn");
+    let m = c["message"].as_str().unwrap();
+    assert!(m.contains("MC_GID_INDEX=3") && m.contains("NCCL_IB_GID_INDEX=2"), "{m}");
+    // The same index: nothing to say.
+    let json = preflight_env(
+        n.path(),
+        &seed_recipe(),
+        "decode",
+        &[],
+        &[("NCCL_IB_GID_INDEX", "3")],
+    )
+    .json;
+    assert!(!json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["name"] == "gid index agreement"));
+}
+
 #[test]
 fn nccl_gid_index_is_inherited_silently_warns() {
     let n = node("two-nics", &Proc::default());

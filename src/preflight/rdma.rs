@@ -341,6 +341,24 @@ fn check_worker_devices(
 
 /// `MC_GID_INDEX`, or NCCL's index Mooncake falls back to, as Mooncake parses it.
 fn gid_config(env: &McEnv, report: &mut Report) -> GidConfig {
+    // Both set and different: NCCL's transfers and Mooncake's go through different GIDs (one
+    // RoCE v1 and one v2, or two subnets), which works on one fabric and not on another.
+    if let (Some((mc, mc_src)), Some((nccl, nccl_src))) =
+        (env.get("MC_GID_INDEX"), env.get("NCCL_IB_GID_INDEX"))
+    {
+        if mc.trim() != nccl.trim() {
+            report.push(Check::warn(
+                G,
+                "gid index agreement",
+                format!(
+                    "MC_GID_INDEX={} ({mc_src}) and NCCL_IB_GID_INDEX={} ({nccl_src}) differ: Mooncake's KV transfers and NCCL's collectives use different GIDs of the same NIC",
+                    mc.trim(),
+                    nccl.trim()
+                ),
+                "give both the same index (the one `mcsup preflight` shows as usable), unless the two fabrics really differ",
+            ));
+        }
+    }
     let gid_setting = match env.get("MC_GID_INDEX") {
         Some((v, src)) => Some((v.trim().to_string(), format!("MC_GID_INDEX ({src})"))),
         None => env.get("NCCL_IB_GID_INDEX").map(|(v, src)| {
