@@ -272,3 +272,30 @@ fn a_terminal_service_ends_the_job_and_is_refused_beside_a_benchmark() {
     assert!(e.message.contains("benchmark.type is `sa-bench`"), "{e}");
     assert!(e.fix.contains("benchmark.type: manual"), "{e}");
 }
+
+/// Round 4's N30: a service planned on a port another process of the node already uses (here
+/// the prefill worker's 30000) is warned, naming both; on a free port, nothing is said. (Two
+/// services on one port are an error already.)
+#[test]
+fn a_service_on_a_port_a_worker_of_the_node_uses_is_warned() {
+    let svc = |port: u16| {
+        with(&format!(
+            "  - {{name: m, type: mooncake-master}}\n  - {{name: side, command: [sleep, \"1\"], placement: {{node: prefill}}, readiness: {{port: {port}}}}}\n"
+        ))
+    };
+    let warned = |port| {
+        plan_on(&svc(port), "n1", &[Role::Prefill])
+            .unwrap()
+            .warnings
+            .into_iter()
+            .filter(|w| w.contains("both use port"))
+            .collect::<Vec<_>>()
+    };
+    let w = warned(30000);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("both use port 30000 on this node") && w[0].contains("side"),
+        "{w:?}"
+    );
+    assert!(warned(29101).is_empty());
+}

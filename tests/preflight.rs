@@ -291,7 +291,10 @@ fn a_gid_index_that_differs_between_mooncake_and_nccl_is_flagged() {
         .expect("the disagreement flagged");
     assert_eq!(c["status"], "warn");
     let m = c["message"].as_str().unwrap();
-    assert!(m.contains("MC_GID_INDEX=3") && m.contains("NCCL_IB_GID_INDEX=2"), "{m}");
+    assert!(
+        m.contains("MC_GID_INDEX=3") && m.contains("NCCL_IB_GID_INDEX=2"),
+        "{m}"
+    );
     // The same index: nothing to say.
     let json = preflight_env(
         n.path(),

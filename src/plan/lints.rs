@@ -207,3 +207,48 @@ pub fn stop_budget_findings(
         .map(|((what, fix), names)| (format!("{}: {what}", names.join(", ")), fix))
         .collect()
 }
+
+/// Two processes of this node on one port (round 4's N30: two stores on 28800 and 28801 whose
+/// other ports met, a node-exporter's `options.port` and a service's readiness port, planned
+/// without a word): the ports each listens on (its placement's) or is probed on here.
+/// `here`: whether a probe's host is this node.
+pub fn port_clashes(
+    processes: &[super::spec::ProcessSpec],
+    here: &dyn Fn(&str) -> bool,
+    warnings: &mut Vec<String>,
+) {
+    use super::spec::ProbeSpec;
+    let mut owners: Vec<(u16, &str)> = Vec::new();
+    for p in processes {
+        let mut ports: Vec<u16> = p
+            .placement
+            .iter()
+            .flat_map(|w| w.ports.iter().map(|(_, port)| *port))
+            .collect();
+        let liveness = p.liveness.iter().map(|l| &l.probe);
+        for probe in p.readiness.iter().flat_map(|r| &r.probes).chain(liveness) {
+            match probe {
+                ProbeSpec::Tcp { host, port }
+                | ProbeSpec::MooncakeHealth { host, port }
+                | ProbeSpec::Http { host, port, .. }
+                    if here(host) =>
+                {
+                    ports.push(*port)
+                }
+                ProbeSpec::EngineAlive(a) if here(&a.host) => ports.push(a.port),
+                _ => {}
+            }
+        }
+        ports.sort_unstable();
+        ports.dedup();
+        for port in ports.into_iter().filter(|p| *p != 0) {
+            match owners.iter().find(|(q, _)| *q == port) {
+                Some((_, other)) => warnings.push(format!(
+                    "{other} and {} both use port {port} on this node (listening or probed there): if both listen, the second fails to bind — give one of them another port",
+                    p.name
+                )),
+                None => owners.push((port, &p.name)),
+            }
+        }
+    }
+}

@@ -250,8 +250,7 @@ pub fn plan_with(
         &mut warnings,
     );
     let shutdown = shutdown_spec(&mc, &processes, topo.as_ref(), &mut warnings)?;
-    lints::stop_budgets(&processes, shutdown.deadline, &mut warnings);
-    lints::migration_limit(&processes, workers_restart(&processes, &mc), &mut warnings);
+    process_lints(&processes, &mc, shutdown.deadline, ctx, &mut warnings);
     check_not_empty(recipe, &model, &mc, roles, ctx, &processes, topo.as_ref())?;
     not_named_mcsup(&processes)?;
     values_as_their_readers_read_them(recipe, &processes)?;
@@ -285,6 +284,22 @@ pub fn plan_with(
         periods: Periods::default(),
         canary: super::policy::canary(&mc.canary)?,
     })
+}
+
+/// The lints over this node's planned processes: stop budgets, request migration, ports.
+fn process_lints(
+    processes: &[ProcessSpec],
+    mc: &McsupSection,
+    deadline: std::time::Duration,
+    ctx: &NodeContext,
+    warnings: &mut Vec<String>,
+) {
+    lints::stop_budgets(processes, deadline, warnings);
+    lints::migration_limit(processes, workers_restart(processes, mc), warnings);
+    let here = |h: &str| {
+        matches!(h, "127.0.0.1" | "localhost" | "::1" | "0.0.0.0") || h == ctx.ip || h == ctx.name
+    };
+    lints::port_clashes(processes, &here, warnings);
 }
 
 /// The workers that got their engine's liveness probe from mcsup (srtctl has none), in one note.
