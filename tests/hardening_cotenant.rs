@@ -198,7 +198,14 @@ fn files_and_directories_a_neighbour_made_first_in_a_shared_log_directory_are_re
     std::fs::create_dir(&shared_logs).unwrap();
     std::fs::set_permissions(&shared_logs, std::fs::Permissions::from_mode(0o1777)).unwrap();
     let recipe = node.recipe(&shared_logs);
-    for file in ["n1.lock", "n1.events.jsonl", "n1.worker.log"] {
+    // The earlier runs' logs too (round 4's L3: a neighbour's `.log.1` failed every rotation).
+    for file in [
+        "n1.lock",
+        "n1.events.jsonl",
+        "n1.worker.log",
+        "n1.worker.log.1",
+        "n1.worker.log.5",
+    ] {
         let f = shared_logs.join(file);
         neighbour(&format!("touch {0} && chmod 666 {0}", f.display()));
         let out = node.run(&recipe);

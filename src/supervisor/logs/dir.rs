@@ -508,7 +508,21 @@ pub fn claim_log_dir(plan: &Plan) -> Result<LogDirLock, SupervisorError> {
         crate::runfiles::events_path(dir, node),
         crate::runfiles::status_path(dir, node),
     ];
-    own.extend(plan.processes.iter().map(|p| log_path(dir, node, &p.name)));
+    for p in &plan.processes {
+        let log = log_path(dir, node, &p.name);
+        // Its earlier runs' logs too: one another user made first fails the rotation with EPERM
+        // at a restart, and that life's output is lost (round 4's L3).
+        own.extend((1..=KEEP_ROTATED as usize).map(|n| rotated_path(&log, n)));
+        own.push(log);
+    }
+    // The coordinator's files (round 4's L3: a planted control.secret stopped it with a bare
+    // "Operation not permitted").
+    if let Some(c) = plan.control.as_ref().filter(|c| c.coordinator == *node) {
+        if c.secret.parent() == Some(dir.as_path()) {
+            own.push(c.secret.clone());
+        }
+        own.push(dir.join("worker_restarts.json"));
+    }
     // One listing of the directory rather than a stat per file (a file type from the listing is
     // the link's own, as with lstat); a directory that cannot be listed is checked file by file.
     let present: Option<BTreeMap<std::ffi::OsString, std::fs::FileType>> =
