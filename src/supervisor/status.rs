@@ -419,7 +419,7 @@ pub fn read_status(log_dir: &Path, node: Option<&str>) -> Result<StatusRead, Sup
             match found.len() {
                 0 => {
                     return Err(SupervisorError::Setup(format!(
-                        "no status file (*.status.json) in {}: is mcsup running with this log directory?",
+                        "no status file (*.status.json) in {}: is mcsup running with this log directory? (one that could not write there, a full disk or a hung mount, says so on its stderr)",
                         log_dir.display()
                     )))
                 }

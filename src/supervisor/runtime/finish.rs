@@ -111,6 +111,8 @@ impl Runtime {
             );
         }
         let sigkill_needed = self.machine.sigkill_needed();
+        let (run_files_failed, events_dropped) =
+            (self.writer.failed_writes(), self.writer.events_dropped());
         let Runtime { console, .. } = self;
         let dropped = console.finish(Duration::from_millis(500));
         if dropped > 0 {
@@ -121,11 +123,15 @@ impl Runtime {
         }
         let (log_dropped, log_failed) = stderr_lost();
         let file_size_exceeded = signals::file_size_exceeded();
+        // What the log directory did not take, besides mcsup's own log lines (round 4's D17:
+        // the last line said `log_lines_failed=0` on a full disk where the status never landed).
         tracing::info!(
             exit_code = code,
             reason = %reason,
             log_lines_dropped = log_dropped,
             log_lines_failed = log_failed,
+            run_file_writes_failed = run_files_failed,
+            event_lines_dropped = events_dropped,
             writes_over_file_size_limit = file_size_exceeded,
             "mcsup finished"
         );
