@@ -297,11 +297,16 @@ fn a_realtime_signal_before_the_loop_listens_is_held_then_reported() {
 /// `sh -c 'ulimit -f 64; exec mcsup run --plan-file P'`: writes past 32 KiB (dash counts
 /// 512-byte blocks) fail; with the default SIGXFSZ action the first one would kill mcsup.
 fn start_under_file_limit(env: &TestEnv, plan: &Plan, blocks: u32) -> Mcsup {
+    start_under_ulimit(env, plan, &format!("-f {blocks}"))
+}
+
+/// `sh -c 'ulimit <limit>; exec mcsup run --plan-file P'`.
+fn start_under_ulimit(env: &TestEnv, plan: &Plan, limit: &str) -> Mcsup {
     let plan_path = env.path("plan.json");
     std::fs::write(&plan_path, serde_json::to_string_pretty(plan).unwrap()).unwrap();
     let child = Command::new("sh")
         .arg("-c")
-        .arg(format!("ulimit -f {blocks}; exec \"$0\" \"$@\""))
+        .arg(format!("ulimit {limit}; exec \"$0\" \"$@\""))
         .arg(MCSUP)
         .arg("run")
         .arg("--plan-file")
@@ -614,22 +619,7 @@ fn a_low_soft_open_files_limit_is_raised_for_mcsup_and_kept_for_its_processes() 
     ];
     probe.readiness = ready_on_line("^soft=", 10_000);
     procs.push(probe);
-    let plan = env.plan(procs);
-    let plan_path = env.path("plan.json");
-    std::fs::write(&plan_path, serde_json::to_string_pretty(&plan).unwrap()).unwrap();
-    let child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -Sn 64; exec \"$0\" \"$@\"")
-        .arg(MCSUP)
-        .args(["run", "--skip-preflight", "--plan-file"])
-        .arg(&plan_path)
-        .env("MCSUP_LOG", "debug")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(env.path("mcsup.stdout")).unwrap())
-        .stderr(std::fs::File::create(env.path("mcsup.stderr")).unwrap())
-        .spawn()
-        .expect("spawn sh");
-    let mut m = Mcsup::new(&env, &env.node, child, env.dir.path().to_path_buf());
+    let mut m = start_under_ulimit(&env, &env.plan(procs), "-Sn 64");
     m.wait_event("limit", "ready", T);
     for i in 0..40 {
         m.wait_event(&format!("w{i}"), "ready", T);

@@ -217,31 +217,9 @@ pub fn port_clashes(
     here: &dyn Fn(&str) -> bool,
     warnings: &mut Vec<String>,
 ) {
-    use super::spec::ProbeSpec;
     let mut owners: Vec<(u16, &str)> = Vec::new();
     for p in processes {
-        let mut ports: Vec<u16> = p
-            .placement
-            .iter()
-            .flat_map(|w| w.ports.iter().map(|(_, port)| *port))
-            .collect();
-        let liveness = p.liveness.iter().map(|l| &l.probe);
-        for probe in p.readiness.iter().flat_map(|r| &r.probes).chain(liveness) {
-            match probe {
-                ProbeSpec::Tcp { host, port }
-                | ProbeSpec::MooncakeHealth { host, port }
-                | ProbeSpec::Http { host, port, .. }
-                    if here(host) =>
-                {
-                    ports.push(*port)
-                }
-                ProbeSpec::EngineAlive(a) if here(&a.host) => ports.push(a.port),
-                _ => {}
-            }
-        }
-        ports.sort_unstable();
-        ports.dedup();
-        for port in ports.into_iter().filter(|p| *p != 0) {
+        for port in p.ports_here(here) {
             match owners.iter().find(|(q, _)| *q == port) {
                 Some((_, other)) => warnings.push(format!(
                     "{other} and {} both use port {port} on this node (listening or probed there): if both listen, the second fails to bind — give one of them another port",

@@ -296,9 +296,7 @@ fn process_lints(
 ) {
     lints::stop_budgets(processes, deadline, warnings);
     lints::migration_limit(processes, workers_restart(processes, mc), warnings);
-    let here = |h: &str| {
-        matches!(h, "127.0.0.1" | "localhost" | "::1" | "0.0.0.0") || h == ctx.ip || h == ctx.name
-    };
+    let here = |h: &str| super::spec::host_is_here(h, &ctx.ip, &ctx.name);
     lints::port_clashes(processes, &here, warnings);
 }
 

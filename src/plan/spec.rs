@@ -417,7 +417,44 @@ impl SlurmStep {
     }
 }
 
+/// Whether a probe's `host` is the node `ip` / `name` itself (or loopback, or any address).
+pub fn host_is_here(host: &str, ip: &str, name: &str) -> bool {
+    matches!(host, "127.0.0.1" | "localhost" | "::1" | "0.0.0.0") || host == ip || host == name
+}
+
 impl ProcessSpec {
+    /// The ports this process uses on its node, in order, each once: its placement's, then
+    /// each its readiness or liveness probes check there (`here`: whether a host is this node).
+    pub fn ports_here(&self, here: &dyn Fn(&str) -> bool) -> Vec<u16> {
+        let mut ports: Vec<u16> = self
+            .placement
+            .iter()
+            .flat_map(|w| w.ports.iter().map(|(_, port)| *port))
+            .collect();
+        let liveness = self.liveness.iter().map(|l| &l.probe);
+        for probe in self
+            .readiness
+            .iter()
+            .flat_map(|r| &r.probes)
+            .chain(liveness)
+        {
+            match probe {
+                ProbeSpec::Tcp { host, port }
+                | ProbeSpec::MooncakeHealth { host, port }
+                | ProbeSpec::Http { host, port, .. }
+                    if here(host) =>
+                {
+                    ports.push(*port)
+                }
+                ProbeSpec::EngineAlive(a) if here(&a.host) => ports.push(a.port),
+                _ => {}
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        ports.retain(|p| *p != 0 && seen.insert(*p));
+        ports
+    }
+
     /// Teardown order, lowest first: after-frontend services, the frontends (no new request
     /// reaches a stopping worker), workers (and with-workers services), other before-workers
     /// services such as the stores, the Mooncake master (stores unmount from a live master),

@@ -16,40 +16,19 @@ use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
 use super::report::{Check, Report};
-use crate::plan::{Plan, ProbeSpec, ProcessKind, ProcessSpec};
+use crate::plan::{Plan, ProcessKind, ProcessSpec};
 
 /// Ports this node's processes will listen on, each once with the first process that names it:
 /// the workers' planned ports, and every port a process's readiness or liveness probe checks on
 /// this node (nothing of the job runs yet, so each must be free). Probes of other nodes (gates,
 /// a remote master) are not this node's.
 pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
-    let here = |host: &str| {
-        matches!(host, "127.0.0.1" | "localhost" | "::1" | "0.0.0.0")
-            || host == plan.node.ip
-            || host == plan.node.name
-    };
+    let here = |host: &str| crate::plan::host_is_here(host, &plan.node.ip, &plan.node.name);
     let mut out: Vec<(String, u16)> = Vec::new();
-    let mut add = |name: &str, port: u16| {
-        if port != 0 && !out.iter().any(|(_, p)| *p == port) {
-            out.push((name.to_string(), port));
-        }
-    };
     for p in &plan.processes {
-        for (_, port) in p.placement.iter().flat_map(|w| &w.ports) {
-            add(&p.name, *port);
-        }
-        let liveness = p.liveness.iter().map(|l| &l.probe);
-        for probe in p.readiness.iter().flat_map(|r| &r.probes).chain(liveness) {
-            match probe {
-                ProbeSpec::Tcp { host, port }
-                | ProbeSpec::MooncakeHealth { host, port }
-                | ProbeSpec::Http { host, port, .. }
-                    if here(host) =>
-                {
-                    add(&p.name, *port)
-                }
-                ProbeSpec::EngineAlive(a) if here(&a.host) => add(&p.name, a.port),
-                _ => {}
+        for port in p.ports_here(&here) {
+            if !out.iter().any(|(_, q)| *q == port) {
+                out.push((p.name.clone(), port));
             }
         }
     }
