@@ -12,6 +12,13 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// Whether someone but this user could write the file or directory `m` describes: its mode lets
+/// others write, or a group that is not the user's own (see [`group_is_private`]).
+pub fn writable_by_others(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    m.mode() & 0o002 != 0 || (m.mode() & 0o020 != 0 && !group_is_private(m.gid()))
+}
+
 /// Whether group `gid` is this user's own (a user private group: named as the user, no other
 /// member), so that its write bit lets nobody else write.
 pub fn group_is_private(gid: u32) -> bool {

@@ -162,8 +162,7 @@ fn planted_by_another(path: &Path) -> Result<(), Diagnostic> {
             file.uid()
         )));
     }
-    let shared_group = |gid: u32| !crate::domain::group_is_private(gid);
-    if file.mode() & 0o002 != 0 || (file.mode() & 0o020 != 0 && shared_group(file.gid())) {
+    if crate::domain::writable_by_others(&file) {
         return Err(refuse(format!(
             "others can write it (mode {:o})",
             file.mode() & 0o777
@@ -180,7 +179,7 @@ fn planted_by_another(path: &Path) -> Result<(), Diagnostic> {
             d.mode() & 0o7777
         )));
     }
-    if !sticky && (d.mode() & 0o002 != 0 || (d.mode() & 0o020 != 0 && shared_group(d.gid()))) {
+    if !sticky && crate::domain::writable_by_others(&d) {
         return Err(refuse(format!(
             "others can replace it: its directory {} is writable by others without the sticky bit (mode {:o})",
             dir.display(),

@@ -107,9 +107,7 @@ pub(crate) fn own_dir(dir: &Path) -> Result<(), String> {
         "is not a directory".to_string()
     } else if m.uid() != me {
         format!("belongs to uid {} (you are uid {me})", m.uid())
-    } else if m.mode() & 0o002 != 0
-        || (m.mode() & 0o020 != 0 && !crate::domain::group_is_private(m.gid()))
-    {
+    } else if crate::domain::writable_by_others(&m) {
         format!("can be written by others (mode {:o})", m.mode() & 0o7777)
     } else {
         return Ok(());

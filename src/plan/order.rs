@@ -234,8 +234,6 @@ pub fn start_order(
     processes
 }
 
-/// `host` and optional port of an endpoint written as `host:port`, `http://host:port/...` or
-/// `nats://host:port`.
 /// Why `text` cannot be an `external:` endpoint, if it cannot: one or more comma-separated
 /// `[scheme://]host[:port][/path]`, each with a host and, when given, a port from 1 to 65535,
 /// and nothing a shell, an environment line or a probe would read differently (whitespace,
@@ -272,6 +270,8 @@ pub(super) fn bad_endpoint(text: &str) -> Option<String> {
     None
 }
 
+/// `host` and optional port of an endpoint written as `host:port`, `http://host:port/...` or
+/// `nats://host:port`.
 fn endpoint(text: &str) -> (String, Option<u16>) {
     let t = text.trim();
     let t = t.split_once("://").map_or(t, |(_, rest)| rest);

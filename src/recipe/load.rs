@@ -99,8 +99,8 @@ pub fn read_input_file(path: &Path, limit: u64) -> Result<InputFile, InputFileEr
 
 /// Why another user could change a recipe this user runs, if one could (round 4's D15: a 0666
 /// recipe, or one another user owns, ran as root without a word): owned by someone else than
-/// this user or root, or writable by others or a group not the user's own. Pipes and the like (no permission bits
-/// that matter) are not judged.
+/// this user or root, or writable by others or a group not the user's own. Pipes and the like
+/// (no permission bits that matter) are not judged.
 fn others_could_write(meta: &std::fs::Metadata) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     if !meta.is_file() {
@@ -110,8 +110,7 @@ fn others_could_write(meta: &std::fs::Metadata) -> Option<String> {
     if meta.uid() != me && meta.uid() != 0 {
         return Some(format!("is owned by uid {} (you are uid {me})", meta.uid()));
     }
-    let group = meta.mode() & 0o020 != 0 && !crate::domain::group_is_private(meta.gid());
-    (meta.mode() & 0o002 != 0 || group)
+    crate::domain::writable_by_others(meta)
         .then(|| format!("can be written by others (mode {:o})", meta.mode() & 0o777))
 }
 

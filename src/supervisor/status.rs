@@ -252,7 +252,7 @@ fn read_run_file(path: &Path, max: u64, dir_owner: Option<u32>) -> Result<Vec<u8
     let f = logs::open_private(path, OpenMode::Read).map_err(|e| e.to_string())?;
     let owner = f.metadata().map_err(|e| e.to_string())?.uid();
     let me = nix::unistd::geteuid().as_raw();
-    if owner != me && Some(owner) != dir_owner {
+    if !the_jobs(owner, dir_owner) {
         return Err(format!(
             "is owned by uid {owner}, neither the log directory's owner nor you (uid {me}): not written by this job's mcsup"
         ));
@@ -268,6 +268,12 @@ fn read_run_file(path: &Path, max: u64, dir_owner: Option<u32>) -> Result<Vec<u8
         ));
     }
     Ok(buf)
+}
+
+/// Whether a run file owned by `owner` was written by the job: by the log directory's owner
+/// (`dir_owner`) or by the reader.
+fn the_jobs(owner: u32, dir_owner: Option<u32>) -> bool {
+    owner == nix::unistd::geteuid().as_raw() || Some(owner) == dir_owner
 }
 
 fn dir_owner(log_dir: &Path) -> Option<u32> {
@@ -352,8 +358,7 @@ pub fn log_tail(
     {
         use std::os::unix::fs::MetadataExt;
         let owner = f.metadata().map_or(u32::MAX, |m| m.uid());
-        let me = nix::unistd::geteuid().as_raw();
-        if owner != me && Some(owner) != dir_owner(log_dir) {
+        if !the_jobs(owner, dir_owner(log_dir)) {
             let said = format!(
                 "(not shown: {} is owned by uid {owner}, neither the log directory's owner nor you: not this job's log)",
                 path.display()

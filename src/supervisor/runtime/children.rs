@@ -44,11 +44,28 @@ pub(super) enum ExecOf {
         attempt: u64,
         argv0: String,
     },
-    /// `scancel` for a signal to a Slurm step's group `pgid`.
+    /// `scancel` for `what`: a signal to a Slurm step's group `pgid`.
     Helper {
+        what: String,
         pgid: Pid,
         signal: Signal,
     },
+}
+
+/// No scancel for `what` (it could not be started, or its exec failed): the signal goes to the
+/// step's srun, which SIGKILLs the tasks (no grace).
+fn without_scancel(what: &str, pgid: Pid, signal: Signal, err: &std::io::Error) {
+    tracing::warn!(error = %err, "cannot run scancel for {what}: signalling srun");
+    let _ = spawn::signal_group(pgid, Some(signal));
+}
+
+/// An exec probe's attempt whose program could not be started (at the spawn or at its exec).
+pub(super) fn exec_probe_failed(attempt: u64, argv0: &str, err: &std::io::Error) -> Event {
+    Event::ProbeDone {
+        attempt,
+        ok: false,
+        detail: format!("exec {argv0}: {err}"),
+    }
 }
 
 impl Runtime {
@@ -190,19 +207,13 @@ impl Runtime {
             (ExecOf::Probe { attempt, argv0 }, Some(err)) => {
                 if self.children.exec_probes.remove(&pid).is_some() {
                     signals::unregister_group(pid);
-                    evs.push(Event::ProbeDone {
-                        attempt,
-                        ok: false,
-                        detail: format!("exec {argv0}: {err}"),
-                    });
+                    evs.push(exec_probe_failed(attempt, &argv0, &err));
                 }
             }
-            (ExecOf::Helper { pgid, signal }, Some(err)) => {
-                if let Some(what) = self.children.helpers.remove(&pid) {
+            (ExecOf::Helper { what, pgid, signal }, Some(err)) => {
+                if self.children.helpers.remove(&pid).is_some() {
                     signals::unregister_group(pid);
-                    // No scancel: the signal reaches srun, which SIGKILLs the tasks (no grace).
-                    tracing::warn!(error = %err, "cannot run scancel for {what}: signalling srun");
-                    let _ = spawn::signal_group(pgid, Some(signal));
+                    without_scancel(&what, pgid, signal, &err);
                 }
             }
             (ExecOf::Probe { .. } | ExecOf::Helper { .. }, None) => {}
@@ -258,22 +269,19 @@ impl Runtime {
         match spawn::spawn_probe(&steps::scancel_argv(&job, &name, signal), self.drain) {
             Ok((pid, exec)) => {
                 tracing::info!(pid, "{what}: scancel");
-                self.await_exec(pid, exec, ExecOf::Helper { pgid, signal });
-                signals::register_group(pid);
                 self.children
                     .helpers
                     .insert(pid, format!("scancel: {what}"));
+                let of = ExecOf::Helper { what, pgid, signal };
+                self.await_exec(pid, exec, of);
+                signals::register_group(pid);
                 let tx = self.tx.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(HELPER_BOUND).await;
                     let _ = tx.send(Msg::HelperTimeout { pid });
                 });
             }
-            Err(e) => {
-                // No scancel: the signal reaches srun, which SIGKILLs the tasks (no grace).
-                tracing::warn!(error = %e, "cannot run scancel for {what}: signalling srun");
-                let _ = spawn::signal_group(pgid, Some(signal));
-            }
+            Err(e) => without_scancel(&what, pgid, signal, &e),
         }
         if signal == Signal::SIGKILL {
             let _ = spawn::signal_group(pgid, Some(Signal::SIGKILL));

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::children::ExecOf;
+use super::children::{exec_probe_failed, ExecOf};
 use super::{Msg, Runtime};
 use crate::plan::ProbeSpec;
 use crate::supervisor::machine::{Event, UnitRef};
@@ -68,15 +68,8 @@ impl Runtime {
                     });
                 }
                 Err(e) => {
-                    let detail = format!(
-                        "exec {}: {e}",
-                        argv.first().map(String::as_str).unwrap_or("")
-                    );
-                    return vec![Event::ProbeDone {
-                        attempt,
-                        ok: false,
-                        detail,
-                    }];
+                    let argv0 = argv.first().map(String::as_str).unwrap_or("");
+                    return vec![exec_probe_failed(attempt, argv0, &e)];
                 }
             },
             // Matched by the log reader, never polled; the others are the watchers'.

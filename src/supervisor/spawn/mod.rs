@@ -369,7 +369,8 @@ impl Exec {
 
 /// mcsup's own signal dispositions, one bit per signal number (1..=64): a handler installed, or
 /// SIG_IGN. Read once ([`Dispositions::current`]) rather than by every child between fork and
-/// exec: 64 `sigaction` queries per spawn, half of the child's system calls. mcsup installs every handler before its first spawn and changes none afterwards; were
+/// exec: 64 `sigaction` queries per spawn, half of the child's system calls. mcsup installs
+/// every handler before its first spawn and changes none afterwards; were
 /// one installed later, only exec itself would reset it in the child (a signal arriving in the
 /// last instant before exec could then run it there).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
