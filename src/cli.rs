@@ -494,7 +494,13 @@ pub fn load(t: &TargetArgs) -> Result<(recipe::Recipe, Plan), CliError> {
         .as_ref()
         .map(|m| m.node_addresses.clone())
         .unwrap_or_default();
-    let ctx = node::resolve(&inputs, &addresses, &node::system_resolver)
+    // Every node's address at once, bounded; a stop request (held during `run`) ends the wait.
+    let lookup = |names: &[String]| {
+        node::lookup_all(names, node::LOOKUP_BUDGET, &|| {
+            crate::domain::stop_pending().is_some()
+        })
+    };
+    let ctx = node::resolve_with(&inputs, &addresses, &lookup)
         .map_err(|e| CliError::usage(e.to_string()))?;
     let plan = plan::plan_for_role(
         &recipe,
@@ -1019,6 +1025,16 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
         Some(p) => read_plan_file(p)?,
         None => load(&args.target)?.1,
     };
+    let stopped_early = |during: &str, node: &str| {
+        supervisor::stop_pending().map(|sig| {
+            // The helpers it interrupted are gone (their groups killed); nothing else ran.
+            tracing::warn!("{sig} during {during} on {node}: stopped before anything started");
+            ExitCode::Ok.code()
+        })
+    };
+    if let Some(code) = stopped_early("the plan", &plan.node.name) {
+        return Ok(code);
+    }
     // Whatever node the plan names, it runs here.
     derive_from_node(&mut plan, None, true)?;
     for w in &plan.warnings {
@@ -1034,13 +1050,8 @@ fn run(args: RunArgs) -> Result<i32, CliError> {
                 args.tools.tool_timeout,
             ),
         );
-        if let Some(sig) = supervisor::stop_pending() {
-            // The helpers it interrupted are gone (their groups killed); nothing else ran.
-            tracing::warn!(
-                "{sig} during the preflight on {}: stopped before anything started",
-                plan.node.name
-            );
-            return Ok(ExitCode::Ok.code());
+        if let Some(code) = stopped_early("the preflight", &plan.node.name) {
+            return Ok(code);
         }
         for c in report
             .checks

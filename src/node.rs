@@ -2,12 +2,14 @@
 //!
 //! [`NodeInputs`] gathers what the user and Slurm said (flags, `SLURM_*` variables) as plain
 //! values; [`resolve`] turns them into a [`NodeContext`] using an injectable name resolver, so
-//! the logic is testable without DNS. Only [`NodeInputs::from_env`] and [`system_resolver`]
-//! touch the system.
+//! the logic is testable without DNS. Only [`NodeInputs::from_env`] and [`lookup_all`] touch the
+//! system.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::domain::Diagnostic;
 
@@ -182,14 +184,105 @@ impl std::error::Error for NodeError {}
 /// Resolves a host name to an address; `None` when it does not resolve.
 pub type Resolver<'a> = &'a dyn Fn(&str) -> Option<IpAddr>;
 
-/// Resolve names with the system resolver (first IPv4 address, else the first address).
-pub fn system_resolver(name: &str) -> Option<IpAddr> {
-    let addrs: Vec<IpAddr> = (name, 0).to_socket_addrs().ok()?.map(|a| a.ip()).collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
+/// Resolves many host names at once: one [`Answer`] per name, in order.
+pub type Lookup<'a> = &'a dyn Fn(&[String]) -> Vec<Answer>;
+
+/// What the resolver said of one name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Its addresses (the system resolver's order).
+    Found(Vec<IpAddr>),
+    /// The resolver answered that it does not resolve, and why.
+    Failed(String),
+    /// No answer within the budget, or a stop request came first.
+    NoAnswer,
+}
+
+impl Answer {
+    /// The address mcsup uses: the first IPv4 one, else the first.
+    pub fn address(&self) -> Option<IpAddr> {
+        match self {
+            Answer::Found(a) => a.iter().find(|a| a.is_ipv4()).or(a.first()).copied(),
+            _ => None,
+        }
+    }
+}
+
+/// At most this many lookups run at once (a node list of thousands behind a resolver that takes
+/// seconds per name: round 4's N28 measured 64 nodes in 10 s one by one).
+pub const PARALLEL_LOOKUPS: usize = 32;
+
+/// How long `plan` and `run` wait for the whole node list's addresses; a name without an answer
+/// by then stands for itself, and the warnings say which.
+pub const LOOKUP_BUDGET: Duration = Duration::from_secs(10);
+
+/// Resolve `names` with the system resolver: at most [`PARALLEL_LOOKUPS`] at once, every answer
+/// within `budget`, and no longer once `stop()` says so (asked every 50 ms). A lookup still
+/// running then finishes on its own thread, unread: `getaddrinfo` cannot be cancelled.
+pub fn lookup_all(names: &[String], budget: Duration, stop: &dyn Fn() -> bool) -> Vec<Answer> {
+    lookup_with(names, Arc::new(system_lookup), budget, stop)
+}
+
+fn system_lookup(name: &str) -> Answer {
+    match (name, 0).to_socket_addrs() {
+        Ok(a) => Answer::Found(a.map(|a| a.ip()).collect()),
+        Err(e) => Answer::Failed(e.to_string()),
+    }
+}
+
+/// [`lookup_all`] with any resolver (tests give one that hangs or counts).
+pub fn lookup_with(
+    names: &[String],
+    lookup: Arc<dyn Fn(&str) -> Answer + Send + Sync>,
+    budget: Duration,
+    stop: &dyn Fn() -> bool,
+) -> Vec<Answer> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc::{self, RecvTimeoutError};
+    let deadline = Instant::now() + budget;
+    let mut answers = vec![Answer::NoAnswer; names.len()];
+    let queue: VecDeque<(usize, String)> = names.iter().cloned().enumerate().collect();
+    let queue = Arc::new(Mutex::new(queue));
+    let quit = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..PARALLEL_LOOKUPS.min(names.len()) {
+        let (queue, quit, tx, lookup) = (queue.clone(), quit.clone(), tx.clone(), lookup.clone());
+        let worker = move || {
+            while !quit.load(Ordering::Relaxed) {
+                let next = queue.lock().ok().and_then(|mut q| q.pop_front());
+                let Some((i, name)) = next else { break };
+                if tx.send((i, lookup(&name))).is_err() {
+                    break;
+                }
+            }
+        };
+        // Fewer threads than asked (a thread limit) only means fewer lookups at once; none at
+        // all, every name without an answer.
+        if std::thread::Builder::new()
+            .name("mcsup-lookup".into())
+            .spawn(worker)
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(tx);
+    let mut left = names.len();
+    while left > 0 && !stop() {
+        let Some(wait) = deadline.checked_duration_since(Instant::now()) else {
+            break;
+        };
+        match rx.recv_timeout(wait.min(Duration::from_millis(50))) {
+            Ok((i, a)) => {
+                answers[i] = a;
+                left -= 1;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    quit.store(true, Ordering::Relaxed);
+    answers
 }
 
 /// The largest job mcsup plans for (every node's address is resolved).
@@ -423,11 +516,27 @@ fn nodelist_size(list: &str) -> Option<u128> {
     }
 }
 
-/// Turn inputs into a [`NodeContext`]. `addresses` is the recipe's `mcsup.node_addresses`.
+/// Turn inputs into a [`NodeContext`], one name at a time through `resolver`. `addresses` is the
+/// recipe's `mcsup.node_addresses`.
 pub fn resolve(
     inputs: &NodeInputs,
     addresses: &BTreeMap<String, String>,
     resolver: Resolver<'_>,
+) -> Result<NodeContext, NodeError> {
+    resolve_with(inputs, addresses, &|names| {
+        names
+            .iter()
+            .map(|n| resolver(n).map_or(Answer::Failed(String::new()), |a| Answer::Found(vec![a])))
+            .collect()
+    })
+}
+
+/// [`resolve`] with every name the node list needs looked up in one call (the system's
+/// [`lookup_all`]: concurrent and bounded).
+pub fn resolve_with(
+    inputs: &NodeInputs,
+    addresses: &BTreeMap<String, String>,
+    lookup: Lookup<'_>,
 ) -> Result<NodeContext, NodeError> {
     let mut warnings = Vec::new();
     let slurm = inputs.nodelist.is_some() || inputs.job_id.is_some();
@@ -486,6 +595,17 @@ pub fn resolve(
                 value: v.into(),
             })
     };
+    let answers = if slurm {
+        look_up(
+            &nodelist,
+            &[(&name, &inputs.node_ip), (&infra_node, &inputs.master_addr)],
+            addresses,
+            lookup,
+            &mut warnings,
+        )
+    } else {
+        BTreeMap::new()
+    };
     let address_of = |node: &str, warnings: &mut Vec<String>| -> Result<String, NodeError> {
         if let Some(a) = addresses.get(node) {
             return parse_ip(&format!("mcsup.node_addresses.{node}"), a);
@@ -494,11 +614,15 @@ pub fn resolve(
             // Local mode: everything talks over loopback.
             return Ok("127.0.0.1".into());
         }
-        match resolver(node) {
+        match answers.get(node).and_then(Answer::address) {
             Some(ip) => Ok(ip.to_string()),
             None => {
                 warnings.push(format!(
-                    "node `{node}` does not resolve to an address; using the name itself. Set mcsup.node_addresses.{node} (or --node-ip / --master-addr)"
+                    "node `{node}` does not resolve to an address{}; using the name itself. Set mcsup.node_addresses.{node} (or --node-ip / --master-addr)",
+                    match answers.get(node) {
+                        Some(Answer::NoAnswer) => " (no answer from the resolver in time)",
+                        _ => "",
+                    }
                 ));
                 Ok(node.to_string())
             }
@@ -536,32 +660,74 @@ pub fn resolve(
         job_id: inputs.job_id.clone(),
         slurm,
         cwd: inputs.cwd.clone(),
-        scratch_dir: {
-            let tmp = if inputs.tmp_dir.as_os_str().is_empty() {
-                PathBuf::from("/tmp")
-            } else {
-                inputs.tmp_dir.clone()
-            };
-            let safe = |s: &str| -> String {
-                s.chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect()
-            };
-            tmp.join(format!(
-                "mcsup-{}-{}",
-                safe(inputs.job_id.as_deref().unwrap_or("local")),
-                safe(&name)
-            ))
-        },
+        scratch_dir: scratch_dir(inputs, &name),
         name,
         warnings,
     })
+}
+
+/// This job's scratch directory on the node: `<tmp>/mcsup-<job>-<node>`.
+fn scratch_dir(inputs: &NodeInputs, name: &str) -> PathBuf {
+    let tmp = if inputs.tmp_dir.as_os_str().is_empty() {
+        PathBuf::from("/tmp")
+    } else {
+        inputs.tmp_dir.clone()
+    };
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    tmp.join(format!(
+        "mcsup-{}-{}",
+        safe(inputs.job_id.as_deref().unwrap_or("local")),
+        safe(name)
+    ))
+}
+
+/// Every node name's answer, looked up at once: the node list but the names `addresses` or an
+/// override (`(name, --node-ip)`, `(infra node, --master-addr)`) gives. Names other than the
+/// overridable ones without an answer in time are one warning.
+fn look_up<'n>(
+    nodelist: &'n [String],
+    overridable: &[(&str, &Option<String>)],
+    addresses: &BTreeMap<String, String>,
+    lookup: Lookup<'_>,
+    warnings: &mut Vec<String>,
+) -> BTreeMap<&'n str, Answer> {
+    let given = |n: &str| {
+        addresses.contains_key(n)
+            || overridable
+                .iter()
+                .any(|(name, v)| *name == n && v.is_some())
+    };
+    let wanted: Vec<String> = nodelist.iter().filter(|n| !given(n)).cloned().collect();
+    let answers: BTreeMap<&str, Answer> = nodelist
+        .iter()
+        .filter(|n| !given(n))
+        .map(String::as_str)
+        .zip(lookup(&wanted))
+        .collect();
+    let silent: Vec<&str> = answers
+        .iter()
+        .filter(|(n, a)| **a == Answer::NoAnswer && !overridable.iter().any(|(o, _)| o == *n))
+        .map(|(n, _)| *n)
+        .collect();
+    if !silent.is_empty() {
+        warnings.push(format!(
+            "{} of the job's {} node names had no answer from the resolver in time ({}); each stands for itself. Set mcsup.node_addresses for them, or make them resolve faster (/etc/hosts)",
+            silent.len(),
+            nodelist.len(),
+            compress_nodelist(&silent)
+        ));
+    }
+    answers
 }
 
 #[cfg(test)]
@@ -754,5 +920,94 @@ mod tests {
             resolve(&i, &BTreeMap::new(), &no_dns),
             Err(NodeError::BadAddress { .. })
         ));
+    }
+
+    /// A resolver for the lookup tests: `hang-*` names never answer (until the test ends),
+    /// `gpu-N` is 10.0.0.N, anything else does not resolve.
+    fn test_lookup(
+        hang: std::sync::mpsc::Receiver<()>,
+        calls: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> Arc<dyn Fn(&str) -> Answer + Send + Sync> {
+        let hang = Mutex::new(hang);
+        Arc::new(move |name: &str| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if name.starts_with("hang-") {
+                let _ = hang.lock().map(|r| r.recv());
+                return Answer::NoAnswer;
+            }
+            match name.strip_prefix("gpu-").and_then(|n| n.parse::<u8>().ok()) {
+                Some(i) => Answer::Found(vec![IpAddr::from([10, 0, 0, i])]),
+                None => Answer::Failed("Name or service not known".into()),
+            }
+        })
+    }
+
+    #[test]
+    fn lookups_run_side_by_side_up_to_the_bound() {
+        // Each lookup waits until PARALLEL_LOOKUPS of them are in flight: one at a time (round
+        // 4's N28), the first would wait for ever and the budget would end with no answers.
+        let barrier = Arc::new(std::sync::Barrier::new(PARALLEL_LOOKUPS));
+        let names: Vec<String> = (1..=2 * PARALLEL_LOOKUPS)
+            .map(|i| format!("gpu-{i}"))
+            .collect();
+        let wait = barrier.clone();
+        let lookup: Arc<dyn Fn(&str) -> Answer + Send + Sync> = Arc::new(move |name: &str| {
+            wait.wait();
+            Answer::Found(vec![IpAddr::from([10, 0, 0, name[4..].parse().unwrap()])])
+        });
+        let answers = lookup_with(&names, lookup, Duration::from_secs(120), &|| false);
+        for (i, a) in answers.iter().enumerate() {
+            assert_eq!(
+                a.address(),
+                Some(IpAddr::from([10, 0, 0, i as u8 + 1])),
+                "{a:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_resolver_that_hangs_costs_the_budget_once_and_its_names_stand_for_themselves() {
+        let (_keep, hang) = std::sync::mpsc::channel();
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let lookup = test_lookup(hang, calls.clone());
+        // 100 names that hang: one at a time this never ends; here it ends with the budget.
+        let mut i = inputs();
+        i.node = Some("gpu-1".into());
+        i.nodelist = Some("gpu-[1-2],hang-[1-100]".into());
+        let lookup = |names: &[String]| {
+            lookup_with(names, lookup.clone(), Duration::from_millis(300), &|| false)
+        };
+        let c = resolve_with(&i, &BTreeMap::new(), &lookup).unwrap();
+        assert_eq!(c.ip, "10.0.0.1");
+        assert_eq!(c.node_ips[1], "10.0.0.2");
+        assert_eq!(c.node_ips[2], "hang-1");
+        assert_eq!(c.node_ips.len(), 102);
+        // At most PARALLEL_LOOKUPS of them were ever started: the others were never asked.
+        assert!(calls.load(std::sync::atomic::Ordering::SeqCst) <= PARALLEL_LOOKUPS + 2);
+        assert_eq!(
+            c.warnings,
+            ["100 of the job's 102 node names had no answer from the resolver in time (hang-[1-100]); each stands for itself. Set mcsup.node_addresses for them, or make them resolve faster (/etc/hosts)"]
+        );
+        // The infra node's own name without an answer is named on its own.
+        i.node = Some("gpu-2".into());
+        i.nodelist = Some("hang-1,gpu-2".into());
+        let c = resolve_with(&i, &BTreeMap::new(), &lookup).unwrap();
+        assert_eq!(c.infra_ip, "hang-1");
+        assert_eq!(
+            c.warnings,
+            ["node `hang-1` does not resolve to an address (no answer from the resolver in time); using the name itself. Set mcsup.node_addresses.hang-1 (or --node-ip / --master-addr)"]
+        );
+    }
+
+    #[test]
+    fn a_stop_request_ends_the_wait_for_answers() {
+        let (_keep, hang) = std::sync::mpsc::channel();
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let lookup = test_lookup(hang, calls.clone());
+        let names: Vec<String> = vec!["gpu-1".into(), "hang-1".into()];
+        // A budget of an hour: only the stop request can end this call.
+        let stop = || calls.load(std::sync::atomic::Ordering::SeqCst) == 2;
+        let answers = lookup_with(&names, lookup, Duration::from_secs(3600), &stop);
+        assert_eq!(answers[1], Answer::NoAnswer);
     }
 }

@@ -640,3 +640,65 @@ fn a_low_soft_open_files_limit_is_raised_for_mcsup_and_kept_for_its_processes() 
     assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
     env.assert_no_leftovers();
 }
+
+/// Round 4's N28: a resolver that never answers held `mcsup run` for 10 s per node, with SIGTERM
+/// waiting all along (600 nodes: still alive 5 s after it). Here, in a network and mount
+/// namespace of the test's own, `/etc/resolv.conf` names a server on 127.0.0.9 that swallows every
+/// query: the lookups run side by side within a budget, and a SIGTERM ends the wait at once.
+#[test]
+fn a_stop_request_is_not_held_behind_a_resolver_that_never_answers() {
+    require(
+        nix::unistd::geteuid().is_root(),
+        "root (unshare --net --mount)",
+        "run the tests as root (the CI does)",
+    );
+    let env = TestEnv::new();
+    let (resolv, hosts, pid_file) = (env.path("resolv.conf"), env.path("hosts"), env.path("pid"));
+    std::fs::write(
+        &resolv,
+        "nameserver 127.0.0.9\noptions timeout:5 attempts:2\n",
+    )
+    .unwrap();
+    std::fs::write(&hosts, "127.0.0.1 localhost\n").unwrap();
+    let swallow = "import socket, sys\n\
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.9', 53))\n\
+        print('bound', flush=True)\n\
+        while True: s.recv(4096)\n";
+    let recipe = concat!(env!("CARGO_MANIFEST_DIR"), "/recipes/local.yaml");
+    let script = format!(
+        "set -e; ip link set lo up; mount --bind {resolv} /etc/resolv.conf; mount --bind {hosts} /etc/hosts
+        python3 -c \"$SWALLOW\" > {dir}/bound & dns=$!
+        until [ -s {dir}/bound ]; do sleep 0.01; done
+        set +e; {MCSUP} run --recipe {recipe} --node n1 --nodelist 'n[1-600]' --role agg --log-dir {dir}/logs & echo $! > {pid}
+        wait $!; rc=$?; kill $dns; wait $dns; exit $rc",
+        resolv = resolv.display(),
+        hosts = hosts.display(),
+        dir = env.dir.path().display(),
+        pid = pid_file.display(),
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--net", "--mount", "--propagation", "private", "sh", "-c"])
+        .arg(&script)
+        .env("SWALLOW", swallow)
+        .env("MCSUP_TEST_TAG", &env.tag);
+    let mut m = env.launch(cmd, env.stdout_file());
+    let pid: i32 = wait_for("mcsup's pid", T, || {
+        std::fs::read_to_string(&pid_file).ok()?.trim().parse().ok()
+    });
+    // Well inside the lookups: a tenth of the budget a single name gets.
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    // SAFETY: kill with a valid pid and signal number.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let code = m.wait_exit(Duration::from_secs(60));
+    let took = asked.elapsed();
+    let stderr = m.stderr();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("SIGTERM during the plan on n1: stopped before anything started"),
+        "{stderr}"
+    );
+    // Before the lookups' own budget could have ended them: the stop request did.
+    assert!(took < mcsup::node::LOOKUP_BUDGET, "{took:?}\n{stderr}");
+    env.assert_no_leftovers();
+}

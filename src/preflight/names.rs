@@ -2,13 +2,14 @@
 //! Mooncake master, the frontend, the other nodes' gates) must resolve here. srtctl writes node
 //! names into `ETCD_ENDPOINTS`/`NATS_SERVER` (`http://<infra node>:2379`); on a cluster whose
 //! nodes do not resolve each other's Slurm names, Dynamo's processes spend their whole start-up
-//! retrying an address that never answers, and nothing says why. Each name is resolved once, with
-//! the preflight's bound on outside tools (a hung resolver cannot hold the start).
+//! retrying an address that never answers, and nothing says why. The names are resolved once, all
+//! at once, within the preflight's bound on outside tools (a hung resolver cannot hold the start).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::report::{Check, Report};
+use crate::node::Answer;
 use crate::plan::{Plan, ProbeSpec};
 
 /// Variables whose values name other hosts (`scheme://host:port`, `host:port`, or a host).
@@ -85,20 +86,17 @@ fn host_of(value: &str) -> Option<String> {
 }
 
 /// Resolve `host` within `wait`: its addresses, or why not.
+#[cfg(test)]
 fn resolve(host: &str, wait: Duration) -> Result<Vec<std::net::IpAddr>, String> {
-    use std::net::ToSocketAddrs;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let name = host.to_string();
-    std::thread::spawn(move || {
-        let r = (name.as_str(), 0u16)
-            .to_socket_addrs()
-            .map(|a| a.map(|s| s.ip()).collect::<Vec<_>>())
-            .map_err(|e| e.to_string());
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(wait) {
-        Ok(r) => r,
-        Err(_) => Err(format!(
+    let answer = crate::node::lookup_all(&[host.to_string()], wait, &|| false);
+    answer_of(answer.into_iter().next(), wait)
+}
+
+fn answer_of(a: Option<Answer>, wait: Duration) -> Result<Vec<std::net::IpAddr>, String> {
+    match a {
+        Some(Answer::Found(a)) => Ok(a),
+        Some(Answer::Failed(e)) => Err(e),
+        _ => Err(format!(
             "no answer from the resolver within {} s",
             wait.as_secs_f64()
         )),
@@ -107,9 +105,14 @@ fn resolve(host: &str, wait: Duration) -> Result<Vec<std::net::IpAddr>, String> 
 
 /// Every name of [`hosts`] resolves here.
 pub fn check(plan: &Plan, wait: Duration, report: &mut Report) {
-    for (host, (by, vars)) in hosts(plan) {
+    let hosts = hosts(plan);
+    let names: Vec<String> = hosts.keys().cloned().collect();
+    // All at once within `wait`; a stop request (held during `run`'s preflight) ends the wait.
+    let answers =
+        crate::node::lookup_all(&names, wait, &|| crate::domain::stop_pending().is_some());
+    for ((host, (by, vars)), answer) in hosts.into_iter().zip(answers) {
         let label = format!("{host} resolves");
-        match resolve(&host, wait) {
+        match answer_of(Some(answer), wait) {
             Ok(a) if !a.is_empty() => report.push(Check::ok(
                 "network",
                 &label,
