@@ -647,14 +647,28 @@ const MAX_PLAN_PROCESSES: usize = 2 * crate::plan::workers::MAX_WORKERS_PER_NODE
 
 fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
     let bytes = read_trusted_plan(path)?;
-    let plan: Plan = serde_json::from_slice(&bytes).map_err(|e| {
-        CliError::usage(format!(
-            "{}:{}:{}: not a plan: {e}\n  fix: create it with `mcsup plan --json ... > FILE`",
+    // A key mcsup does not know is refused, not dropped: a hand-edited `restrat` would otherwise
+    // run with the default it meant to change (round 4's N18).
+    let mut unknown = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(&bytes);
+    let plan: Plan = serde_ignored::deserialize(&mut de, |key| unknown.push(key.to_string()))
+        .and_then(|p| de.end().map(|()| p))
+        .map_err(|e| {
+            CliError::usage(format!(
+                "{}:{}:{}: not a plan: {e}\n  fix: create it with `mcsup plan --json ... > FILE`",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
+        })?;
+    if !unknown.is_empty() {
+        return Err(CliError::usage(format!(
+            "{}: {}: not a key of a plan (this mcsup's)\n  fix: remove {}, or write the plan again with this mcsup's `mcsup plan --json ... > FILE`",
             path.display(),
-            e.line(),
-            e.column()
-        ))
-    })?;
+            unknown.join(", "),
+            if unknown.len() == 1 { "it" } else { "them" }
+        )));
+    }
     // A plan printed without --show-secrets would run its children with `<redacted>` values.
     // (Hand-edited ones too: anything that reaches a process, its preamble or a planned file.)
     let placeholder = |s: &str| s.contains(crate::secrets::REDACTED);

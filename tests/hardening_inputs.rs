@@ -894,6 +894,28 @@ fn a_plan_file_with_an_empty_log_dir_is_refused() {
     env.assert_no_leftovers();
 }
 
+/// Round 4's N18: a key no plan has (a typo in a hand-edited file) is refused with its path,
+/// not dropped: `restrat` would otherwise run with the restart policy it meant to change.
+#[test]
+fn a_plan_file_with_a_key_mcsup_does_not_know_is_refused() {
+    let env = TestEnv::new();
+    let mut plan = plan_json(&env);
+    plan["unknown_field"] = serde_json::json!(1);
+    plan["processes"][0]["restrat"] = serde_json::json!({"policy": "always"});
+    let ran = run_plan(&env, &write_plan(&env, &plan, 0o600));
+    assert_refused(
+        &ran,
+        &[
+            "plan.json",
+            "unknown_field",
+            "processes.0.restrat",
+            "not a key of a plan",
+            "fix:",
+        ],
+    );
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn a_plan_file_writable_by_others_is_refused() {
     let env = TestEnv::new();
