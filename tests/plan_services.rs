@@ -299,3 +299,67 @@ fn a_service_on_a_port_a_worker_of_the_node_uses_is_warned() {
     );
     assert!(warned(29101).is_empty());
 }
+
+/// Round 4's N30, the exporters: a node-exporter's `options.port` (or its default 9101) is a
+/// port it listens on though no probe names it. Against a worker's port it is warned; against
+/// another service's it is the error two services on one port are; the preflight checks it free.
+#[test]
+fn an_exporters_listen_port_counts_like_any_other() {
+    let exporter = |port: &str, other: &str| {
+        with(&format!(
+            "  - {{name: m, type: mooncake-master}}\n  - {{name: nx, type: node-exporter{port}}}\n{other}"
+        ))
+    };
+    let p = plan_on(
+        &exporter(", options: {port: 30000}", ""),
+        "n1",
+        &[Role::Prefill],
+    )
+    .unwrap();
+    let w: Vec<_> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("both use port"))
+        .collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("both use port 30000") && w[0].contains("nx"),
+        "{w:?}"
+    );
+    let nx = p
+        .processes
+        .iter()
+        .find(|p| p.name.starts_with("nx"))
+        .unwrap();
+    assert_eq!(nx.listens, [30000]);
+    assert!(
+        nx.argv.contains(&"--web.listen-address=:30000".to_string()),
+        "{:?}",
+        nx.argv
+    );
+    // The kind's default port, when options say none.
+    let p = plan_on(&exporter("", ""), "n1", &[Role::Prefill]).unwrap();
+    let nx = p
+        .processes
+        .iter()
+        .find(|p| p.name.starts_with("nx"))
+        .unwrap();
+    assert_eq!(nx.ports_here(&|_| true), [9101]);
+    // Against another service's readiness port: refused, as two services on one port are.
+    let side = "  - {name: side, command: [sleep, \"1\"], placement: {node: prefill}, readiness: {port: 29100}}\n";
+    let e = plan_on(
+        &exporter(", options: {port: 29100}", side),
+        "n1",
+        &[Role::Prefill],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("both listen on port 29100"), "{e}");
+    // A command of the recipe's own: mcsup does not guess its port.
+    let own = with("  - {name: m, type: mooncake-master}\n  - {name: nx, type: node-exporter, command: [my-exporter], options: {port: 30000}}\n");
+    let p = plan_on(&own, "n1", &[Role::Prefill]).unwrap();
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("both use port")),
+        "{:?}",
+        p.warnings
+    );
+}

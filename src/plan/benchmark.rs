@@ -236,6 +236,7 @@ fn client(
         phase: Phase::AfterFrontend,
         service: None,
         placement: None,
+        listens: Vec::new(),
         roles: Vec::new(),
         argv,
         preamble: None,

@@ -52,6 +52,10 @@ pub(super) fn declared_service(
         readiness: c.readiness(mc),
         inherit_discovery_env: s.inherit_discovery_env,
         critical: s.critical.unwrap_or(d.critical),
+        listens: match &s.command {
+            None => kinds::listen_port(t, &s.options).into_iter().collect(),
+            Some(_) => Vec::new(),
+        },
         terminal: s.terminal,
         runnable,
         recorded,

@@ -223,6 +223,22 @@ pub fn defaults(kind: ServiceType) -> KindDefaults {
     }
 }
 
+/// The port an exporter kind's default command listens on: its `options.port`, else srtctl's
+/// default (dcgm-exporter 9401, node_exporter 9101, process-exporter 9256).
+pub fn listen_port(
+    kind: ServiceType,
+    options: &BTreeMap<String, serde_yaml::Value>,
+) -> Option<u16> {
+    let default = match kind {
+        ServiceType::DcgmExporter => 9401,
+        ServiceType::NodeExporter => 9101,
+        ServiceType::ProcessExporter => 9256,
+        _ => return None,
+    };
+    let port = options.get("port").and_then(|v| v.as_u64());
+    Some(port.and_then(|p| u16::try_from(p).ok()).unwrap_or(default))
+}
+
 /// The kind's default argv; `configs_dir` stands for srtctl's `/configs` mount.
 pub fn default_argv(
     kind: ServiceType,
@@ -245,6 +261,7 @@ pub fn default_argv(
         )
         .collect();
     let opt_u64 = |k: &str| options.get(k).and_then(|v| v.as_u64());
+    let port = listen_port(kind, options).unwrap_or_default();
     match kind {
         // srtctl: `--data-dir /tmp/etcd` inside its private container /tmp; here the data
         // directory is this job's scratch directory on the node.
@@ -272,10 +289,10 @@ pub fn default_argv(
                 opt_u64("collect_interval_ms").unwrap_or(1000)
             ),
             "--address".into(),
-            format!(":{}", opt_u64("port").unwrap_or(9401)),
+            format!(":{port}"),
         ]),
         ServiceType::NodeExporter => argv.extend([
-            format!("--web.listen-address=:{}", opt_u64("port").unwrap_or(9101)),
+            format!("--web.listen-address=:{port}"),
             "--collector.disable-defaults".into(),
             "--collector.cpu".into(),
             "--collector.infiniband".into(),
@@ -290,7 +307,7 @@ pub fn default_argv(
         ServiceType::ProcessExporter => argv.extend([
             "-config.path".into(),
             "{log_dir}/process-exporter.yml".into(),
-            format!("-web.listen-address=:{}", opt_u64("port").unwrap_or(9256)),
+            format!("-web.listen-address=:{port}"),
             "-threads=true".into(),
             "-children=false".into(),
             "-recheck=false".into(),

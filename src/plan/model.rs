@@ -124,6 +124,9 @@ pub struct ServiceModel {
     pub readiness: ReadinessModel,
     pub inherit_discovery_env: bool,
     pub critical: bool,
+    /// Ports its command listens on that its readiness does not name: an exporter's web port
+    /// when the command is the kind's own ([`kinds::listen_port`]).
+    pub listens: Vec<u16>,
     /// srtctl 2.0's `terminal: true`: the job ends once every terminal service has exited,
     /// with the worst exit status.
     pub terminal: bool,
@@ -139,13 +142,21 @@ impl ServiceModel {
         format!("services[{}]", self.name)
     }
 
-    /// The ports an instance owns on its node (probe port, else the kind's default ports).
+    /// The ports an instance owns on its node (probe port, else the kind's default ports, and
+    /// the ports its command listens on).
     pub fn owned_ports(&self, master_ports: [u16; 3]) -> Vec<u16> {
-        match &self.readiness.probe {
+        let mut ports = match &self.readiness.probe {
             Readiness::Tcp { port } | Readiness::Http { port, .. } => vec![*port],
             Readiness::MasterPorts => master_ports.to_vec(),
             _ => kinds::defaults(self.kind).readiness_ports.to_vec(),
-        }
+        };
+        ports.extend(
+            self.listens
+                .iter()
+                .filter(|p| !ports.contains(p))
+                .collect::<Vec<_>>(),
+        );
+        ports
     }
 }
 
@@ -582,6 +593,7 @@ fn implied_master(
         },
         inherit_discovery_env: true,
         critical: true,
+        listens: Vec::new(),
         terminal: false,
         runnable: Ok(()),
         recorded: Vec::new(),
@@ -636,6 +648,7 @@ fn standalone_store(sa: &Standalone, key: &str) -> ServiceModel {
         },
         inherit_discovery_env: true,
         critical: sa.critical,
+        listens: Vec::new(),
         terminal: false,
         runnable: Ok(()),
         recorded,

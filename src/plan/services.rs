@@ -370,6 +370,7 @@ fn instance(
             kind,
             phase,
             placement: None,
+            listens: svc.listens.clone(),
             service: Some(ServiceOrigin {
                 service: svc.name.clone(),
                 r#type: svc.kind.to_string(),

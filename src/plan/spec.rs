@@ -267,6 +267,10 @@ pub struct ProcessSpec {
     /// For a `services:` entry: its type and where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<ServiceOrigin>,
+    /// Ports it listens on that neither its placement nor a probe names (an exporter's web port):
+    /// the preflight checks them free, the plan against the node's other processes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listens: Vec<u16>,
     /// For a worker in srtctl's layout: its GPUs, ports, rank and leader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<WorkerPlacement>,
@@ -430,6 +434,7 @@ impl ProcessSpec {
             .placement
             .iter()
             .flat_map(|w| w.ports.iter().map(|(_, port)| *port))
+            .chain(self.listens.iter().copied())
             .collect();
         let liveness = self.liveness.iter().map(|l| &l.probe);
         for probe in self

@@ -231,6 +231,7 @@ pub fn plan_workers(
                     phase: Phase::Workers,
                     service: None,
                     placement: extra.as_ref().map(|x| x.placement.clone()),
+                    listens: Vec::new(),
                     roles: vec![role],
                     argv,
                     preamble: w.preamble.as_ref().map(|p| wp.apply(p)),

@@ -199,6 +199,7 @@ impl TestEnv {
             phase: Phase::default_for(kind),
             service: None,
             placement: None,
+            listens: Vec::new(),
             roles: vec![],
             argv,
             preamble: None,

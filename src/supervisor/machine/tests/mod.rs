@@ -19,6 +19,7 @@ pub(crate) fn proc(name: &str, kind: ProcessKind) -> ProcessSpec {
         phase: crate::plan::Phase::default_for(kind),
         service: None,
         placement: None,
+        listens: Vec::new(),
         roles: vec![],
         argv: vec!["/bin/true".into()],
         preamble: None,
