@@ -439,22 +439,21 @@ fn node_and_process_names_that_leave_the_log_dir_are_refused() {
     );
 }
 
-/// A chatty worker on a 256 KiB tmpfs: the writes that fail (ENOSPC) are counted, warned about
-/// at once, recorded as an event and in the status file.
-#[test]
-fn output_lost_on_a_full_disk_is_counted_in_status_and_events() {
+/// A mcsup whose log directory is a 256 KiB tmpfs in a mount namespace of its own, its one
+/// worker (chatty) done printing 2 MB into it: the handle, mcsup's pid, the directory the log
+/// directory is copied to when mcsup ends, and chatty's log as seen from outside.
+fn chatty_on_a_full_disk(env: &TestEnv) -> (Mcsup, i32, PathBuf, PathBuf) {
     common::require(
         nix::unistd::Uid::effective().is_root(),
         "root (for a private mount namespace with a 256 KiB tmpfs)",
         "run it as root, as scripts/test.sh does",
     );
-    let env = TestEnv::new();
     let log_dir = env.log_dir();
     std::fs::create_dir_all(&log_dir).unwrap();
     let copy = env.path("copy");
     std::fs::create_dir_all(&copy).unwrap();
     // 20 000 lines of 100 bytes: 2 MB into 256 KiB; ready once it has printed them all.
-    let chatty = chatty(&env, 20_000);
+    let chatty = chatty(env, 20_000);
     let plan = env.plan(vec![chatty]);
     let dir = env.path("run");
     std::fs::create_dir_all(&dir).unwrap();
@@ -486,7 +485,7 @@ exit $rc"#;
         .stderr(std::fs::File::create(dir.join("mcsup.stderr")).unwrap())
         .spawn()
         .expect("unshare");
-    let mut m = mcsup_handle(&env, "n1", child, dir);
+    let m = mcsup_handle(env, "n1", child, dir);
     let sh = m.pid();
     // The shell's child running mcsup (not `mount`, which runs first).
     let mcsup_pid = wait_for("mcsup under the namespace's shell", T, || {
@@ -497,6 +496,7 @@ exit $rc"#;
             .find(|&p| cmdline(p).first().map(String::as_str) == Some(MCSUP))
     });
     // mcsup says so at once, on stderr (the disk is full: the events file may not take it).
+    let mut m = m;
     wait_for("a warning that output is being lost", T, || {
         if let Ok(Some(st)) = m.child.try_wait() {
             panic!("mcsup exited ({st}): {}", m.stderr());
@@ -510,13 +510,22 @@ exit $rc"#;
             .any(|l| l.contains(" ready") && l.contains("process=chatty"))
             .then_some(())
     });
-    // Free the disk (as an operator would) so the report itself can be written, then stop.
     let inside = PathBuf::from(format!("/proc/{mcsup_pid}/root")).join(
         log_dir
             .strip_prefix("/")
             .expect("absolute log dir")
             .join("n1.chatty.log"),
     );
+    (m, mcsup_pid, copy, inside)
+}
+
+/// A chatty worker on a 256 KiB tmpfs: the writes that fail (ENOSPC) are counted, warned about
+/// at once, recorded as an event and in the status file.
+#[test]
+fn output_lost_on_a_full_disk_is_counted_in_status_and_events() {
+    let env = TestEnv::new();
+    let (mut m, mcsup_pid, copy, inside) = chatty_on_a_full_disk(&env);
+    // Free the disk (as an operator would) so the report itself can be written, then stop.
     std::fs::OpenOptions::new()
         .write(true)
         .open(&inside)
@@ -557,6 +566,41 @@ exit $rc"#;
         .unwrap_or_else(|| panic!("no output-lost event: {:#?}", names(&evs)));
     let detail = ev.raw["detail"].as_str().unwrap_or("");
     assert!(detail.contains("No space left"), "{detail}");
+    env.assert_no_leftovers();
+}
+
+/// Round 4's D17: the disk stays full to the end, so neither the status file nor the events
+/// take the last words; mcsup's final line on stderr counts what the log directory did not take
+/// (it said `log_lines_failed=0` and nothing else), and `mcsup status` points at that stderr.
+#[test]
+fn a_disk_full_to_the_end_is_counted_on_the_final_line() {
+    let env = TestEnv::new();
+    let (mut m, mcsup_pid, copy, _) = chatty_on_a_full_disk(&env);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(mcsup_pid), Signal::SIGTERM).unwrap();
+    assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    let err = m.stderr();
+    let last = err
+        .lines()
+        .rev()
+        .find(|l| l.contains("mcsup finished"))
+        .unwrap_or_else(|| panic!("no final line: {err}"));
+    let count = |key: &str| -> u64 {
+        let at = last
+            .find(&format!("{key}="))
+            .unwrap_or_else(|| panic!("{key} in {last}"));
+        last[at + key.len() + 1..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in {last}"))
+    };
+    assert!(count("run_file_writes_failed") > 0, "{last}");
+    // The copy holds what landed: the status file says the job still runs, or is missing.
+    let status = std::fs::read_to_string(copy.join("n1.status.json")).unwrap_or_default();
+    assert!(
+        !status.contains("\"stopped\""),
+        "the final status landed on a full disk? {status}"
+    );
     env.assert_no_leftovers();
 }
 
