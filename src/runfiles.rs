@@ -220,6 +220,13 @@ wire_names! {
         ControlRefused => "control-refused",
         /// Another node failed for good, or the coordinator is gone: this node drains.
         PeerFailed => "peer-failed",
+        /// The teardown across nodes (written by the coordinator's node): a tier stopped on
+        /// every node, and which may stop next.
+        TierDone => "tier-done",
+        /// This node stopped a tier without the job's word that every lower tier had stopped
+        /// everywhere: its own deadline could not wait longer (the detail names the nodes the
+        /// job was waiting for).
+        TierAlone => "tier-alone",
         /// What the job is for ended (the benchmark client, a terminal service): the job ends
         /// with its exit status; on another node: this node drains.
         JobDone => "job-done",

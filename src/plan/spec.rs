@@ -521,6 +521,16 @@ impl ProcessSpec {
     }
 }
 
+/// The teardown tiers' names, by [`ProcessSpec::teardown_tier`].
+pub const TEARDOWN_TIERS: [&str; 6] = [
+    "the services after the frontends",
+    "the frontends",
+    "the workers",
+    "the stores and the services before the workers",
+    "the Mooncake masters",
+    "the infrastructure (etcd, NATS)",
+];
+
 /// One wave of the ordered teardown and the longest it can take: the largest stop grace of its
 /// processes (they are stopped together; a process still alive after its grace is SIGKILLed).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,6 +5,11 @@
 //! time: `stop` to every node holding a rank, every `down` in, srtctl's backoff, `start` to
 //! every node (the start barrier). A node that goes away without saying it leaves, says it
 //! failed, or does not stop its rank in time is a failed node: every node is told to drain.
+//!
+//! In a teardown it keeps the order across nodes: each node says the lowest teardown tier it
+//! still runs (`tier`), and every node hears the highest tier it may stop (`may-stop`): the
+//! lowest of every connected node's (one that has said nothing is at tier 0, so a node whose
+//! stop signal comes a moment later still holds the others back). A node gone is out of it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -132,6 +137,10 @@ pub struct Coordinator {
     finished: BTreeMap<String, String>,
     /// The job is done (the last terminal node, and what was said): every node was told.
     done: Option<(String, String)>,
+    /// Each node's lowest teardown tier still running, as it said (`Body::Tier`).
+    tiers: BTreeMap<String, u8>,
+    /// The last `may-stop` said to every node, once a teardown began somewhere.
+    may_stop: Option<(u8, Vec<String>)>,
 }
 
 impl Coordinator {
@@ -187,6 +196,7 @@ impl Coordinator {
                     self.catch_up(&node, &mut out);
                     self.nodes.insert(node.clone(), false);
                     self.maybe_done(&node, &mut out);
+                    self.order_teardown(&mut out);
                 }
                 Body::Down {
                     worker,
@@ -211,12 +221,17 @@ impl Coordinator {
                     self.finished.insert(node.clone(), detail);
                     self.maybe_done(&node, &mut out);
                 }
+                Body::Tier { pending } => {
+                    self.tiers.insert(node, pending);
+                    self.order_teardown(&mut out);
+                }
                 _ => {}
             },
             Input::Lost { node, why } => {
                 if self.nodes.remove(&node) == Some(false) {
                     self.node_failed(&node, why, &mut out);
                 }
+                self.order_teardown(&mut out);
             }
             Input::Tick => self.on_tick(now, &mut out),
         }
@@ -474,6 +489,61 @@ impl Coordinator {
             });
         }
         self.done = Some((last.to_string(), detail));
+    }
+
+    /// The teardown's order across nodes: once some node said its tier, every connected node
+    /// hears the highest tier it may stop when that changes, and the coordinator's node notes
+    /// each tier done everywhere.
+    fn order_teardown(&mut self, out: &mut Vec<Output>) {
+        if self.tiers.is_empty() {
+            return;
+        }
+        let tier_of = |n: &String| self.tiers.get(n).copied().unwrap_or(0);
+        let Some(tier) = self.nodes.keys().map(tier_of).min() else {
+            return;
+        };
+        let waiting: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|n| tier_of(n) == tier)
+            .cloned()
+            .collect();
+        let before = self.may_stop.as_ref().map(|(t, _)| *t);
+        if before == Some(tier) && self.may_stop.as_ref().map(|(_, w)| w) == Some(&waiting) {
+            return;
+        }
+        if let Some(done) = before.filter(|b| *b < tier) {
+            let names = crate::plan::TEARDOWN_TIERS;
+            let name = |t: u8| names.get(usize::from(t)).copied().unwrap_or("nothing");
+            let next = if tier == super::wire::TIER_NONE {
+                "nothing is left on the nodes still connected".to_string()
+            } else {
+                format!("{} may stop", name(tier))
+            };
+            out.push(Output::Note(Note::Event {
+                unit: "mcsup".into(),
+                kind: EventKind::TierDone,
+                detail: format!(
+                    "teardown across nodes: {} stopped on every node ({}): {next}",
+                    (done..tier)
+                        .filter_map(|t| names.get(usize::from(t)))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    self.nodes.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            }));
+        }
+        for to in self.nodes.keys() {
+            out.push(Output::Send {
+                to: to.clone(),
+                body: Body::MayStop {
+                    tier,
+                    waiting: waiting.clone(),
+                },
+            });
+        }
+        self.may_stop = Some((tier, waiting));
     }
 
     /// A node joins (late, or again): what it missed. A failed node (it drains); its workers'

@@ -437,11 +437,12 @@ async fn link(
                 let Some(o) = o else { return };
                 let body = match o {
                     Outgoing::Flush(done) => { let _ = done.send(()); continue }
-                    // After `leaving` or `failing`, the connection's end is no news.
+                    // After `leaving` or `failing`, only the teardown's tiers are news.
+                    Outgoing::Say(body @ Body::Tier { .. }) => body,
                     Outgoing::Say(_) if leaving => continue,
                     Outgoing::Say(body) => body,
                 };
-                leaving = matches!(body, Body::Leaving | Body::Failing { .. });
+                leaving |= matches!(body, Body::Leaving | Body::Failing { .. });
                 if let Err(e) = write(&mut w, &sealer.seal(body)).await {
                     break e;
                 }
@@ -453,12 +454,11 @@ async fn link(
             }
         }
     };
-    if !leaving {
-        deliver(Incoming::Lost(format!(
-            "the control connection to the coordinator ({} at {}:{port}) is gone: {why}",
-            spec.coordinator, spec.address
-        )));
-    }
+    // Said after `leaving` too: the teardown's order across nodes ends with the link.
+    deliver(Incoming::Lost(format!(
+        "the control connection to the coordinator ({} at {}:{port}) is gone: {why}",
+        spec.coordinator, spec.address
+    )));
 }
 
 // ---------------------------------------------------------------------------------------------

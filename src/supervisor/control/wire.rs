@@ -40,8 +40,8 @@ pub struct UnitInfo {
 }
 
 /// What travels. Nodes send `hello`, `heartbeat`, `down`, `ready`, `failing`, `finished`,
-/// `leaving`; the coordinator sends `heartbeat`, `stop`, `start`, `give-up`, `node-failed`,
-/// `job-done`.
+/// `leaving`, `tier`; the coordinator sends `heartbeat`, `stop`, `start`, `give-up`,
+/// `node-failed`, `job-done`, `may-stop`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Body {
@@ -109,7 +109,22 @@ pub enum Body {
         node: String,
         reason: String,
     },
+    /// In the sender's teardown: the lowest teardown tier (`ProcessSpec::teardown_tier`) of a
+    /// process still alive there; [`TIER_NONE`] once nothing is.
+    Tier {
+        pending: u8,
+    },
+    /// The job-wide teardown order: every node may stop its processes of tiers up to `tier`
+    /// (every lower tier has stopped on every node); `waiting` names the nodes whose processes
+    /// of `tier` still run, which hold the next tier back.
+    MayStop {
+        tier: u8,
+        waiting: Vec<String>,
+    },
 }
+
+/// [`Body::Tier`]'s `pending` once nothing is left on the node.
+pub const TIER_NONE: u8 = u8::MAX;
 
 /// What a node says in its hello.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -30,6 +30,7 @@ use crate::exit::ExitCode;
 use crate::runfiles::UnitState;
 
 mod graph;
+mod order;
 mod probing;
 mod restart;
 mod stall;
@@ -254,6 +255,8 @@ pub struct Machine {
     finished: Option<(String, i32)>,
     /// Processes whose liveness failed, waiting for their stack dump before their stop.
     stalls: Vec<stall::Stalled>,
+    /// The teardown's order across nodes, as the coordinator last said (`order.rs`).
+    order: order::JobOrder,
 }
 
 impl Machine {
@@ -371,6 +374,7 @@ impl Machine {
             judging: Vec::new(),
             finished: None,
             stalls: Vec::new(),
+            order: order::JobOrder::default(),
         })
     }
 
@@ -465,6 +469,9 @@ impl Machine {
         }
         consider(self.judging_deadline());
         consider(self.stalls_deadline());
+        if stopping {
+            consider(self.order_deadline());
+        }
         for h in &self.held {
             consider(Some(h.until));
         }
@@ -612,6 +619,7 @@ impl Machine {
             }
             Event::Judged { proc, verdict } => self.on_judged(proc, verdict, now, &mut out),
             Event::Dumped { proc } => self.on_dumped(proc, now, &mut out),
+            Event::JobTier { floor, waiting } => self.on_job_tier(floor, waiting),
             Event::Tick => {}
         }
         self.release_held(now, &mut out);

@@ -157,6 +157,7 @@ impl Machine {
             rec("mcsup", RecordKind::ShutdownRequested).detail(detail),
         ));
         self.phase = Phase::Stopping;
+        self.order.began = Some(now);
         self.reason = Some(reason);
         self.drain_until = (!drain.is_zero()).then(|| now + drain);
         self.teardown_deadline = Some(now + drain + self.shutdown.deadline);
@@ -328,10 +329,17 @@ impl Machine {
             .min();
         if let Some(level) = pending_level {
             for i in 0..self.procs.len() {
-                let p = &self.procs[i];
-                if p.stop_level != level {
+                if self.procs[i].stop_level != level
+                    || self.procs[i].state.live_pid().is_none()
+                    || matches!(
+                        self.procs[i].state,
+                        ProcState::Stopping { .. } | ProcState::Draining { .. }
+                    )
+                    || !self.tier_may_stop(i, now, out)
+                {
                     continue;
                 }
+                let p = &self.procs[i];
                 match (&p.state, self.drain_until, &p.spec.stop.inflight) {
                     (ProcState::Ready { pid, .. }, Some(until), Some(_)) => {
                         let pid = *pid;

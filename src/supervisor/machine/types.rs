@@ -170,6 +170,13 @@ pub enum Event {
     /// The job's endpoint failed its canary, whose policy is to drain (`mcsup.canary.on_failure:
     /// drain`): the job ends, exit code 6.
     EndpointFailed { detail: String },
+    /// The coordinator's word on the teardown's order across nodes: the highest teardown tier
+    /// this node may stop, and the nodes that hold the next one back; `None` when the control
+    /// connection is gone (or never was): the node's own order.
+    JobTier {
+        floor: Option<u8>,
+        waiting: Vec<String>,
+    },
     /// Time passed: act on whatever is due.
     Tick,
 }

@@ -31,6 +31,8 @@ pub(super) struct ControlState {
     restarts: Vec<Restart>,
     /// Workers handed back without a restart (its node only), for `worker_restarts.json`.
     settled: Vec<Settled>,
+    /// The teardown tier this node last said it still runs (`Body::Tier`).
+    tier_said: Option<u8>,
 }
 
 /// One restart as `worker_restarts.json` tells it.
@@ -126,17 +128,31 @@ impl Runtime {
         match i {
             Incoming::Joined => {
                 self.control.up = true;
+                // From now on a teardown here waits for the job's word past tier 0.
+                self.feed(Event::JobTier {
+                    floor: Some(0),
+                    waiting: Vec::new(),
+                });
                 match self.control.down_why.take() {
                     Some(_) => tracing::warn!("joined the job's control connection, late"),
                     None => tracing::info!("joined the job's control connection"),
                 }
             }
             Incoming::Unavailable(why) => {
+                self.feed(Event::JobTier {
+                    floor: None,
+                    waiting: Vec::new(),
+                });
                 tracing::error!("{why}: until it joins, a worker over several nodes is given up at its first failure here, and another node's failure reaches this node only through the batch script");
                 self.control.down_why = Some(why);
             }
             Incoming::Lost(why) => {
                 self.control.up = false;
+                // The order across nodes ends with the link: this node's own order goes on.
+                self.feed(Event::JobTier {
+                    floor: None,
+                    waiting: Vec::new(),
+                });
                 self.control.down_why = Some(why.clone());
                 if !self.control.said_bye {
                     self.drain_for(why);
@@ -213,6 +229,10 @@ impl Runtime {
             Body::NodeFailed { node, reason } => {
                 self.drain_for(format!("node {node} failed: {reason}"))
             }
+            Body::MayStop { tier, waiting } => self.feed(Event::JobTier {
+                floor: Some(tier),
+                waiting,
+            }),
             Body::JobDone { detail, .. } => {
                 // The detail names each node whose part ended (`n1: ... ended (exit code 0)`).
                 let said = format!("{detail}: the job is done, this node drains");
@@ -332,6 +352,22 @@ impl Runtime {
                 reason: r.to_string(),
             })),
             _ => link.send(Outgoing::Say(Body::Leaving)),
+        }
+    }
+
+    /// In the teardown: the coordinator hears the lowest teardown tier still running here, each
+    /// time it changes (the job-wide order: `Body::MayStop`).
+    pub(super) fn report_tier(&mut self) {
+        let pending = self
+            .machine
+            .pending_tier()
+            .unwrap_or(crate::supervisor::control::wire::TIER_NONE);
+        if self.control.tier_said == Some(pending) {
+            return;
+        }
+        if let (Some(link), true) = (&self.control.link, self.control.up) {
+            link.send(Outgoing::Say(Body::Tier { pending }));
+            self.control.tier_said = Some(pending);
         }
     }
 

@@ -229,6 +229,7 @@ pub async fn run_with_signals(
         }
         if matches!(rt.machine.phase(), Phase::Stopping | Phase::Done) {
             rt.say_bye();
+            rt.report_tier();
             if rt.teardown_started.is_none() {
                 // The wake-up that started the teardown: the metrics' teardown duration starts
                 // here, and the endpoint is going away on purpose.

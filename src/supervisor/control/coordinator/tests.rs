@@ -1,4 +1,5 @@
 use super::*;
+use crate::supervisor::control::wire::TIER_NONE;
 
 fn unit(policy: RestartPolicy, max_restarts: u32) -> UnitInfo {
     UnitInfo {
@@ -458,4 +459,103 @@ fn a_failed_job_is_not_done_by_a_later_finish() {
         t,
     );
     assert!(job_done_to(&sent(&finished(&mut c, "n1", t))).is_empty());
+}
+
+fn tier(c: &mut Coordinator, node: &str, pending: u8, t: Instant) -> Vec<Output> {
+    c.handle(said(node, Body::Tier { pending }), t)
+}
+
+/// The `may-stop` each node heard in `out` (the same to all), if any.
+fn may_stop(out: &[Output]) -> Option<(u8, Vec<String>)> {
+    let heard: Vec<(String, Body)> = sent(out);
+    let mut to: Vec<&str> = heard.iter().map(|(n, _)| n.as_str()).collect();
+    to.sort();
+    let first = heard.first()?;
+    assert_eq!(to, ["n1", "n2", "n3"], "{heard:?}");
+    assert!(heard.iter().all(|(_, b)| *b == first.1), "{heard:?}");
+    match &first.1 {
+        Body::MayStop { tier, waiting } => Some((*tier, waiting.clone())),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The order across nodes: n1 runs the frontend (tier 1), the master (4) and etcd (5); n2 and
+/// n3 workers (2) and stores (3). A tier may stop once every node's lower tiers are down; a node
+/// that has said nothing holds everything back (its stop signal may come a moment later); a node
+/// gone is out of the count.
+#[test]
+fn each_tier_stops_on_every_node_before_the_next_starts_anywhere() {
+    let (mut c, t) = started(RestartPolicy::Always, 3);
+    // Nothing is said before a teardown.
+    assert!(sent(&c.handle(said("n1", Body::Heartbeat), t)).is_empty());
+    // n1 is first to stop; n2 and n3 have said nothing yet: only tier 0 may stop.
+    let out = tier(&mut c, "n1", 1, t);
+    assert_eq!(may_stop(&out), Some((0, vec!["n2".into(), "n3".into()])));
+    tier(&mut c, "n2", 2, t);
+    let out = tier(&mut c, "n3", 2, t);
+    assert_eq!(may_stop(&out), Some((1, vec!["n1".into()])));
+    // n1's frontend is down: every node's workers may stop.
+    let out = tier(&mut c, "n1", 4, t);
+    assert_eq!(may_stop(&out), Some((2, vec!["n2".into(), "n3".into()])));
+    assert_eq!(kinds(&out), [EventKind::TierDone]);
+    let out = tier(&mut c, "n2", 3, t);
+    assert_eq!(may_stop(&out), Some((2, vec!["n3".into()])));
+    assert!(kinds(&out).is_empty());
+    // n3's workers too: the stores may stop, on both.
+    let out = tier(&mut c, "n3", 3, t);
+    assert_eq!(may_stop(&out), Some((3, vec!["n2".into(), "n3".into()])));
+    tier(&mut c, "n2", TIER_NONE, t);
+    let out = tier(&mut c, "n3", TIER_NONE, t);
+    assert_eq!(may_stop(&out), Some((4, vec!["n1".into()])));
+    let note = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Note(Note::Event { detail, .. }) => Some(detail.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        note,
+        "teardown across nodes: the stores and the services before the workers stopped on every node (n1, n2, n3): the Mooncake masters may stop"
+    );
+    // No news, nothing said.
+    assert!(sent(&tier(&mut c, "n3", TIER_NONE, t)).is_empty());
+}
+
+#[test]
+fn a_node_gone_does_not_hold_the_others_back() {
+    let (mut c, t) = started(RestartPolicy::Always, 3);
+    c.handle(said("n3", Body::Leaving), t);
+    tier(&mut c, "n1", 4, t);
+    tier(&mut c, "n2", 3, t);
+    // n3 said it leaves but nothing of its tiers: held at 0 until its connection ends.
+    let out = c.handle(
+        Input::Lost {
+            node: "n3".into(),
+            why: "its connection closed".into(),
+        },
+        t,
+    );
+    let heard = sent(&out);
+    assert_eq!(
+        heard,
+        [
+            (
+                "n1".to_string(),
+                Body::MayStop {
+                    tier: 3,
+                    waiting: vec!["n2".into()]
+                }
+            ),
+            (
+                "n2".to_string(),
+                Body::MayStop {
+                    tier: 3,
+                    waiting: vec!["n2".into()]
+                }
+            ),
+        ]
+    );
+    // Leaving first, so not a failure.
+    assert!(!kinds(&out).contains(&EventKind::PeerFailed));
 }

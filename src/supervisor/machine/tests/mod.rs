@@ -288,6 +288,7 @@ pub(super) fn probes(a: &[Action]) -> Vec<u64> {
 }
 
 mod fuzz;
+mod order;
 mod probing;
 mod restart;
 mod start;
