@@ -19,6 +19,7 @@ mod hardening_inputs;
 mod hardening_logdir;
 mod hardening_readers;
 mod hardening_signals;
+mod job_order;
 mod job_view_scale;
 mod metrics;
 mod migrate;

@@ -356,6 +356,7 @@ fn a_frozen_control_secret_does_not_hold_a_node_waiting_for_its_coordinator() {
         port: 0,
         secret,
         nodes: vec!["n1".into(), "n2".into()],
+        silent: mcsup::plan::ControlSpec::SILENT,
     });
     plan.shutdown.deadline = DEADLINE;
     let mut m = env.start(&plan);

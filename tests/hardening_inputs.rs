@@ -1262,6 +1262,7 @@ fn a_taken_control_port_fails_the_preflight() {
         port,
         secret: env.log_dir().join("control.secret"),
         nodes: vec![plan.node.name.clone(), "n2".into()],
+        silent: mcsup::plan::ControlSpec::SILENT,
     });
     let mut m = env.start(&plan);
     let code = m.wait_exit(Duration::from_secs(15));

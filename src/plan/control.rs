@@ -25,5 +25,6 @@ pub fn spec(ctx: &NodeContext, mc: &McsupSection, log_dir: &Path) -> Option<Cont
         port: mc.control_port.map_or(ANY_PORT, |p| p.0),
         secret: log_dir.join(SECRET_FILE),
         nodes: ctx.nodelist.clone(),
+        silent: crate::plan::ControlSpec::SILENT,
     })
 }

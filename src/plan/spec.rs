@@ -219,6 +219,27 @@ pub struct ControlSpec {
     pub secret: PathBuf,
     /// Every node of the job, in the node list's order.
     pub nodes: Vec<String>,
+    /// A peer not heard from for this long (counted in time this side ran) is gone.
+    #[serde(
+        with = "duration_ms",
+        rename = "silent_ms",
+        default = "ControlSpec::default_silent",
+        skip_serializing_if = "ControlSpec::is_default_silent"
+    )]
+    pub silent: Duration,
+}
+
+impl ControlSpec {
+    /// The product's: a node that lost power sends no FIN; ten heartbeats missed is gone.
+    pub const SILENT: Duration = Duration::from_secs(10);
+
+    fn default_silent() -> Duration {
+        Self::SILENT
+    }
+
+    fn is_default_silent(d: &Duration) -> bool {
+        *d == Self::SILENT
+    }
 }
 
 /// `mcsup.network`: environment derived from the node itself, so computed on the node (by

@@ -31,8 +31,8 @@ const FD_RESERVE: u64 = 64;
 
 /// How often each side says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(1);
-/// A peer silent this long is gone (a node that lost power sends no FIN).
-pub const SILENT: Duration = Duration::from_secs(10);
+/// How long a write may take before the peer is gone (the peer's silence: `ControlSpec::silent`).
+const SILENT: Duration = ControlSpec::SILENT;
 /// How long a node keeps trying to reach the coordinator at start (it may start later, and
 /// writes the secret first).
 pub const REACH_WITHIN: Duration = Duration::from_secs(60);
@@ -132,6 +132,7 @@ pub fn start(
         let listener = TcpListener::from_std(std_listener).map_err(|e| e.to_string())?;
         let d = deliver.clone();
         let served = Served {
+            silent: spec.silent,
             secret,
             job: job.to_string(),
             nodes: spec.nodes.clone(),
@@ -233,6 +234,93 @@ async fn read_line(
     String::from_utf8(buf)
         .map(Some)
         .map_err(|_| "a line that is not UTF-8".into())
+}
+
+/// Aborts its task when dropped (the connection's reader goes with the connection's loop).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The lines of a joined connection, read by a task of their own until the stream ends: a line
+/// is never cut short by another branch of the loop's `select!` (a `read_line` future dropped
+/// there loses what it had read), and the loop judges silence itself ([`Silence`]). The task
+/// ends with the connection, or when the receiver is dropped.
+fn lines(
+    mut r: BufReader<OwnedReadHalf>,
+) -> (
+    UnboundedReceiver<Result<Option<String>, String>>,
+    JoinHandle<()>,
+) {
+    let (tx, rx) = unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            // No bound here: the loop's silence watch decides when the peer is gone.
+            let line = read_line(&mut r, Duration::MAX).await;
+            let last = !matches!(line, Ok(Some(_)));
+            if tx.send(line).is_err() || last {
+                return;
+            }
+        }
+    });
+    (rx, task)
+}
+
+/// A peer's silence, counted only in time this side was running: after a pause of this side (a
+/// SIGSTOP of the whole job by `scontrol suspend` or gang scheduling, a debugger), the peer gets
+/// a fresh `silent` window before it is called gone (round 4's H3: a 15 s stop of the whole job
+/// tore it down on resume). Checked on each heartbeat tick.
+struct Silence {
+    silent: Duration,
+    last_heard: tokio::time::Instant,
+    last_tick: tokio::time::Instant,
+}
+
+/// A heartbeat tick this much later than due means this side did not run meanwhile.
+const PAUSED: Duration = Duration::from_secs(3);
+
+impl Silence {
+    fn new(silent: Duration, now: tokio::time::Instant) -> Self {
+        Silence {
+            silent,
+            last_heard: now,
+            last_tick: now,
+        }
+    }
+
+    fn heard(&mut self, now: tokio::time::Instant) {
+        self.last_heard = now;
+    }
+
+    /// On a heartbeat tick: why the peer is gone, if it is.
+    fn check(&mut self, now: tokio::time::Instant) -> Result<(), String> {
+        let gap = now.saturating_duration_since(self.last_tick);
+        self.last_tick = now;
+        if gap > HEARTBEAT + PAUSED {
+            tracing::info!(
+                "this mcsup did not run for {} (stopped, or starved): the job's other nodes get {} to be heard again",
+                crate::domain::show_secs(gap),
+                crate::domain::show_secs(self.silent)
+            );
+            self.last_heard = now;
+            return Ok(());
+        }
+        let silent = now.saturating_duration_since(self.last_heard);
+        if silent >= self.silent {
+            return Err(format!("silent for {}", crate::domain::show_secs(silent)));
+        }
+        Ok(())
+    }
+}
+
+/// A heartbeat interval that does not burst after a pause (one tick, then the period again).
+fn heartbeat() -> tokio::time::Interval {
+    let mut beat = tokio::time::interval(HEARTBEAT);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    beat
 }
 
 async fn write(w: &mut OwnedWriteHalf, line: &str) -> Result<(), String> {
@@ -389,7 +477,7 @@ async fn link(
     let mut failing = None;
     let Joined {
         port,
-        mut r,
+        r,
         mut w,
         mut sealer,
         mut opener,
@@ -413,15 +501,19 @@ async fn link(
             return;
         }
     }
-    let mut beat = tokio::time::interval(HEARTBEAT);
+    let mut beat = heartbeat();
+    let (mut incoming, reader) = lines(r);
+    let _reader = AbortOnDrop(reader);
+    let mut silence = Silence::new(spec.silent, tokio::time::Instant::now());
     let why = loop {
         tokio::select! {
-            line = read_line(&mut r, SILENT) => {
+            line = incoming.recv() => {
                 let line = match line {
-                    Ok(Some(l)) => l,
-                    Ok(None) => break "the coordinator closed the connection".to_string(),
-                    Err(e) => break e,
+                    Some(Ok(Some(l))) => l,
+                    Some(Ok(None)) | None => break "the coordinator closed the connection".to_string(),
+                    Some(Err(e)) => break e,
                 };
+                silence.heard(tokio::time::Instant::now());
                 match opener.open(&line) {
                     Ok(env) => match env.body {
                         Body::Heartbeat => {}
@@ -448,6 +540,9 @@ async fn link(
                 }
             }
             _ = beat.tick() => {
+                if let Err(e) = silence.check(tokio::time::Instant::now()) {
+                    break e;
+                }
                 if let Err(e) = write(&mut w, &sealer.seal(Body::Heartbeat)).await {
                     break e;
                 }
@@ -487,6 +582,8 @@ enum Hub {
 
 /// What the coordinator's listener serves: the job, its nodes, the secret, its own name.
 struct Served {
+    /// How long a silent node is still there (`ControlSpec::silent`).
+    silent: Duration,
     secret: Vec<u8>,
     job: String,
     nodes: Vec<String>,
@@ -540,6 +637,7 @@ async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
         let task = tasks.spawn(connection(
             stream,
             Conn {
+                silent: served.silent,
                 peer: addr.to_string(),
                 secret: served.secret.clone(),
                 job: served.job.clone(),
@@ -567,6 +665,8 @@ fn fd_budget() -> usize {
 
 /// One accepted connection's particulars.
 struct Conn {
+    /// How long a silent node is still there (`ControlSpec::silent`).
+    silent: Duration,
     peer: String,
     secret: Vec<u8>,
     job: String,
@@ -591,6 +691,7 @@ async fn connection(stream: TcpStream, c: Conn) {
         Ok(x) => x,
         Err(e) => return refuse(format!("no handshake: {e}")),
     };
+
     let mut opener = Opener::new(&c.secret, mine, &c.job);
     let first = match read_line(&mut r, HANDSHAKE).await {
         Ok(Some(l)) => l,
@@ -622,15 +723,19 @@ async fn connection(stream: TcpStream, c: Conn) {
         tx,
         conn: c.id,
     });
-    let mut beat = tokio::time::interval(HEARTBEAT);
+    let mut beat = heartbeat();
+    let (mut incoming, reader) = lines(r);
+    let _reader = AbortOnDrop(reader);
+    let mut silence = Silence::new(c.silent, tokio::time::Instant::now());
     let why = loop {
         tokio::select! {
-            line = read_line(&mut r, SILENT) => {
+            line = incoming.recv() => {
                 let line = match line {
-                    Ok(Some(l)) => l,
-                    Ok(None) => break "its connection closed".to_string(),
-                    Err(e) => break e,
+                    Some(Ok(Some(l))) => l,
+                    Some(Ok(None)) | None => break "its connection closed".to_string(),
+                    Some(Err(e)) => break e,
                 };
+                silence.heard(tokio::time::Instant::now());
                 match opener.open(&line) {
                     Ok(env) if env.body == Body::Heartbeat => {}
                     Ok(env) => {
@@ -647,6 +752,9 @@ async fn connection(stream: TcpStream, c: Conn) {
                 }
             }
             _ = beat.tick() => {
+                if let Err(e) = silence.check(tokio::time::Instant::now()) {
+                    break e;
+                }
                 if let Err(e) = write(&mut w, &sealer.seal(Body::Heartbeat)).await {
                     break e;
                 }

@@ -22,6 +22,7 @@ fn spec(dir: &Path, port: u16) -> ControlSpec {
         port,
         secret: dir.join("control.secret"),
         nodes: vec!["n1".into(), "n2".into(), "n3".into()],
+        silent: crate::plan::ControlSpec::SILENT,
     }
 }
 
@@ -456,4 +457,54 @@ fn refusals_from_one_address_are_said_once_a_minute() {
     assert!(r
         .add("10.0.0.7:1".into(), "again".into(), t0 + REFUSALS_WINDOW)
         .is_some());
+}
+
+/// A peer's silence is judged on heartbeat ticks: gone once nothing was heard for `silent` of
+/// this side's running time (each heartbeat restarted the read's timeout before, so a peer that
+/// stopped answering was never called gone while this side's own heartbeats went out).
+#[test]
+fn a_peer_not_heard_for_the_silent_period_is_gone() {
+    let t0 = tokio::time::Instant::now();
+    let s = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut silence = Silence::new(Duration::from_secs(10), t0);
+    for tick in 1..10 {
+        assert_eq!(silence.check(s(tick * 1000)), Ok(()));
+    }
+    assert_eq!(silence.check(s(10_000)), Err("silent for 10 s".into()));
+    // Heard at 9.5 s: a fresh window.
+    let mut silence = Silence::new(Duration::from_secs(10), t0);
+    for tick in 1..=9 {
+        silence.check(s(tick * 1000)).unwrap();
+    }
+    silence.heard(s(9_500));
+    for tick in 10..=19 {
+        assert_eq!(silence.check(s(tick * 1000)), Ok(()), "{tick}");
+    }
+    assert!(silence.check(s(20_000)).is_err());
+}
+
+/// Round 4's H3: the whole job stopped for 15 s (`scontrol suspend`) and continued. This side's
+/// own tick comes 15 s late: it did not run, so the peer's silence meanwhile is no news; the peer
+/// gets a fresh window from the resume (its heartbeat comes within a second).
+#[test]
+fn a_pause_of_this_side_is_not_the_peers_silence() {
+    let t0 = tokio::time::Instant::now();
+    let s = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut silence = Silence::new(Duration::from_secs(10), t0);
+    silence.check(s(1_000)).unwrap();
+    silence.heard(s(1_200));
+    // Stopped from 1.5 s to 16.5 s: the next tick is at 16.5 s.
+    assert_eq!(silence.check(s(16_500)), Ok(()));
+    silence.check(s(17_500)).unwrap();
+    silence.heard(s(17_600));
+    for tick in 18..=27 {
+        assert_eq!(silence.check(s(tick * 1000 + 500)), Ok(()), "{tick}");
+    }
+    // Nothing heard after the resume either: gone 10 s after it.
+    let mut silence = Silence::new(Duration::from_secs(10), t0);
+    silence.check(s(16_500)).unwrap();
+    for tick in 17..26 {
+        assert_eq!(silence.check(s(tick * 1000 + 500)), Ok(()), "{tick}");
+    }
+    assert!(silence.check(s(26_500)).is_err());
 }

@@ -26,6 +26,7 @@ fn with_peers(mut p: Plan) -> Plan {
         port: 0,
         secret: PathBuf::from("/nonexistent/control.secret"),
         nodes: vec!["n1".into(), "n2".into()],
+        silent: crate::plan::ControlSpec::SILENT,
     });
     p
 }
