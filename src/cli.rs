@@ -1248,6 +1248,7 @@ fn render_job(a: RenderArgs) -> Result<i32, CliError> {
                 let sub = dir.join(job_dir_name(&j.variant.job_name));
                 std::fs::create_dir_all(dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+                    .and_then(|()| crate::launch::submit::safe_base(dir))
                     .and_then(|()| crate::launch::submit::own_dir(&sub))
                     .map_err(CliError::usage)?;
                 let write = |name: &str, text: &str, mode| {

@@ -42,6 +42,7 @@ fn parse_job_id(stdout: &str) -> Option<String> {
 pub fn submit(r: &Rendered, extra: &[String]) -> Result<Submitted, String> {
     let base = &r.output_base;
     std::fs::create_dir_all(base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
+    safe_base(base)?;
     // sbatch reads the script once, at submission: a file of our own (never an existing one),
     // removed right after.
     let staged = base.join(format!(".mcsup-submit-{}.sh", std::process::id()));
@@ -118,6 +119,40 @@ pub(crate) fn own_dir(dir: &Path) -> Result<(), String> {
     ))
 }
 
+/// Whether nobody else can change output directory `dir` (it exists) or any directory above it:
+/// each must be this user's or root's, and nobody else may write in it unless its sticky bit is
+/// set. From a directory another user can write in (a group-writable project directory too),
+/// `<out>/<id>/` could be swapped after the submission, and the batch script would write the
+/// job's recipe through whatever was put there, as this user (round 4's re-run, NEW-A).
+pub(crate) fn safe_base(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let real = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let me = nix::unistd::geteuid().as_raw();
+    for d in real.ancestors() {
+        let m = std::fs::metadata(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let why = if m.uid() != me && m.uid() != 0 {
+            format!("belongs to uid {} (you are uid {me})", m.uid())
+        } else if crate::domain::writable_by_others(&m) && m.mode() & 0o1000 == 0 {
+            format!(
+                "can be written by others and has no sticky bit (mode {:o})",
+                m.mode() & 0o7777
+            )
+        } else {
+            continue;
+        };
+        let at = if d == real {
+            String::new()
+        } else {
+            format!(" (above the output directory {})", dir.display())
+        };
+        return Err(format!(
+            "{}{at} {why}: another user could swap the job's directory after it is submitted, and the batch script would write the recipe through what they put there; fix: an output directory (--output-dir, or output_dir in srtslurm.yaml) that only you or root can change, all the way up (chmod go-w, or the sticky bit on a shared parent)",
+            d.display()
+        ));
+    }
+    Ok(())
+}
+
 /// What to type next: status, timeline, the job's log.
 pub fn next_steps(s: &Submitted) -> String {
     let logs = s.dir.join("logs");
@@ -133,6 +168,51 @@ pub fn next_steps(s: &Submitted) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Round 4's re-run, NEW-A: an output directory that someone else can change, or under one,
+    /// is refused naming the directory; a sticky shared parent (`/tmp`) is fine.
+    #[test]
+    fn an_output_directory_others_can_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let out = d.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        mode(&out, 0o755);
+        safe_base(&out).unwrap();
+        mode(&out, 0o777);
+        let e = safe_base(&out).unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "{} can be written by others and has no sticky bit (mode 777)",
+                std::fs::canonicalize(&out).unwrap().display()
+            )) && e.contains("fix:"),
+            "{e}"
+        );
+        mode(&out, 0o1777);
+        safe_base(&out).unwrap();
+        // Under a parent others can write in: the parent is named.
+        mode(&out, 0o777);
+        let below = out.join("mine");
+        std::fs::create_dir(&below).unwrap();
+        mode(&below, 0o755);
+        let e = safe_base(&below).unwrap_err();
+        assert!(e.contains("(above the output directory"), "{e}");
+        mode(&out, 0o755);
+        safe_base(&below).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            nix::unistd::chown(&below, Some(nix::unistd::Uid::from_raw(1000)), None).unwrap();
+            let e = safe_base(&below).unwrap_err();
+            assert!(e.contains("belongs to uid 1000"), "{e}");
+        } else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the chown case needs root under CI"
+            );
+        }
+    }
 
     /// Round 4's H2: another user guesses the next job id in a shared output directory and
     /// prepares `<id>/` (or a link in its place); nothing is written into or through it.
