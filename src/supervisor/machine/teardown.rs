@@ -60,8 +60,17 @@ impl Machine {
             .teardown_deadline
             .map(|d| d.min(now + self.shutdown.deadline));
         for p in &mut self.procs {
-            if let ProcState::Draining { drain, .. } = &mut p.state {
-                drain.until = drain.until.min(now);
+            match &mut p.state {
+                ProcState::Draining { drain, .. } => drain.until = drain.until.min(now),
+                // A drained frontend, signalled already, was given the drain to finish what it
+                // admitted: from now, its own grace (the re-run of round 4's M5: it kept its 35 s,
+                // the workers behind it were never signalled, and the deadline SIGKILLed all).
+                ProcState::Stopping {
+                    kill_at,
+                    killed: false,
+                    ..
+                } => *kill_at = (*kill_at).min(now + p.spec.stop.grace),
+                _ => {}
             }
         }
         self.version += 1;

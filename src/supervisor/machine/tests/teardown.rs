@@ -683,3 +683,30 @@ fn a_stop_request_during_a_drain_ends_the_drains_wait() {
     let a = h.ev(Event::Signal(Signal::SIGTERM));
     assert!(has(&a, "mcsup", RecordKind::Escalated), "{a:?}");
 }
+
+/// The re-run of round 4's M5: a SIGTERM during the drain reaches a frontend already signalled
+/// at the drain's start (it was finishing what it admitted, with the drain and its grace): from
+/// the SIGTERM it has its own grace, then the worker behind it is stopped, all before the deadline.
+#[test]
+fn a_stop_request_during_a_drain_gives_a_draining_frontend_its_grace_from_now() {
+    let (mut h, a) = drained_frontend(30_000);
+    h.ev(Event::Inflight {
+        attempt: reads(&a)[0],
+        result: Ok(2),
+    });
+    assert_eq!(h.state(3), UnitState::Stopping);
+    h.now = h.t0 + d(2000);
+    h.ev(Event::Signal(Signal::SIGTERM));
+    // Its grace (1 s) from the SIGTERM, not the drain's 30 s and then its grace.
+    assert_eq!(h.m.next_deadline(), Some(h.t0 + d(3000)));
+    let a = h.at(3000);
+    assert_eq!(signals(&a), [(103, Signal::SIGKILL)]);
+    let a = h.gone(103, ExitStatus::Signal(9));
+    // The worker's drain is over as it begins (the cut): it is stopped at once, long before the
+    // deadline.
+    assert!(has(&a, "worker", RecordKind::DrainTimeout), "{a:?}");
+    assert_eq!(
+        signals(&a),
+        [(102, Signal::SIGTERM), (102, Signal::SIGCONT)]
+    );
+}
