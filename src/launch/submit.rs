@@ -44,8 +44,11 @@ pub fn submit(r: &Rendered, extra: &[String]) -> Result<Submitted, String> {
     std::fs::create_dir_all(base).map_err(|e| format!("cannot create {}: {e}", base.display()))?;
     safe_base(base)?;
     // sbatch reads the script once, at submission: a file of our own (never an existing one),
-    // removed right after.
-    let staged = base.join(format!(".mcsup-submit-{}.sh", std::process::id()));
+    // removed right after; its name unpredictable, so that nobody can take it first (the re-run
+    // of round 4, NEW-B: `.mcsup-submit-<pid>.sh` planted in a shared directory stopped submit).
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| format!("no random bytes: {e}"))?;
+    let staged = base.join(format!(".mcsup-submit-{}.sh", hex::encode(nonce)));
     let write = || -> std::io::Result<()> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
