@@ -311,6 +311,33 @@ fn a_gid_index_that_differs_between_mooncake_and_nccl_is_flagged() {
         .any(|c| c["name"] == "gid index agreement"));
 }
 
+/// The adversarial re-run's GID case (c): the store's `MC_GID_INDEX=3` and the decode worker's
+/// `NCCL_IB_GID_INDEX=2` (its transfer engine falls back to it) passed without a word.
+#[test]
+fn a_gid_index_that_differs_between_the_store_and_a_worker_is_flagged() {
+    let n = node("two-nics", &Proc::default());
+    let recipe = seed_recipe().replace(
+        "  decode_environment:\n",
+        "  decode_environment:\n    NCCL_IB_GID_INDEX: \"2\"\n",
+    );
+    assert_ne!(recipe, seed_recipe());
+    let o = preflight_env(n.path(), &recipe, "decode", &[], &[]);
+    assert_eq!(o.status("gid index across processes"), "warn");
+    let m = o.text("gid index across processes");
+    assert!(
+        m.contains("reads GID index 3 (MC_GID_INDEX, recipe)")
+            && m.contains("reads 2 (NCCL_IB_GID_INDEX, which Mooncake falls back to, recipe)"),
+        "{m}"
+    );
+    // The seed's own recipe: every process agrees.
+    let o = preflight_env(n.path(), &seed_recipe(), "decode", &[], &[]);
+    assert!(o.json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["name"] != "gid index across processes"));
+}
+
 #[test]
 fn nccl_gid_index_is_inherited_silently_warns() {
     let n = node("two-nics", &Proc::default());

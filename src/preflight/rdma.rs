@@ -149,6 +149,7 @@ pub fn check(
         None => 1,
     };
     let gid = gid_config(&env, report);
+    check_gid_across(plan, inherited, report);
     let mut mtus: Vec<(String, String)> = Vec::new();
     let mut chosen_indices: Vec<(String, u32)> = Vec::new();
     for d in &selected {
@@ -336,6 +337,46 @@ fn check_worker_devices(
                 }
             }
         }
+    }
+}
+
+/// The node's Mooncake clients (its store, and each worker's transfer engine) that would choose
+/// GIDs by different indices: each reads `MC_GID_INDEX`, else `NCCL_IB_GID_INDEX`. The store's
+/// `MC_GID_INDEX=3` beside a worker's `NCCL_IB_GID_INDEX=2` (the adversarial re-run's GID case)
+/// passed: the worker's transfer engine falls back to 2.
+fn check_gid_across(plan: &Plan, inherited: &[(String, String)], report: &mut Report) {
+    let mut seen: Vec<(&str, String, String)> = Vec::new();
+    for p in plan
+        .processes
+        .iter()
+        .filter(|p| matches!(p.kind, ProcessKind::Store | ProcessKind::Worker))
+    {
+        let setting = lookup(Some(p), inherited, "MC_GID_INDEX")
+            .map(|(v, src)| (v, format!("MC_GID_INDEX, {src}")))
+            .or_else(|| {
+                lookup(Some(p), inherited, "NCCL_IB_GID_INDEX").map(|(v, src)| {
+                    (
+                        v,
+                        format!("NCCL_IB_GID_INDEX, which Mooncake falls back to, {src}"),
+                    )
+                })
+            });
+        if let Some((v, src)) = setting {
+            seen.push((&p.name, v.trim().to_string(), src));
+        }
+    }
+    let Some((first, value, src)) = seen.first() else {
+        return;
+    };
+    if let Some((other, v2, src2)) = seen.iter().find(|(_, v, _)| v != value) {
+        report.push(Check::warn(
+            G,
+            "gid index across processes",
+            format!(
+                "{first} reads GID index {value} ({src}) and {other} reads {v2} ({src2}): this node's Mooncake clients would choose different GIDs of one NIC"
+            ),
+            "give every process the same MC_GID_INDEX (the one `mcsup preflight` shows as usable): in standalone.env and in the workers' environment",
+        ));
     }
 }
 
