@@ -101,14 +101,19 @@ pub fn stop_pending() -> Option<nix::sys::signal::Signal> {
 /// (`n1` + `a.w` and `n1.a` + `w`).
 pub fn plain_process_name(name: &str) -> bool {
     !name.is_empty()
+        && name.len() <= MAX_PROCESS_NAME
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+/// The longest worker or service name: its processes' names (the name and an instance number)
+/// must fit the log directory's 100 bytes a name.
+pub const MAX_PROCESS_NAME: usize = 90;
+
 /// The fix for a name [`plain_process_name`] refuses.
 pub const PROCESS_NAME_FIX: &str =
-    "use letters, digits, '-' or '_' (it names log files <node>.<name>.log, where a '.' could make two nodes' files one)";
+    "use at most 90 letters, digits, '-' or '_' (it names log files <node>.<name>.log, where a '.' could make two nodes' files one)";
 
 /// Serde helper: a [`std::time::Duration`] as integer milliseconds.
 pub mod duration_ms {

@@ -894,6 +894,27 @@ fn a_plan_file_with_an_empty_log_dir_is_refused() {
     env.assert_no_leftovers();
 }
 
+/// The adversarial re-run's D18: a working directory that does not exist fails the preflight,
+/// naming the process and the directory (the start then failed with "sleep: No such file or
+/// directory", blaming the program); nothing starts.
+#[test]
+fn a_missing_working_directory_fails_the_preflight() {
+    let env = TestEnv::new();
+    let mut plan = plan_json(&env);
+    plan["processes"][0]["cwd"] = serde_json::json!("/nonexistent/mcsup-dir");
+    let ran = run_plan(&env, &write_plan(&env, &plan, 0o600));
+    assert_ne!(ran.code, Some(0), "{}", ran.describe());
+    assert!(
+        ran.stderr
+            .contains("working directory /nonexistent/mcsup-dir cannot be entered")
+            && ran.stderr.contains("fix: create it on this node"),
+        "{}",
+        ran.describe()
+    );
+    assert!(!ran.stderr.contains("spawned"), "{}", ran.describe());
+    env.assert_no_leftovers();
+}
+
 /// Round 4's N18: a key no plan has (a typo in a hand-edited file) is refused with its path,
 /// not dropped: `restrat` would otherwise run with the restart policy it meant to change.
 #[test]

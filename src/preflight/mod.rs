@@ -208,6 +208,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Report {
         tools::check_ports(plan, &mut report);
         let (path, wait) = (opts.path_var.as_deref(), opts.tool_timeout);
         names::check(plan, wait, &mut report);
+        tools::check_cwds(plan, &mut report);
         tools::check_executables(plan, path, wait, &mut report);
         tools::check_benchmark_scripts(plan, &mut report);
         tools::check_master_flags(plan, path, wait, &mut report);

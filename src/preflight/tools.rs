@@ -468,6 +468,33 @@ const PYTHON_SEARCH_ENV: &[&str] = &[
 
 /// Every process's program exists; `python -m module` modules import (with the process's own
 /// Python search variables, e.g. a recipe's `PYTHONPATH`).
+/// Each process's working directory, where the plan gives one, is a directory here (the
+/// adversarial re-run's D18: `cwd: /nonexistent/dir` passed, then the start failed with
+/// "sleep: No such file or directory", blaming the program).
+pub fn check_cwds(plan: &Plan, report: &mut Report) {
+    for p in &plan.processes {
+        let Some(cwd) = &p.cwd else { continue };
+        let label = format!("{} working directory", p.name);
+        match std::fs::metadata(cwd) {
+            Ok(m) if m.is_dir() => {}
+            found => report.push(Check::fail(
+                "tools",
+                &label,
+                format!(
+                    "{}'s working directory {} {}",
+                    p.name,
+                    cwd.display(),
+                    match found {
+                        Ok(_) => "is not a directory".to_string(),
+                        Err(e) => format!("cannot be entered: {e}"),
+                    }
+                ),
+                "create it on this node, or fix the process's cwd",
+            )),
+        }
+    }
+}
+
 pub fn check_executables(plan: &Plan, path_var: Option<&str>, wait: Duration, report: &mut Report) {
     let mut seen = BTreeSet::new();
     for p in &plan.processes {
