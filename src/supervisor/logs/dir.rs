@@ -231,10 +231,30 @@ pub fn rotate(path: &Path, keep: u32) -> io::Result<()> {
     for n in (1..keep).rev() {
         let from = numbered(n);
         if std::fs::symlink_metadata(&from).is_ok() {
-            std::fs::rename(&from, numbered(n + 1))?;
+            std::fs::rename(&from, numbered(n + 1)).map_err(|e| whose(e, &numbered(n + 1)))?;
         }
     }
-    std::fs::rename(path, numbered(1))
+    std::fs::rename(path, numbered(1)).map_err(|e| whose(e, &numbered(1)))
+}
+
+/// A rename refused over `dest`: when another user owns what is there (planted in a shared
+/// sticky directory after mcsup started: the re-run of round 4's L3), the error names them.
+fn whose(e: io::Error, dest: &Path) -> io::Error {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::symlink_metadata(dest) {
+        Ok(m) if m.uid() != me && matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: {} is owned by uid {}, not by this user (uid {me}): another user put it there; use a log directory only you can write",
+                    dest.display(),
+                    m.uid()
+                ),
+            )
+        }
+        _ => e,
+    }
 }
 
 enum LockError {
@@ -590,6 +610,36 @@ mod tests {
         assert!(e.contains("share one log file"), "{e}");
         assert!(crate::domain::plain_process_name("decode_0-a"));
         assert!(!crate::domain::plain_process_name("a.w"));
+        // The adversarial re-run's D18: a 300-byte name passed `plan` and failed at `run`; a
+        // recipe's names leave room for the instance number within the 100 bytes.
+        assert!(crate::domain::plain_process_name(&"w".repeat(90)));
+        assert!(!crate::domain::plain_process_name(&"w".repeat(91)));
+    }
+
+    /// A rename refused over another user's file says whose it is (the re-run of round 4's L3:
+    /// "Operation not permitted" named nobody).
+    #[test]
+    fn a_refused_rename_over_another_users_file_names_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = dir.path().join("n1.w.log.1");
+        std::fs::write(&theirs, "planted").unwrap();
+        let eperm = || io::Error::from_raw_os_error(libc::EPERM);
+        // This user's own file: the error as it was.
+        assert_eq!(whose(eperm(), &theirs).to_string(), eperm().to_string());
+        if nix::unistd::geteuid().is_root() {
+            nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(1000)), None).unwrap();
+            let e = whose(eperm(), &theirs).to_string();
+            assert!(
+                e.contains("is owned by uid 1000, not by this user")
+                    && e.contains("another user put it there"),
+                "{e}"
+            );
+        } else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the chown case needs root under CI"
+            );
+        }
     }
 
     #[test]

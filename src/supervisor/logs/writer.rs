@@ -340,10 +340,63 @@ struct Thread {
     events: std::fs::File,
     files: RunFiles,
     news: NewsReport,
-    /// Open log files by sink id; `None` for one that could not be opened.
-    logs: HashMap<u64, Option<LogFile>>,
+    /// Open log files by sink id, and those that could not be opened.
+    logs: HashMap<u64, Sink>,
     shared: Arc<Shared>,
     budget: QueueBudget,
+}
+
+/// Where a process's output goes: its log file, or nowhere (counted).
+enum Sink {
+    Open(LogFile),
+    Unopened(Unopened),
+}
+
+/// A log file that could not be opened: this run's output is lost, and counted like a failed
+/// write's (the re-run of round 4's L3: every restarted life's output was lost and the status
+/// said 0 bytes).
+struct Unopened {
+    process: String,
+    path: PathBuf,
+    error: String,
+    report: LossReport,
+    bytes: u64,
+    lines: u64,
+}
+
+impl Unopened {
+    fn lose(&mut self, data: &[u8]) {
+        let (bytes, lines) = (
+            data.len() as u64,
+            data.iter().filter(|&&b| b == b'\n').count() as u64,
+        );
+        self.bytes += bytes;
+        self.lines += lines;
+        (self.report)(LogLoss {
+            process: self.process.clone(),
+            path: self.path.clone(),
+            bytes,
+            lines,
+            error: self.error.clone(),
+            when: LossWhen::Again,
+        });
+    }
+}
+
+impl Drop for Unopened {
+    /// The end of this run's output: the total lost.
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            (self.report)(LogLoss {
+                process: self.process.clone(),
+                path: self.path.clone(),
+                bytes: self.bytes,
+                lines: self.lines,
+                error: self.error.clone(),
+                when: LossWhen::End,
+            });
+        }
+    }
 }
 
 impl Thread {
@@ -368,26 +421,36 @@ impl Thread {
                 process,
                 report,
             } => {
-                let file = match open_log(&path, &process, Some(report.clone())) {
-                    Ok(f) => Some(f),
+                let sink = match open_log(&path, &process, Some(report.clone())) {
+                    Ok(f) => Sink::Open(f),
                     Err(e) => {
                         tracing::warn!(process = %process, path = %path.display(), error = %e, "cannot open the log file: this run's output is lost");
+                        let error = format!("cannot open the log file: {e}");
                         report(LogLoss {
-                            process,
-                            path,
+                            process: process.clone(),
+                            path: path.clone(),
                             bytes: 0,
                             lines: 0,
-                            error: format!("cannot open the log file: {e}"),
+                            error: error.clone(),
                             when: LossWhen::First,
                         });
-                        None
+                        Sink::Unopened(Unopened {
+                            process,
+                            path,
+                            error,
+                            report,
+                            bytes: 0,
+                            lines: 0,
+                        })
                     }
                 };
-                self.logs.insert(id, file);
+                self.logs.insert(id, sink);
             }
             Job::Log { id, bytes } => {
-                if let Some(Some(f)) = self.logs.get_mut(&id) {
-                    f.write_lines(&bytes);
+                match self.logs.get_mut(&id) {
+                    Some(Sink::Open(f)) => f.write_lines(&bytes),
+                    Some(Sink::Unopened(u)) => u.lose(&bytes),
+                    None => {}
                 }
                 self.budget.written(bytes.len());
             }
@@ -517,6 +580,55 @@ mod tests {
         }
         drop(log);
         (dir, writer, reader, rx)
+    }
+
+    /// The re-run of round 4's L3: a log file that cannot be opened (another user's file where
+    /// the rotation goes) loses the run's output, and what is lost is counted: the status said
+    /// 0 bytes for four lost lives.
+    #[test]
+    fn output_of_a_log_that_could_not_be_opened_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = std::fs::File::create(dir.path().join("n1.events.jsonl")).unwrap();
+        let files = RunFiles {
+            events: dir.path().join("n1.events.jsonl"),
+            status: dir.path().join("n1.status.json"),
+            metrics: dir.path().join("n1.prom"),
+        };
+        let lock = LogDirLock::for_test(dir.path(), "n1");
+        let writer = RunWriter::start(lock, events, files, Box::new(|_| {})).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = Mutex::new(tx);
+        let report: LossReport = Arc::new(move |l| {
+            let _ = tx.lock().unwrap().send(l);
+        });
+        // A directory where the log file goes: it cannot be opened as one.
+        let path = dir.path().join("n1.w.log");
+        std::fs::create_dir(&path).unwrap();
+        let mut log = writer.open_log(path, "w", report);
+        log.write_lines(b"one\ntwo\n");
+        log.write_lines(b"three\n");
+        drop(log);
+        assert!(writer.sync(Duration::from_secs(5)));
+        let got: Vec<(u64, u64, LossWhen)> = rx
+            .try_iter()
+            .map(|l| {
+                assert!(
+                    l.error.starts_with("cannot open the log file"),
+                    "{}",
+                    l.error
+                );
+                (l.bytes, l.lines, l.when)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, 0, LossWhen::First),
+                (8, 2, LossWhen::Again),
+                (6, 1, LossWhen::Again),
+                (14, 3, LossWhen::End)
+            ]
+        );
     }
 
     #[test]
