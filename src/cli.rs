@@ -1352,7 +1352,8 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
     };
     let report = |now_ms: u64| -> Result<(String, bool), CliError> {
         if args.job {
-            let (nodes, mut skipped) = supervisor::read_job(&dir).map_err(unreadable_log_dir)?;
+            let (mut nodes, mut skipped) =
+                supervisor::read_job(&dir).map_err(unreadable_log_dir)?;
             let finished = nodes
                 .iter()
                 .all(|(_, r)| r.status.exit_code.is_some() || !r.writer_alive);
@@ -1361,6 +1362,11 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
                 skipped.extend(s);
                 evs
             });
+            for (node, read) in &mut nodes {
+                if let Some((_, evs)) = events.iter().flatten().find(|(n, _)| n == node) {
+                    read.finish_from_events(evs);
+                }
+            }
             tell_left_out(&skipped);
             let story = events.as_deref().map(crate::render::why::story);
             let text = if args.json {
@@ -1370,7 +1376,15 @@ fn status(args: StatusArgs) -> Result<i32, CliError> {
             };
             return Ok((text, finished));
         }
-        let read = supervisor::read_status(&dir, node.as_deref()).map_err(unreadable_log_dir)?;
+        let mut read =
+            supervisor::read_status(&dir, node.as_deref()).map_err(unreadable_log_dir)?;
+        if !read.writer_alive && read.status.exit_code.is_none() {
+            if let Ok((evs, _)) = supervisor::read_job_events(&dir) {
+                if let Some((_, evs)) = evs.iter().find(|(n, _)| *n == read.status.node) {
+                    read.finish_from_events(evs);
+                }
+            }
+        }
         let finished = read.status.exit_code.is_some() || !read.writer_alive;
         let text = if args.json {
             read.text

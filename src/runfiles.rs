@@ -516,6 +516,44 @@ pub struct StatusRead {
     pub writer_alive: bool,
 }
 
+impl StatusRead {
+    /// A node whose status file never took its last write (a full disk, a hung mount) but whose
+    /// events file did: its mcsup finished, and the status read says so, with the exit code its
+    /// `finished` event gives (the adversarial re-run's D17: such a node was shown "gone without
+    /// finishing: killed?"). Only a status whose writer is gone and that has no exit code changes.
+    pub fn finish_from_events(&mut self, events: &[EventRecord]) {
+        if self.writer_alive || self.status.exit_code.is_some() {
+            return;
+        }
+        let Some(fin) = events
+            .iter()
+            .rev()
+            .find(|e| e.process == "mcsup" && e.event == EventKind::Finished)
+        else {
+            return;
+        };
+        let detail = fin.detail.as_deref().unwrap_or_default();
+        let Some(code) = detail
+            .strip_prefix("exit code ")
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit() && c != '-').next())
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            return;
+        };
+        self.status.exit_code = Some(code);
+        self.status.phase = crate::runfiles::NodePhase::Stopped;
+        let was = self
+            .status
+            .reason
+            .take()
+            .map(|r| format!("{r}; "))
+            .unwrap_or_default();
+        self.status.reason = Some(format!(
+            "{was}its status file did not take the last writes, its events did: {detail}"
+        ));
+    }
+}
+
 /// How the endpoint is doing, in the status file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1164,6 +1164,40 @@ pub(crate) mod status_tests {
         assert!(!status_human(&s, 62_500, true).contains("stale"));
     }
 
+    /// The adversarial re-run's D17: the status file stopped at `running` (the disk was full),
+    /// the events file took the `finished` record: the node is done with that exit code, not
+    /// "gone without finishing: killed?"; a node without such a record still is.
+    #[test]
+    fn a_node_whose_events_say_it_finished_is_done_whatever_its_stale_status() {
+        let (name, mut read) = node("n1", "running", vec![]);
+        read.writer_alive = false;
+        read.status.exit_code = None;
+        read.status.reason = Some("received SIGTERM".into());
+        let stale = read.clone();
+        let finished = |detail: &str| crate::runfiles::EventRecord {
+            ts_ms: 2_000,
+            t_ms: 1_000.0,
+            node: "n1".into(),
+            process: "mcsup".into(),
+            event: crate::runfiles::EventKind::Finished,
+            pid: None,
+            exit_code: None,
+            signal: None,
+            detail: Some(detail.into()),
+            diagnosis: None,
+        };
+        read.finish_from_events(&[finished(
+            "exit code 4; 3 writes of the events, status or metrics files failed",
+        )]);
+        let table = job_status_human(&[(name.clone(), read)], None, 62_500, false);
+        assert!(
+            table.contains("n1: done, exit code 4 (received SIGTERM; its status file did not take the last writes, its events did: exit code 4; 3 writes"),
+            "{table}"
+        );
+        let table = job_status_human(&[(name, stale)], None, 62_500, false);
+        assert!(table.contains("gone without finishing: killed?"), "{table}");
+    }
+
     /// A unit of the two-node sample: spawned at `spawn` (ms), ready `ready` ms later.
     fn unit(
         name: &str,
