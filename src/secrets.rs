@@ -121,11 +121,19 @@ pub fn redact_shell(text: &str) -> (String, Vec<String>) {
     let mut out = String::with_capacity(text.len());
     let mut hidden = Vec::new();
     let mut hide_next = false;
+    // The command the current word belongs to (its program's base name), for the short options
+    // whose value is a password only there (the adversarial re-run's NEW-C).
+    let mut command = String::new();
+    let mut at_command = true;
+    let mut user_next = false;
     let mut rest = text;
     while !rest.is_empty() {
         let sep_len = rest
             .find(|c: char| !(c.is_whitespace() || ";&|()".contains(c)))
             .unwrap_or(rest.len());
+        if rest[..sep_len].contains(|c: char| ";&|()\n".contains(c)) {
+            at_command = true;
+        }
         out.push_str(&rest[..sep_len]);
         rest = &rest[sep_len..];
         let word_len = shell_word_len(rest);
@@ -134,15 +142,47 @@ pub fn redact_shell(text: &str) -> (String, Vec<String>) {
         }
         let word = &rest[..word_len];
         rest = &rest[word_len..];
-        let (shown, values) = redact_shell_word(word, hide_next);
-        hide_next = !word.contains('=')
+        if at_command && !word.contains('=') {
+            command = word.rsplit('/').next().unwrap_or(word).to_string();
+            at_command = false;
+        }
+        let (shown, values) = if user_next {
+            // `curl -u user:password`: the part after the first colon.
+            match word.split_once(':') {
+                Some((user, pass)) if !pass.trim_matches(['"', '\'']).is_empty() => {
+                    let bare = pass.trim_matches(['"', '\'']);
+                    (
+                        format!("{user}:{}", pass.replacen(bare, REDACTED, 1)),
+                        vec![bare.to_string()],
+                    )
+                }
+                _ => (word.to_string(), Vec::new()),
+            }
+        } else if let Some(pass) = word
+            .strip_prefix("-p")
+            .filter(|p| !p.is_empty() && MYSQL_FAMILY.contains(&command.as_str()))
+        {
+            // `mysql -pPASSWORD`: the value is attached to `-p`.
+            (format!("-p{REDACTED}"), vec![pass.to_string()])
+        } else {
+            redact_shell_word(word, hide_next)
+        };
+        user_next = matches!(word, "-u" | "--user") && matches!(command.as_str(), "curl" | "wget");
+        hide_next = (!word.contains('=')
             && word.starts_with('-')
-            && secret_name(word.trim_start_matches('-'));
+            && secret_name(word.trim_start_matches('-')))
+            || (word == "-p" && command == "sshpass")
+            || word
+                .strip_suffix(':')
+                .is_some_and(|w| !w.starts_with('-') && secret_name(w));
         hidden.extend(values);
         out.push_str(&shown);
     }
     (out, hidden)
 }
+
+/// Programs whose `-pVALUE` is a password (MySQL's clients).
+const MYSQL_FAMILY: &[&str] = &["mysql", "mariadb", "mysqldump", "mysqladmin"];
 
 /// The length of the shell word at the start of `text`: up to a blank or `;&|()` outside
 /// quotes (a backslash escapes the next character outside single quotes).
@@ -195,8 +235,14 @@ fn redact_shell_word(word: &str, after_secret_flag: bool) -> (String, Vec<String
     // Credential-shaped parts, in the word or in the quoted string it is.
     let mut shown = word.to_string();
     let mut hidden = Vec::new();
-    for part in bare.split(|c: char| c.is_whitespace() || is_quote(c) || c == '=') {
-        if secret_value(part) {
+    let mut after_label = false;
+    for part in bare
+        .split(|c: char| c.is_whitespace() || is_quote(c) || c == '=')
+        .filter(|p| !p.is_empty())
+    {
+        // Free text `password: VALUE` inside a quoted string (the re-run's NEW-C).
+        let label = part.strip_suffix(':').is_some_and(secret_name);
+        if std::mem::replace(&mut after_label, label) || secret_value(part) {
             shown = shown.replacen(part, REDACTED, 1);
             hidden.push(part.to_string());
         } else if let Some(password) = url_password(part) {
@@ -257,6 +303,30 @@ mod tests {
         assert_eq!(hidden, ["appendval", "passw0rd"]);
         // Nothing secret: unchanged.
         let plain = "source /opt/env.sh; export NCCL_DEBUG=INFO\nulimit -n 65536";
+        assert_eq!(redact_shell(plain), (plain.to_string(), vec![]));
+    }
+
+    /// The adversarial re-run's NEW-C: short options whose value is a password for their
+    /// program, and free-text `password: VALUE`; the same options elsewhere are left alone.
+    #[test]
+    fn short_option_and_free_text_passwords_are_replaced() {
+        let text = "curl -u admin:hunter2secret https://host/y\nmysql -pMyS3cretPw db\nsshpass -p sshpassword77 ssh host\necho \"password: p4ssw0rdinline\"";
+        let (shown, hidden) = redact_shell(text);
+        assert_eq!(
+            shown,
+            "curl -u admin:<redacted> https://host/y\nmysql -p<redacted> db\nsshpass -p <redacted> ssh host\necho \"password: <redacted>\""
+        );
+        assert_eq!(
+            hidden,
+            [
+                "hunter2secret",
+                "MyS3cretPw",
+                "sshpassword77",
+                "p4ssw0rdinline"
+            ]
+        );
+        // `-p` and `-u` of other programs are not passwords.
+        let plain = "python3 -m http.server -p8000; ssh -p 2222 host; tar -u x:y; ps -u root:x";
         assert_eq!(redact_shell(plain), (plain.to_string(), vec![]));
     }
 
