@@ -311,7 +311,10 @@ impl Silence {
         let silent = now.saturating_duration_since(self.last_heard);
         if silent >= self.silent {
             // The period, not the measured gap (a tick lands a few ms past it).
-            return Err(format!("silent for {}", crate::domain::show_secs(self.silent)));
+            return Err(format!(
+                "silent for {}",
+                crate::domain::show_secs(self.silent)
+            ));
         }
         Ok(())
     }
