@@ -363,3 +363,25 @@ fn an_exporters_listen_port_counts_like_any_other() {
         p.warnings
     );
 }
+
+/// The adversarial re-run's D18: `mcsup.log_dir` empty, or with a `{name}` left after its
+/// placeholders (`{role}`, a typo, the `{{node}}` that became `{vm}`), is refused naming the key;
+/// `{job_id}` and `{node}` are filled.
+#[test]
+fn a_log_dir_with_a_placeholder_it_does_not_fill_is_refused() {
+    let recipe = |dir: &str| {
+        format!(
+            "{}mcsup: {{log_dir: {dir:?}}}\n",
+            with("  - {name: m, type: mooncake-master}\n")
+        )
+    };
+    for bad in ["", "  ", "/logs/{role}", "/logs/{foo}", "/logs/{{node}}"] {
+        let e = plan_on(&recipe(bad), "n1", &[Role::Prefill]).unwrap_err();
+        assert!(e.key_path.contains("mcsup.log_dir"), "{bad:?}: {e}");
+        assert!(e.fix.contains("{job_id}"), "{bad:?}: {e}");
+    }
+    let e = plan_on(&recipe("/logs/{{node}}"), "n1", &[Role::Prefill]).unwrap_err();
+    assert!(e.message.contains("keeps `{n1}`"), "{e}");
+    let p = plan_on(&recipe("/logs/{job_id}/{node}"), "n1", &[Role::Prefill]).unwrap();
+    assert!(p.log_dir.ends_with("n1"), "{}", p.log_dir.display());
+}

@@ -95,7 +95,7 @@ pub fn auto_roles(recipe: &Recipe, ctx: &NodeContext) -> Result<AutoRoles, PlanE
             "name this node's roles: --role prefill|decode|agg (comma-separated when shared)",
         ));
     }
-    let dir = log_dir(&model, &mc, ctx);
+    let dir = log_dir(&model, &mc, ctx)?;
     let Some(t) = topo::job_layout(recipe, &model, &mc, ctx, &dir, &mut Vec::new())? else {
         if let Some(u) = underivable(recipe, &model, &mc) {
             // What a Slurm job of such a recipe meets first: say what is missing.
@@ -152,7 +152,7 @@ pub fn plan_with(
     warnings.extend(model.warnings.iter().cloned());
     let mut ignored: Vec<String> = model.ignored.clone();
     warnings.extend(underivable(recipe, &model, &mc).map(|u| underivable_warning(&model, &u)));
-    let log_dir = log_dir(&model, &mc, ctx);
+    let log_dir = log_dir(&model, &mc, ctx)?;
     let ph = Placeholders::new(ctx, model.master_ports[0], model.master_ports[1], &log_dir);
     let master = order::MasterAt::of(&model, ctx);
     let discovery = order::discovery_env(&model, ctx);
@@ -526,20 +526,30 @@ fn check_request(
 }
 
 /// `mcsup.log_dir` (default `mcsup-logs/{job_id}`) with its placeholders, under the working
-/// directory when relative.
-fn log_dir(model: &JobModel, mc: &McsupSection, ctx: &NodeContext) -> PathBuf {
+/// directory when relative. Empty, or with a `{name}` left after the placeholders it takes, is
+/// an error (the adversarial re-run's D18: `""` meant the working directory, `{role}` and `{foo}`
+/// stayed literal, `{{node}}` became `{vm}`).
+fn log_dir(model: &JobModel, mc: &McsupSection, ctx: &NodeContext) -> Result<PathBuf, PlanError> {
     let [rpc, meta, _] = model.master_ports;
     let base = Placeholders::new(ctx, rpc, meta, std::path::Path::new(""));
     let raw = mc
         .log_dir
         .clone()
         .unwrap_or_else(|| "mcsup-logs/{job_id}".into());
-    let p = PathBuf::from(base.apply(&raw));
-    if p.is_absolute() {
-        p
-    } else {
-        ctx.cwd.join(p)
+    const FIX: &str = "give a directory, with {job_id}, {node}, {node_id}, {infra_node} or {scratch_dir} where it should vary (default mcsup-logs/{job_id})";
+    if raw.trim().is_empty() {
+        return Err(err("mcsup.log_dir", "is empty", FIX));
     }
+    let filled = base.apply(&raw);
+    if let Some(left) = crate::recipe::variants::placeholders_in(&filled).first() {
+        return Err(err(
+            "mcsup.log_dir",
+            format!("`{raw}` keeps `{left}` after its placeholders are filled: the log directory is one for every role and process of the node, and takes only the node's and the job's names"),
+            FIX,
+        ));
+    }
+    let p = PathBuf::from(filled);
+    Ok(if p.is_absolute() { p } else { ctx.cwd.join(p) })
 }
 
 /// srtctl's layout and this node's part of it.
