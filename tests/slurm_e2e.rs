@@ -611,6 +611,51 @@ fn early_warning_drains_in_order_and_the_job_completes() {
     assert_job_leaves_nothing(&env);
 }
 
+/// Issue 51 item 3 (round 4's H3) under the local Slurm: `scontrol suspend` stops every process
+/// of the job (each node's mcsup and its children) for 15 s, longer than the control
+/// connection's 10 s of silence; after `scontrol resume` the job goes on (no node is called
+/// gone, nothing drains), and `scancel` still tears it down in order.
+#[test]
+fn a_job_suspended_and_resumed_goes_on() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start(&env, "cgroup", 18330);
+    let job = Job::submit(&env, &cluster);
+    job.wait_running(&cluster);
+    let ok = |cmd: &str| {
+        let o = cluster.run("scontrol", &[cmd, &job.id]);
+        assert!(
+            o.status.success(),
+            "scontrol {cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    ok("suspend");
+    std::thread::sleep(Duration::from_secs(15));
+    ok("resume");
+    // Long enough for a wrong verdict on the silence to show (10 s window, 1 s heartbeats).
+    std::thread::sleep(Duration::from_secs(6));
+    for node in ["n1", "n2"] {
+        let evs = job.events(node);
+        assert!(
+            !evs.iter()
+                .any(|e| e.event == "peer-failed" || e.event == "shutdown-requested"),
+            "{node}: {:#?}",
+            evs.iter().map(|e| e.raw.to_string()).collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        cluster.job_state(&job.id).starts_with("RUNNING"),
+        "{}",
+        cluster.job_state(&job.id)
+    );
+    // The suspension reached the mcsups: each saw its own pause.
+    assert!(job.out().contains("did not run for"), "{}", job.out());
+    assert!(cluster.run("scancel", &[&job.id]).status.success());
+    cluster.wait_gone(&job.id, Duration::from_secs(KILL_WAIT + 30));
+    job.assert_ordered_teardown();
+    assert_job_leaves_nothing(&env);
+}
+
 /// A 1P1D job in which n2's store is SIGKILLed and restarted (the master keeps its other
 /// segment; the store registers again), then drained by the early warning: the job view shows
 /// both nodes, the crash and the restart. With MCSUP_KEEP_JOB_VIEW=DIR the timeline's screenshot,
