@@ -540,6 +540,29 @@ mod tests {
     use std::io::Read as _;
     use std::sync::mpsc::Receiver;
 
+    /// Node n1's writer in `dir`, its events going to `events` (at `events_path`).
+    fn writer_in(dir: &std::path::Path, events: std::fs::File, events_path: PathBuf) -> RunWriter {
+        let files = RunFiles {
+            events: events_path,
+            status: dir.join("n1.status.json"),
+            metrics: dir.join("n1.prom"),
+        };
+        let lock = LogDirLock::for_test(dir, "n1");
+        RunWriter::start(lock, events, files, Box::new(|_| {})).unwrap()
+    }
+
+    /// A loss report that sends each loss to the receiver.
+    fn losses() -> (LossReport, Receiver<LogLoss>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = Mutex::new(tx);
+        (
+            Arc::new(move |l| {
+                let _ = tx.lock().unwrap().send(l);
+            }),
+            rx,
+        )
+    }
+
     /// A writer whose events "file" is a FIFO nobody reads yet: once its 64 KiB are full, the
     /// writer thread waits in `write`, as it would on a hung mount.
     fn stalled() -> (
@@ -558,18 +581,8 @@ mod tests {
             .open(&fifo)
             .unwrap();
         let reader = events.try_clone().unwrap();
-        let files = RunFiles {
-            events: fifo,
-            status: dir.path().join("n1.status.json"),
-            metrics: dir.path().join("n1.prom"),
-        };
-        let lock = LogDirLock::for_test(dir.path(), "n1");
-        let writer = RunWriter::start(lock, events, files, Box::new(|_| {})).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let tx = Mutex::new(tx);
-        let report: LossReport = Arc::new(move |l| {
-            let _ = tx.lock().unwrap().send(l);
-        });
+        let writer = writer_in(dir.path(), events, fifo);
+        let (report, rx) = losses();
         let mut log = writer.open_log(dir.path().join("n1.w.log"), "w", report);
         log.write_lines(b"before\n");
         assert!(writer.sync(Duration::from_secs(5)), "the writer answers");
@@ -588,19 +601,10 @@ mod tests {
     #[test]
     fn output_of_a_log_that_could_not_be_opened_is_counted() {
         let dir = tempfile::tempdir().unwrap();
-        let events = std::fs::File::create(dir.path().join("n1.events.jsonl")).unwrap();
-        let files = RunFiles {
-            events: dir.path().join("n1.events.jsonl"),
-            status: dir.path().join("n1.status.json"),
-            metrics: dir.path().join("n1.prom"),
-        };
-        let lock = LogDirLock::for_test(dir.path(), "n1");
-        let writer = RunWriter::start(lock, events, files, Box::new(|_| {})).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let tx = Mutex::new(tx);
-        let report: LossReport = Arc::new(move |l| {
-            let _ = tx.lock().unwrap().send(l);
-        });
+        let events_path = dir.path().join("n1.events.jsonl");
+        let events = std::fs::File::create(&events_path).unwrap();
+        let writer = writer_in(dir.path(), events, events_path);
+        let (report, rx) = losses();
         // A directory where the log file goes: it cannot be opened as one.
         let path = dir.path().join("n1.w.log");
         std::fs::create_dir(&path).unwrap();
