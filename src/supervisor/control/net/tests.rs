@@ -508,3 +508,57 @@ fn a_pause_of_this_side_is_not_the_peers_silence() {
     }
     assert!(silence.check(s(26_500)).is_err());
 }
+
+/// The re-run of round 4's M4 under latency: a node whose handshake is slow (its nonce came, its
+/// hello not yet) while more than `WAITING` silent connections flood in is not the one closed
+/// for them: strangers that said nothing go first. (The oldest went before: a node 10 ms away
+/// took 29.5 s to join through a flood.)
+#[test]
+fn a_node_mid_handshake_outlives_a_flood_of_silent_connections() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    assert_eq!(to_close(&[SPOKE, QUIET, SPOKE, QUIET]), 1);
+    assert_eq!(to_close(&[SPOKE, SPOKE]), 0);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(dir.path(), 0);
+    rt().block_on(async {
+        let (_n1, h1) = node(&spec, "n1", vec![], REACH_WITHIN);
+        until(&h1, "joined", |i| *i == Incoming::Joined).await;
+        let (port, secret) = read_secret(&spec.secret).unwrap();
+        // n2, by hand and slowly: the nonces, then a pause.
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let (r, mut w) = stream.into_split();
+        let mut r = tokio::io::BufReader::new(r);
+        let mine = wire::random().unwrap();
+        w.write_all(wire::nonce_line(&mine).as_bytes())
+            .await
+            .unwrap();
+        let mut line = String::new();
+        r.read_line(&mut line).await.unwrap();
+        let theirs = wire::parse_nonce(&line).unwrap();
+        // The flood: more silent connections than may wait, all held.
+        let mut flood = Vec::new();
+        for _ in 0..WAITING + 20 {
+            flood.push(
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .unwrap(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // n2's hello, at last: the coordinator's welcome proves the connection was kept.
+        let mut sealer = Sealer::new(&secret, theirs, "77", "n2");
+        w.write_all(sealer.seal(Hello::default().body()).as_bytes())
+            .await
+            .unwrap();
+        let mut welcome = String::new();
+        tokio::time::timeout(Duration::from_secs(5), r.read_line(&mut welcome))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        let opened = Opener::new(&secret, mine, "77").open(&welcome);
+        assert!(opened.is_ok(), "closed or refused: {welcome:?} {opened:?}");
+        drop(flood);
+    });
+}
