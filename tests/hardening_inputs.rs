@@ -1301,3 +1301,33 @@ fn a_taken_control_port_fails_the_preflight() {
     );
     drop(held);
 }
+
+/// The adversarial re-run's false positive: a listener on another address of the control port
+/// (127.0.0.5 here) is no clash for a coordinator that binds 127.0.0.1, as mcsup does; the
+/// preflight passes and the job starts.
+#[test]
+fn a_control_port_held_on_another_address_is_no_clash() {
+    let env = TestEnv::new();
+    let held = std::net::TcpListener::bind("127.0.0.5:0").unwrap();
+    let port = held.local_addr().unwrap().port();
+    let mut plan = env.plan(vec![env.up(
+        "worker",
+        mcsup::plan::ProcessKind::Worker,
+        &[],
+    )]);
+    plan.control = Some(mcsup::plan::ControlSpec {
+        coordinator: plan.node.name.clone(),
+        address: "127.0.0.1".into(),
+        port,
+        secret: env.log_dir().join("control.secret"),
+        nodes: vec![plan.node.name.clone()],
+        silent: mcsup::plan::ControlSpec::SILENT,
+    });
+    let mut m = env.start(&plan);
+    m.wait_event("worker", "ready", Duration::from_secs(15));
+    assert!(!m.stderr().contains("already in use"), "{}", m.stderr());
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(m.wait_exit(Duration::from_secs(15)), 0, "{}", m.stderr());
+    drop(held);
+    env.assert_no_leftovers();
+}

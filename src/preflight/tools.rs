@@ -38,6 +38,10 @@ pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
 /// Bind test on each port (the master binds 0.0.0.0); a port in use names who holds it.
 pub fn check_ports(plan: &Plan, report: &mut Report) {
     let mut ports = listening_ports(plan);
+    // The control port is bound on the coordinator's address, as `control::net::start` does
+    // (every interface only when that address is not this node's): a listener on another
+    // address of the same port is no clash (the adversarial re-run's false positive).
+    let mut control_at: Option<(String, u16)> = None;
     // The coordinator's own control port, when the recipe fixes one (round 4's L5: taken by
     // another user, the preflight passed and mcsup then failed to start with exit code 3).
     if let Some(c) = plan
@@ -50,11 +54,21 @@ pub fn check_ports(plan: &Plan, report: &mut Report) {
                 "mcsup's control connection (mcsup.control_port)".into(),
                 c.port,
             ));
+            control_at = Some((c.address.clone(), c.port));
         }
     }
     for (name, port) in ports {
         let label = format!("{name} port {port}");
-        match std::net::TcpListener::bind(("0.0.0.0", port)) {
+        let bound = match &control_at {
+            Some((address, p)) if *p == port => {
+                std::net::TcpListener::bind((address.as_str(), port)).or_else(|e| match e.kind() {
+                    std::io::ErrorKind::AddrInUse => Err(e),
+                    _ => std::net::TcpListener::bind(("0.0.0.0", port)),
+                })
+            }
+            _ => std::net::TcpListener::bind(("0.0.0.0", port)),
+        };
+        match bound {
             Ok(_) => report.push(Check::ok("ports", &label, "free")),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
                 let holder = port_holder(port)
