@@ -47,11 +47,13 @@ def main():
         def log_message(self, *a):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
+    # The handler first: /health answers as soon as the server thread runs, and a SIGTERM that
+    # came between that and the handler killed the stand-in before it said anything (seen once
+    # in CI: the readiness probe, polled every millisecond, won that race on a loaded machine).
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     say(f"ready on {args.port}")
     stop.wait()
     asked = time.monotonic()
