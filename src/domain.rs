@@ -12,6 +12,16 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// The coordinator's control listener: on `address` (the one every node dials), else on every
+/// interface when that address is not one of this node's (a name that resolves elsewhere); a
+/// port taken there is an error, never a fallback. The preflight binds the same way.
+pub fn bind_control_port(address: &str, port: u16) -> std::io::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind((address, port)).or_else(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => Err(e),
+        _ => std::net::TcpListener::bind(("0.0.0.0", port)),
+    })
+}
+
 /// Whether someone but this user could write the file or directory `m` describes: its mode lets
 /// others write, or a group that is not the user's own (see [`group_is_private`]).
 pub fn writable_by_others(m: &std::fs::Metadata) -> bool {

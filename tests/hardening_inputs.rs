@@ -1264,6 +1264,27 @@ fn a_socket_ifname_without_the_nodes_address_is_warned() {
     env.assert_no_leftovers();
 }
 
+/// One worker, this node the coordinator of a control connection on 127.0.0.1:`port` with
+/// `others` as the job's other nodes.
+fn coordinator_plan(env: &TestEnv, port: u16, others: &[&str]) -> mcsup::plan::Plan {
+    let mut plan = env.plan(vec![env.up(
+        "worker",
+        mcsup::plan::ProcessKind::Worker,
+        &[],
+    )]);
+    let mut nodes = vec![plan.node.name.clone()];
+    nodes.extend(others.iter().map(|n| n.to_string()));
+    plan.control = Some(mcsup::plan::ControlSpec {
+        coordinator: plan.node.name.clone(),
+        address: "127.0.0.1".into(),
+        port,
+        secret: env.log_dir().join("control.secret"),
+        nodes,
+        silent: mcsup::plan::ControlSpec::SILENT,
+    });
+    plan
+}
+
 /// Round 4's L5: the coordinator's control port (`mcsup.control_port`), taken by another
 /// process, fails the preflight like the job's other ports, naming who holds it; it used to pass
 /// and mcsup then failed to start with exit code 3.
@@ -1272,19 +1293,7 @@ fn a_taken_control_port_fails_the_preflight() {
     let env = TestEnv::new();
     let held = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = held.local_addr().unwrap().port();
-    let mut plan = env.plan(vec![env.up(
-        "worker",
-        mcsup::plan::ProcessKind::Worker,
-        &[],
-    )]);
-    plan.control = Some(mcsup::plan::ControlSpec {
-        coordinator: plan.node.name.clone(),
-        address: "127.0.0.1".into(),
-        port,
-        secret: env.log_dir().join("control.secret"),
-        nodes: vec![plan.node.name.clone(), "n2".into()],
-        silent: mcsup::plan::ControlSpec::SILENT,
-    });
+    let plan = coordinator_plan(&env, port, &["n2"]);
     let mut m = env.start(&plan);
     let code = m.wait_exit(Duration::from_secs(15));
     let err = m.stderr();
@@ -1310,19 +1319,7 @@ fn a_control_port_held_on_another_address_is_no_clash() {
     let env = TestEnv::new();
     let held = std::net::TcpListener::bind("127.0.0.5:0").unwrap();
     let port = held.local_addr().unwrap().port();
-    let mut plan = env.plan(vec![env.up(
-        "worker",
-        mcsup::plan::ProcessKind::Worker,
-        &[],
-    )]);
-    plan.control = Some(mcsup::plan::ControlSpec {
-        coordinator: plan.node.name.clone(),
-        address: "127.0.0.1".into(),
-        port,
-        secret: env.log_dir().join("control.secret"),
-        nodes: vec![plan.node.name.clone()],
-        silent: mcsup::plan::ControlSpec::SILENT,
-    });
+    let plan = coordinator_plan(&env, port, &[]);
     let mut m = env.start(&plan);
     m.wait_event("worker", "ready", Duration::from_secs(15));
     assert!(!m.stderr().contains("already in use"), "{}", m.stderr());

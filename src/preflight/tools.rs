@@ -38,9 +38,9 @@ pub fn listening_ports(plan: &Plan) -> Vec<(String, u16)> {
 /// Bind test on each port (the master binds 0.0.0.0); a port in use names who holds it.
 pub fn check_ports(plan: &Plan, report: &mut Report) {
     let mut ports = listening_ports(plan);
-    // The control port is bound on the coordinator's address, as `control::net::start` does
-    // (every interface only when that address is not this node's): a listener on another
-    // address of the same port is no clash (the adversarial re-run's false positive).
+    // The control port is bound where the coordinator binds it (`domain::bind_control_port`): a
+    // listener on another address of the same port is no clash (the adversarial re-run's false
+    // positive).
     let mut control_at: Option<(String, u16)> = None;
     // The coordinator's own control port, when the recipe fixes one (round 4's L5: taken by
     // another user, the preflight passed and mcsup then failed to start with exit code 3).
@@ -60,12 +60,7 @@ pub fn check_ports(plan: &Plan, report: &mut Report) {
     for (name, port) in ports {
         let label = format!("{name} port {port}");
         let bound = match &control_at {
-            Some((address, p)) if *p == port => {
-                std::net::TcpListener::bind((address.as_str(), port)).or_else(|e| match e.kind() {
-                    std::io::ErrorKind::AddrInUse => Err(e),
-                    _ => std::net::TcpListener::bind(("0.0.0.0", port)),
-                })
-            }
+            Some((address, p)) if *p == port => crate::domain::bind_control_port(address, port),
             _ => std::net::TcpListener::bind(("0.0.0.0", port)),
         };
         match bound {

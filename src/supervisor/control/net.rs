@@ -111,13 +111,8 @@ pub fn start(
     let deliver = std::sync::Arc::new(deliver);
     let mut tasks = Vec::new();
     if node == spec.coordinator {
-        // On the address the nodes dial; on every interface when that is not one of this
-        // node's (a name that resolves elsewhere). Port 0: a free one, published below.
-        let std_listener = std::net::TcpListener::bind((spec.address.as_str(), spec.port))
-            .or_else(|e| match e.kind() {
-                std::io::ErrorKind::AddrInUse => Err(e),
-                _ => std::net::TcpListener::bind(("0.0.0.0", spec.port)),
-            })
+        // Port 0: a free one, published below.
+        let std_listener = crate::domain::bind_control_port(&spec.address, spec.port)
             .map_err(|e| {
                 format!(
                     "the control port {} cannot be listened on ({e}): set mcsup.control_port to a free port, or leave it out (a free port is chosen)",
