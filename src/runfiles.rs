@@ -227,6 +227,13 @@ wire_names! {
         /// everywhere: its own deadline could not wait longer (the detail names the nodes the
         /// job was waiting for).
         TierAlone => "tier-alone",
+        /// The coordinator gave a node's stores their place to register with the master (at
+        /// most `mcsup.store.register_at_once` of the job's stores register at a time): on the
+        /// coordinator's node; on the node itself, when its word came.
+        StoreSlot => "store-slot",
+        /// A node's stores that waited for their place are registered with the master (how long
+        /// it took): their places are free (written by the coordinator's node).
+        StoresRegistered => "stores-registered",
         /// What the job is for ended (the benchmark client, a terminal service): the job ends
         /// with its exit status; on another node: this node drains.
         JobDone => "job-done",

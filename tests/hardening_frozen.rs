@@ -357,6 +357,7 @@ fn a_frozen_control_secret_does_not_hold_a_node_waiting_for_its_coordinator() {
         secret,
         nodes: vec!["n1".into(), "n2".into()],
         silent: mcsup::plan::ControlSpec::SILENT,
+        stores_at_once: 0,
     });
     plan.shutdown.deadline = DEADLINE;
     let mut m = env.start(&plan);

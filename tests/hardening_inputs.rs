@@ -1281,6 +1281,7 @@ fn coordinator_plan(env: &TestEnv, port: u16, others: &[&str]) -> mcsup::plan::P
         secret: env.log_dir().join("control.secret"),
         nodes,
         silent: mcsup::plan::ControlSpec::SILENT,
+        stores_at_once: 0,
     });
     plan
 }

@@ -25,6 +25,7 @@ fn two_nodes() -> (TestEnv, TestEnv, Mcsup, Mcsup) {
         secret: e1.log_dir().join("control.secret"),
         nodes: vec!["n1".into(), "n2".into()],
         silent: Duration::from_secs(2),
+        stores_at_once: 0,
     };
     let mut p1 = e1.plan(vec![e1.up("worker", ProcessKind::Worker, &[])]);
     p1.control = Some(control.clone());
@@ -110,4 +111,110 @@ fn a_job_stopped_whole_and_continued_goes_on() {
     assert_eq!(m1.wait_exit(T), 0, "{}", m1.stderr());
     e1.assert_no_leftovers();
     e2.assert_no_leftovers();
+}
+
+/// Issue 51's start-up order: three nodes whose stores may register only one at a time
+/// (`ControlSpec::stores_at_once` 1, `mcsup.store.register_at_once` in a recipe). Each store
+/// waits for its place from the coordinator, holds it until it is ready, and the next starts
+/// only then: no two stores' spawn-to-ready overlap, by the events' wall clock, and the
+/// coordinator's node records each place and each registration.
+#[test]
+fn stores_register_one_at_a_time_when_the_job_allows_one() {
+    let envs: Vec<TestEnv> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|n| {
+            let mut e = TestEnv::new();
+            e.node = n.to_string();
+            e
+        })
+        .collect();
+    let control = ControlSpec {
+        coordinator: "n1".into(),
+        address: "127.0.0.1".into(),
+        port: common::free_port(),
+        secret: envs[0].log_dir().join("control.secret"),
+        nodes: vec!["n1".into(), "n2".into(), "n3".into()],
+        silent: Duration::from_secs(10),
+        stores_at_once: 1,
+    };
+    let gate = "store-places@n1";
+    let mut ms: Vec<Mcsup> = envs
+        .iter()
+        .map(|e| {
+            // The store says it is up 400 ms after its start: long enough for an overlap to show.
+            let mut store = e.up("store", ProcessKind::Store, &["--ready-after", "400"]);
+            store.depends_on.push(DependencySpec {
+                target: gate.into(),
+                condition: DependencyCondition::Healthy,
+            });
+            let mut p = e.plan(vec![store]);
+            p.gates.push(policy::remote_gate(
+                gate,
+                vec![ProbeSpec::StorePlace {
+                    coordinator: "n1".into(),
+                    at_once: 1,
+                }],
+                T,
+            ));
+            p.control = Some(control.clone());
+            if e.node != "n1" {
+                p.node.infra_node = "n1".into();
+                p.node.runs_master = false;
+            }
+            e.start(&p)
+        })
+        .collect();
+    let mut spans = Vec::new();
+    for (e, m) in envs.iter().zip(ms.iter_mut()) {
+        let ready = m.wait_event("store", "ready", T);
+        let evs = m.events();
+        let spawned = Mcsup::find(&evs, "store", "spawned");
+        let ts = |e: &Ev| e.raw["ts_ms"].as_u64().unwrap();
+        spans.push((ts(&spawned), ts(&ready), e.node.clone()));
+    }
+    spans.sort();
+    eprintln!("stores' spawn..ready: {spans:?}");
+    for w in spans.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "{} spawned at {} before {}'s store was ready at {}",
+            w[1].2,
+            w[1].0,
+            w[0].2,
+            w[0].1
+        );
+    }
+    // The coordinator's node recorded a place and a registration per node; each node its place.
+    wait_for("three registrations", T, || {
+        (ms[0]
+            .events()
+            .iter()
+            .filter(|e| e.event == "stores-registered")
+            .count()
+            == 3)
+            .then_some(())
+    });
+    let evs = ms[0].events();
+    let places: Vec<&str> = evs
+        .iter()
+        .filter(|e| e.event == "store-slot" && e.process != "mcsup")
+        .map(|e| e.process.as_str())
+        .collect();
+    assert_eq!(places.len(), 3, "{places:?}");
+    for m in &ms {
+        assert!(
+            m.events()
+                .iter()
+                .any(|e| e.process == "mcsup" && e.event == "store-slot"),
+            "{}",
+            m.stderr()
+        );
+        m.signal(Signal::SIGTERM);
+    }
+    for m in &mut ms {
+        assert_eq!(m.wait_exit(T), 0, "{}", m.stderr());
+    }
+    for e in &envs {
+        e.assert_no_leftovers();
+    }
 }

@@ -265,3 +265,77 @@ resources: {{gpus_per_node: 8, decode_nodes: 1, prefill_nodes: 1}}
     let sha = recipe("", "      prefix-caching-hash-algo: sha256\n");
     assert!(!warned(&plan_on(&sha, "n2", &[Role::Decode])));
 }
+
+/// A job of more nodes than `mcsup.store.register_at_once` (default 8): each node's stores wait
+/// for their place from the coordinator (a gate answered by the control connection), the plan
+/// says so with the numbers, and the master's `--client_ttl` outlasts the joins that may come at
+/// once (2 s each above Mooncake's 10 s). Below the limit nothing waits and the TTL stays 10 s.
+#[test]
+fn stores_beyond_the_limit_wait_for_their_place_and_the_master_outlasts_their_joins() {
+    let plan = |mc: &str, node: &str, nodes: &str| {
+        crate::node_plan::plan_in(&v1("", "", mc), node, nodes, &[Role::Prefill])
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let ttl = |p: &Plan| {
+        p.processes
+            .iter()
+            .find(|x| x.kind == ProcessKind::Master)
+            .unwrap()
+            .argv
+            .iter()
+            .find(|a| a.starts_with("--client_ttl"))
+            .cloned()
+            .unwrap()
+    };
+    let gate = |p: &Plan| {
+        p.gates
+            .iter()
+            .find(|g| g.name == "store-places@n1")
+            .map(|g| (g.readiness.probes.clone(), g.readiness.timeout))
+    };
+
+    // 9 nodes, the default limit: n5's store waits for its place.
+    let p = plan("", "n5", "n[1-9]");
+    let (probes, timeout) = gate(&p).expect("the place gate");
+    assert_eq!(
+        probes,
+        [ProbeSpec::StorePlace {
+            coordinator: "n1".into(),
+            at_once: 8
+        }]
+    );
+    // Two rounds of places, each as long as the store's own readiness (60 s).
+    assert_eq!(timeout.as_secs(), 120);
+    assert!(store(&p)
+        .depends_on
+        .iter()
+        .any(|d| d.target == "store-places@n1"));
+    assert_eq!(p.control.as_ref().unwrap().stores_at_once, 8);
+    assert!(
+        p.notes.iter().any(|n| n.starts_with("stores: at most 8 of the job's stores register with the Mooncake master at a time (mcsup.store.register_at_once; 9 nodes): this node's 1 wait")),
+        "{:#?}",
+        p.notes
+    );
+    // The master's node: 8 stores may join at once.
+    let p = plan("", "n1", "n[1-9]");
+    assert_eq!(ttl(&p), "--client_ttl=16");
+    assert!(
+        p.notes[0]
+            .contains("--client_ttl (16 s: 2 s for each of the 8 stores that may register at once"),
+        "{}",
+        p.notes[0]
+    );
+    // No limit: all 9 may join at once, nothing waits.
+    let p = plan("  store: {register_at_once: 0}\n", "n1", "n[1-9]");
+    assert_eq!(ttl(&p), "--client_ttl=18");
+    assert!(gate(&p).is_none());
+    assert_eq!(p.control.as_ref().unwrap().stores_at_once, 0);
+    // Three nodes: below the default limit, as before.
+    let p = plan("", "n1", "n[1-3]");
+    assert_eq!(ttl(&p), "--client_ttl=10");
+    assert!(gate(&p).is_none());
+    // A limit of 2 over three nodes: the stores wait, and 2 joins fit in Mooncake's 10 s.
+    let p = plan("  store: {register_at_once: 2}\n", "n1", "n[1-3]");
+    assert_eq!(ttl(&p), "--client_ttl=10");
+    assert!(gate(&p).is_some());
+}

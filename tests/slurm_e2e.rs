@@ -162,10 +162,12 @@ impl Job {
         for (path, peer) in [(&r1, "d/"), (&r2, "p/")] {
             let own = if peer == "d/" { "p/" } else { "d/" };
             let args = format!(r#", --key-prefix, "{own}", --read-prefix, "{peer}""#);
+            // One store at a time registers with the master (issue 51's start-up order).
             RecipeOpts {
                 node_addresses: addrs,
                 worker_args: &args,
                 deadline_seconds: 10,
+                register_at_once: Some(1),
                 ..RecipeOpts::new(&ports)
             }
             .write(path, &logs.join("{job_id}"));
@@ -233,6 +235,7 @@ impl Job {
                 panic!("job {} left the queue early:\n{}", self.id, self.out())
             }
         });
+        self.assert_stores_registered_one_at_a_time();
         let text = wait_for("capacity = both stores", Duration::from_secs(30), || {
             let t = metrics(self.ports.metrics);
             (metric(&t, "master_total_capacity_bytes") == Some(80 * MIB)).then_some(t)
@@ -253,6 +256,38 @@ impl Job {
                         .then_some(())
                 },
             );
+        }
+    }
+
+    /// `register_at_once: 1`: one node's store spawned only once the other's was ready (the
+    /// real master lists its segment at its size), and the coordinator's node recorded both
+    /// places and both registrations.
+    fn assert_stores_registered_one_at_a_time(&self) {
+        let ts = |node: &str, event: &str| {
+            let e = Mcsup::find(&self.events(node), "store", event);
+            e.raw["ts_ms"].as_u64().expect("ts_ms")
+        };
+        let mut spans = [
+            (ts("n1", "spawned"), ts("n1", "ready"), "n1"),
+            (ts("n2", "spawned"), ts("n2", "ready"), "n2"),
+        ];
+        spans.sort();
+        eprintln!("job {}: stores' spawn..ready {spans:?}", self.id);
+        assert!(
+            spans[0].1 <= spans[1].0,
+            "{}'s store spawned at {} before {}'s was ready at {}",
+            spans[1].2,
+            spans[1].0,
+            spans[0].2,
+            spans[0].1
+        );
+        let evs = self.events("n1");
+        for (event, n) in [("store-slot", 2), ("stores-registered", 2)] {
+            let got = evs
+                .iter()
+                .filter(|e| e.event == event && e.process != "mcsup")
+                .count();
+            assert_eq!(got, n, "{event} on n1");
         }
     }
 

@@ -26,5 +26,6 @@ pub fn spec(ctx: &NodeContext, mc: &McsupSection, log_dir: &Path) -> Option<Cont
         secret: log_dir.join(SECRET_FILE),
         nodes: ctx.nodelist.clone(),
         silent: crate::plan::ControlSpec::SILENT,
+        stores_at_once: super::stores::places(mc, ctx.nodelist.len()),
     })
 }

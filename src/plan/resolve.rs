@@ -223,26 +223,16 @@ pub fn plan_with(
     let mut processes =
         order::start_order(&model, &waits, placed.processes, worker_procs, fe.processes);
     add_client(&mut processes, &mut taken, bench.process)?;
-    let mut notes = Vec::new();
-    if let Some(m) = processes.iter().find(|p| p.kind == ProcessKind::Master) {
-        let added = stores::master_cleanup_added(&m.argv);
-        if !added.is_empty() {
-            notes.push(stores::master_cleanup_note(&added));
-        }
-    }
-    let admin = master
-        .service
-        .filter(|_| !master.external)
-        .and_then(|s| mooncake::remount::master_metrics_port(&s.argv))
-        .map(|port| stores::MasterAdmin {
-            host: master.host.clone(),
-            port,
-        });
-    let client_port = mc
-        .store
-        .client_http_port
-        .map_or(stores::DEFAULT_CLIENT_HTTP_PORT, |p| p.0);
-    notes.extend(stores::wire(&mut processes, admin.as_ref(), client_port));
+    let control = super::control::spec(ctx, &mc, &log_dir);
+    let mut gates = waits.gates;
+    let mut notes = wire_mooncake(
+        &mut processes,
+        &master,
+        &mc,
+        ctx,
+        control.as_ref(),
+        &mut gates,
+    );
     notes.extend(liveness_note(&processes, &mc));
     stores::lints(
         &processes,
@@ -256,12 +246,11 @@ pub fn plan_with(
     values_as_their_readers_read_them(recipe, &processes)?;
     let memory = memory_here(&model, &mc, roles, &processes);
     let scratch_dir = uses_scratch(&processes, &ctx.scratch_dir).then(|| ctx.scratch_dir.clone());
-    let control = super::control::spec(ctx, &mc, &log_dir);
     Ok(Plan {
         node: node_summary(ctx, &processes),
         roles: roles.to_vec(),
         roles_from: None,
-        gates: waits.gates,
+        gates,
         processes,
         services: placed.rows,
         endpoint: fe.summary,
@@ -284,6 +273,50 @@ pub fn plan_with(
         periods: Periods::default(),
         canary: super::policy::canary(&mc.canary)?,
     })
+}
+
+/// What the plan takes from Mooncake: the master's cleanup flags (its `--client_ttl` sized for
+/// the stores that may join at once), each store's registration readiness and `/health`
+/// liveness, and the gate on a place to register when the job limits how many register at a
+/// time. Returns the notes.
+fn wire_mooncake(
+    processes: &mut [ProcessSpec],
+    master: &order::MasterAt,
+    mc: &McsupSection,
+    ctx: &NodeContext,
+    control: Option<&ControlSpec>,
+    gates: &mut Vec<GateSpec>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(m) = processes.iter_mut().find(|p| p.kind == ProcessKind::Master) {
+        let mut added = stores::master_cleanup_added(&m.argv);
+        if !added.is_empty() {
+            let joining = stores::joining_at_once(
+                ctx.nodelist.len().max(1),
+                control.map_or(0, |c| c.stores_at_once),
+            );
+            stores::set_added_ttl(&mut m.argv, &mut added, stores::client_ttl(joining));
+            notes.push(stores::master_cleanup_note(&added, joining));
+        }
+    }
+    let admin = master
+        .service
+        .filter(|_| !master.external)
+        .and_then(|s| mooncake::remount::master_metrics_port(&s.argv))
+        .map(|port| stores::MasterAdmin {
+            host: master.host.clone(),
+            port,
+        });
+    let client_port = mc
+        .store
+        .client_http_port
+        .map_or(stores::DEFAULT_CLIENT_HTTP_PORT, |p| p.0);
+    notes.extend(stores::wire(processes, admin.as_ref(), client_port));
+    if let Some((gate, note)) = stores::wait_for_places(processes, control) {
+        gates.push(gate);
+        notes.push(note);
+    }
+    notes
 }
 
 /// The lints over this node's planned processes: stop budgets, request migration, ports.

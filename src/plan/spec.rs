@@ -227,6 +227,14 @@ pub struct ControlSpec {
         skip_serializing_if = "ControlSpec::is_default_silent"
     )]
     pub silent: Duration,
+    /// At most this many of the job's Mooncake stores register with the master at a time
+    /// (`mcsup.store.register_at_once`); 0: no limit, no store waits for a place.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub stores_at_once: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ControlSpec {
@@ -738,6 +746,10 @@ pub enum ProbeSpec {
     /// An engine is alive and makes progress (liveness only): its health answer is 200, and
     /// while requests are in flight it has sent a response byte within `stall`.
     EngineAlive(EngineAliveProbe),
+    /// The job's coordinator gave this node's stores their place to register with the master
+    /// (at most `at_once` of the job's stores register at a time; a gate only). Answered by
+    /// the control connection, never polled over the network.
+    StorePlace { coordinator: String, at_once: u32 },
 }
 
 /// An engine's health answer and its progress (see `supervisor::watch::progress`).
@@ -847,6 +859,13 @@ impl fmt::Display for ProbeSpec {
                     ),
                 }
             }
+            ProbeSpec::StorePlace {
+                coordinator,
+                at_once,
+            } => write!(
+                f,
+                "a place to register with the master from the coordinator on {coordinator} (at most {at_once} of the job's stores at once)"
+            ),
             ProbeSpec::MooncakeSegment(s) => {
                 write!(
                     f,

@@ -74,12 +74,115 @@ pub fn add_cleanup_flags(argv: &mut Vec<String>, master: &crate::recipe::MasterC
     }
 }
 
-/// Why the flags are there, for the plan's notes.
-pub fn master_cleanup_note(added: &[String]) -> String {
+/// Why the flags are there, for the plan's notes: `joining` stores may register at once.
+pub fn master_cleanup_note(added: &[String], joining: u32) -> String {
+    let ttl = client_ttl(joining);
+    let why_ttl = if ttl == CLIENT_TTL_SECONDS {
+        format!("{ttl} s, Mooncake's default")
+    } else {
+        format!("{ttl} s: {TTL_PER_JOINING_STORE} s for each of the {joining} stores that may register at once, above Mooncake's default {CLIENT_TTL_SECONDS} s, so that a master busy with their joins expires no client (kvcache-ai/Mooncake#3937, #4181)")
+    };
     format!(
-        "the master gets {}: mcsup restarts a store that fails, and a crashed store's transfer-engine metadata would otherwise stay in the master's HTTP metadata server after --client_ttl ({CLIENT_TTL_SECONDS} s, Mooncake's default) drops its segment (kvcache-ai/Mooncake #1363, #2498; the pinned 0.3.13.post1 has the flag, the preflight checks that the installed master accepts it); `mcsup.master.metadata_cleanup: false` leaves them out",
+        "the master gets {}: mcsup restarts a store that fails, and a crashed store's transfer-engine metadata would otherwise stay in the master's HTTP metadata server after --client_ttl ({why_ttl}) drops its segment (kvcache-ai/Mooncake #1363, #2498; the pinned 0.3.13.post1 has the flag, the preflight checks that the installed master accepts it); `mcsup.master.metadata_cleanup: false` leaves them out",
         added.join(" ")
     )
+}
+
+/// `mcsup.store.register_at_once` when the recipe does not say: below the burst of 12 joining
+/// clients that made healthy clients miss their heartbeats in kvcache-ai/Mooncake#4181.
+pub const REGISTER_AT_ONCE: u32 = 8;
+
+/// What the master's `--client_ttl` must outlast per store registering at the same time: a
+/// master that takes a join under its client lock answers no heartbeat meanwhile
+/// (kvcache-ai/Mooncake#3937). An allowance, not a measurement: a site that knows its master's
+/// join time sets `--client_ttl` in the master's args, which mcsup then leaves alone.
+pub const TTL_PER_JOINING_STORE: u32 = 2;
+
+/// The limit the coordinator keeps on a job of `nodes` nodes: 0 (none) when the recipe turns it
+/// off or the job has no more nodes than the limit (one store per node cannot exceed it).
+pub fn places(mc: &crate::recipe::McsupSection, nodes: usize) -> u32 {
+    let k = mc.store.register_at_once.unwrap_or(REGISTER_AT_ONCE);
+    if k == 0 || nodes <= k as usize {
+        0
+    } else {
+        k
+    }
+}
+
+/// The gate that holds this node's stores until the coordinator gives them their place (a job
+/// with a limit: `control.stores_at_once` > 0), each store depending on it; and what the plan
+/// says of it. Its bound: one store readiness per round of places the job's nodes need.
+pub fn wait_for_places(
+    processes: &mut [ProcessSpec],
+    control: Option<&ControlSpec>,
+) -> Option<(GateSpec, String)> {
+    let c = control.filter(|c| c.stores_at_once > 0)?;
+    let stores: Vec<&ProcessSpec> = processes
+        .iter()
+        .filter(|p| p.kind == ProcessKind::Store)
+        .collect();
+    let each = stores
+        .iter()
+        .filter_map(|p| p.readiness.as_ref().map(|r| r.timeout))
+        .max()?;
+    let rounds = c.nodes.len().div_ceil(c.stores_at_once as usize) as u32;
+    let name = format!("store-places@{}", c.coordinator);
+    let gate = super::policy::remote_gate(
+        &name,
+        vec![ProbeSpec::StorePlace {
+            coordinator: c.coordinator.clone(),
+            at_once: c.stores_at_once,
+        }],
+        each.saturating_mul(rounds),
+    );
+    let note = format!(
+        "stores: at most {k} of the job's stores register with the Mooncake master at a time (mcsup.store.register_at_once; {n} nodes): this node's {m} wait for their place from the coordinator on {coord} (`{name}`, at most {rounds} x {each} s), and hold it until the master lists them at their size; a master busy with more joins than its client_ttl allows expires every client (kvcache-ai/Mooncake#3937, #4181)",
+        k = c.stores_at_once,
+        n = c.nodes.len(),
+        m = stores.len(),
+        coord = c.coordinator,
+        each = each.as_secs(),
+    );
+    for p in processes
+        .iter_mut()
+        .filter(|p| p.kind == ProcessKind::Store)
+    {
+        p.depends_on.push(DependencySpec {
+            target: name.clone(),
+            condition: DependencyCondition::Healthy,
+        });
+    }
+    Some((gate, note))
+}
+
+/// The `--client_ttl` a master needs when up to `joining` stores register with it at once:
+/// Mooncake's default, or [`TTL_PER_JOINING_STORE`] per store when that is longer.
+pub fn client_ttl(joining: u32) -> u32 {
+    CLIENT_TTL_SECONDS.max(joining.saturating_mul(TTL_PER_JOINING_STORE))
+}
+
+/// The number of stores that may join the master at once in a job of `nodes` nodes under the
+/// limit `at_once` (0: none), counting one store per node.
+pub fn joining_at_once(nodes: usize, at_once: u32) -> u32 {
+    let nodes = u32::try_from(nodes).unwrap_or(u32::MAX);
+    if at_once == 0 {
+        nodes
+    } else {
+        nodes.min(at_once)
+    }
+}
+
+/// Set the `--client_ttl` mcsup added (`added`, from [`master_cleanup_added`]) to `ttl`, in
+/// the argv and in `added`.
+pub fn set_added_ttl(argv: &mut [String], added: &mut [String], ttl: u32) {
+    let flag = format!("--client_ttl={CLIENT_TTL_SECONDS}");
+    let new = format!("--client_ttl={ttl}");
+    let from = argv.len() - added.len();
+    for a in argv[from..].iter_mut().chain(added.iter_mut()) {
+        if *a == flag {
+            a.clone_from(&new);
+        }
+    }
 }
 
 /// Is this argv Mooncake's store service (the program that has the client HTTP server)?
@@ -307,7 +410,7 @@ mod tests {
             master_cleanup_flags(&argv(&["mooncake_master", "--client_ttl", "30"])),
             ["--enable_metadata_cleanup_on_timeout=true"]
         );
-        assert!(master_cleanup_note(&["--x".into()]).contains("#1363"));
+        assert!(master_cleanup_note(&["--x".into()], 2).contains("#1363"));
         assert_eq!(
             master_cleanup_flags(&argv(&["/opt/mc/bin/wrap.sh", "--rpc_port=1"])),
             Vec::<String>::new(),

@@ -413,6 +413,11 @@ pub struct StoreConfig {
     /// Mooncake's.
     #[serde(default)]
     pub client_http_port: Option<Port>,
+    /// At most this many of the job's stores register with the Mooncake master at a time; the
+    /// next node's stores start once the master lists those before at their size. Default 8
+    /// (`plan::stores::REGISTER_AT_ONCE`); 0: no limit.
+    #[serde(default)]
+    pub register_at_once: Option<u32>,
 }
 
 /// `mcsup.worker_defaults`.

@@ -16,10 +16,20 @@ fn dns(n: &str) -> Option<std::net::IpAddr> {
 
 /// Plan `yaml` for `node` with `roles` (job 5, working directory `/w`).
 pub fn plan_on(yaml: &str, node: &str, roles: &[Role]) -> Result<Plan, plan::PlanError> {
+    plan_in(yaml, node, "n[1-3]", roles)
+}
+
+/// [`plan_on`] in a job of the nodes of `nodelist` (Slurm's form).
+pub fn plan_in(
+    yaml: &str,
+    node: &str,
+    nodelist: &str,
+    roles: &[Role],
+) -> Result<Plan, plan::PlanError> {
     let r = recipe::parse_str(Path::new("t.yaml"), yaml).expect("recipe parses");
     let inputs = NodeInputs {
         node: Some(node.into()),
-        nodelist: Some("n[1-3]".into()),
+        nodelist: Some(nodelist.into()),
         job_id: Some("5".into()),
         hostname: "x".into(),
         cwd: "/w".into(),

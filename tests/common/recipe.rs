@@ -65,6 +65,8 @@ pub struct RecipeOpts<'a> {
     pub master_restart: Option<&'a str>,
     pub node_addresses: &'a str,
     pub deadline_seconds: u32,
+    /// `mcsup.store.register_at_once`, when set.
+    pub register_at_once: Option<u32>,
 }
 
 impl<'a> RecipeOpts<'a> {
@@ -85,6 +87,7 @@ impl<'a> RecipeOpts<'a> {
             master_restart: None,
             node_addresses: "{}",
             deadline_seconds: 25,
+            register_at_once: None,
         }
     }
 
@@ -136,7 +139,7 @@ mcsup:
 {master_restart}  store:
     restart: {restart}
     client_http_port: {chp}
-  workers:
+{at_once}  workers:
 {wp}{wd}{wa}  preflight:
     # A Slurm test job gets 8 CPUs x 500 MiB; the default 10 GiB headroom would not fit.
     headroom_gib: 1
@@ -168,6 +171,10 @@ mcsup:
             addrs = self.node_addresses,
             deadline = self.deadline_seconds,
             control = self.ports.control,
+            at_once = self
+                .register_at_once
+                .map(|k| format!("    register_at_once: {k}\n"))
+                .unwrap_or_default(),
         );
         std::fs::write(path, text).expect("write recipe");
     }

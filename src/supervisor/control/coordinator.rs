@@ -141,6 +141,8 @@ pub struct Coordinator {
     tiers: BTreeMap<String, u8>,
     /// The last `may-stop` said to every node, once a teardown began somewhere.
     may_stop: Option<(u8, Vec<String>)>,
+    /// The places of the stores that register with the master (`may-register`).
+    slots: slots::Slots,
 }
 
 impl Coordinator {
@@ -148,9 +150,11 @@ impl Coordinator {
         Self::default()
     }
 
-    /// A coordinator for a job of these nodes.
-    pub fn expecting(nodes: Vec<String>) -> Self {
+    /// A coordinator for a job of these nodes (in the node list's order), of whose stores at
+    /// most `stores_at_once` register with the master at a time (0: no limit).
+    pub fn expecting(nodes: Vec<String>, stores_at_once: u32) -> Self {
         Self {
+            slots: slots::Slots::new(stores_at_once, nodes.clone()),
             expected: nodes.into_iter().collect(),
             ..Self::default()
         }
@@ -177,7 +181,11 @@ impl Coordinator {
         let mut out = Vec::new();
         match input {
             Input::Said { node, body } => match body {
-                Body::Hello { units, terminal } => {
+                Body::Hello {
+                    units,
+                    terminal,
+                    stores,
+                } => {
                     let first = self.greeted.insert(node.clone());
                     if terminal && first && !self.finished.contains_key(&node) {
                         self.terminal_pending.insert(node.clone());
@@ -197,6 +205,7 @@ impl Coordinator {
                     self.nodes.insert(node.clone(), false);
                     self.maybe_done(&node, &mut out);
                     self.order_teardown(&mut out);
+                    self.slots.ask(&node, stores, now, &mut out);
                 }
                 Body::Down {
                     worker,
@@ -225,6 +234,7 @@ impl Coordinator {
                     self.tiers.insert(node, pending);
                     self.order_teardown(&mut out);
                 }
+                Body::Registered => self.slots.registered(&node, now, &mut out),
                 _ => {}
             },
             Input::Lost { node, why } => {
@@ -232,6 +242,7 @@ impl Coordinator {
                     self.node_failed(&node, why, &mut out);
                 }
                 self.order_teardown(&mut out);
+                self.slots.gone(&node, now, &mut out);
             }
             Input::Tick => self.on_tick(now, &mut out),
         }
@@ -600,6 +611,8 @@ fn next_backoff(info: &UnitInfo, now: Duration) -> Duration {
         .unwrap_or(Duration::MAX)
         .min(Duration::from_millis(info.backoff_max_ms))
 }
+
+mod slots;
 
 #[cfg(test)]
 mod tests;

@@ -132,6 +132,7 @@ pub fn start(
             job: job.to_string(),
             nodes: spec.nodes.clone(),
             me: node.to_string(),
+            stores_at_once: spec.stores_at_once,
         };
         tasks.push(tokio::spawn(serve(
             listener,
@@ -587,13 +588,20 @@ struct Served {
     job: String,
     nodes: Vec<String>,
     me: String,
+    /// `ControlSpec::stores_at_once`.
+    stores_at_once: u32,
 }
 
 async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
     let (hub_tx, hub_rx) = unbounded_channel();
     // Dropped with this task (the node's link dropped): the hub and every connection end too.
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(hub(hub_rx, served.nodes.clone(), deliver));
+    tasks.spawn(hub(
+        hub_rx,
+        served.nodes.clone(),
+        served.stores_at_once,
+        deliver,
+    ));
     // Every node's, a reconnecting node's, and a few strangers' at a time (each stranger is
     // closed within the handshake's bound, or sooner to make room): a flood of connections
     // cannot exhaust descriptors, within what the open-files limit leaves (round 4's H4).
@@ -719,9 +727,21 @@ async fn connection(stream: TcpStream, c: Conn) {
     let (node, hello) = match opener.open(&first) {
         Ok(wire::Envelope {
             from,
-            body: Body::Hello { units, terminal },
+            body:
+                Body::Hello {
+                    units,
+                    terminal,
+                    stores,
+                },
             ..
-        }) => (from, wire::Hello { units, terminal }),
+        }) => (
+            from,
+            wire::Hello {
+                units,
+                terminal,
+                stores,
+            },
+        ),
         Ok(_) => return refuse("its first message is not a hello".into()),
         Err(e) => return refuse(e.to_string()),
     };
@@ -788,8 +808,13 @@ async fn connection(stream: TcpStream, c: Conn) {
 
 /// The coordinator's state, fed by every connection; its sends go to the nodes' connections,
 /// its records to this node's loop.
-async fn hub(mut rx: UnboundedReceiver<Hub>, job_nodes: Vec<String>, deliver: Deliver) {
-    let mut coordinator = Coordinator::expecting(job_nodes);
+async fn hub(
+    mut rx: UnboundedReceiver<Hub>,
+    job_nodes: Vec<String>,
+    stores_at_once: u32,
+    deliver: Deliver,
+) {
+    let mut coordinator = Coordinator::expecting(job_nodes, stores_at_once);
     let mut nodes: HashMap<String, (u64, UnboundedSender<Body>)> = HashMap::new();
     let mut refusals = Refusals::default();
     loop {

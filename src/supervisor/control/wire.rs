@@ -40,17 +40,21 @@ pub struct UnitInfo {
 }
 
 /// What travels. Nodes send `hello`, `heartbeat`, `down`, `ready`, `failing`, `finished`,
-/// `leaving`, `tier`; the coordinator sends `heartbeat`, `stop`, `start`, `give-up`,
-/// `node-failed`, `job-done`, `may-stop`.
+/// `leaving`, `tier`, `registered`; the coordinator sends `heartbeat`, `stop`, `start`,
+/// `give-up`, `node-failed`, `job-done`, `may-stop`, `may-register`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Body {
     /// A node's first message: the units it holds ranks of, and whether it runs what the job
-    /// is for (a terminal process: the benchmark client), whose end ends the job.
+    /// is for (a terminal process: the benchmark client), whose end ends the job; and how many
+    /// of its Mooncake stores wait for the coordinator's word to register with the master
+    /// (`may-register`).
     Hello {
         units: Vec<UnitInfo>,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         terminal: bool,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        stores: u32,
     },
     Heartbeat,
     /// A rank of `worker` is down on the sender's node, in the worker's `generation`. `code`
@@ -121,6 +125,20 @@ pub enum Body {
         tier: u8,
         waiting: Vec<String>,
     },
+    /// The sender's stores that waited for `may-register` are registered with the master (the
+    /// master lists each at its size), or will not be (one failed, the node stops): their
+    /// places are free.
+    Registered,
+    /// The stores of the node told may register with the master now: `registering` stores of
+    /// the job (these included) are registering, `waiting` more wait for a place.
+    MayRegister {
+        registering: u32,
+        waiting: u32,
+    },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// [`Body::Tier`]'s `pending` once nothing is left on the node.
@@ -131,6 +149,8 @@ pub const TIER_NONE: u8 = u8::MAX;
 pub struct Hello {
     pub units: Vec<UnitInfo>,
     pub terminal: bool,
+    /// Its stores that wait for `may-register`.
+    pub stores: u32,
 }
 
 impl Hello {
@@ -138,6 +158,7 @@ impl Hello {
         Body::Hello {
             units: self.units.clone(),
             terminal: self.terminal,
+            stores: self.stores,
         }
     }
 }

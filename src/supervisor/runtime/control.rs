@@ -33,6 +33,54 @@ pub(super) struct ControlState {
     settled: Vec<Settled>,
     /// The teardown tier this node last said it still runs (`Body::Tier`).
     tier_said: Option<u8>,
+    /// This node's stores that wait for their place to register with the master.
+    places: Places,
+}
+
+/// This node's stores that wait for the coordinator's `may-register` (`ProbeSpec::StorePlace`).
+#[derive(Default)]
+struct Places {
+    /// The word came (or this node cannot wait for it).
+    given: bool,
+    /// The gate's probe attempt, held until the word comes.
+    held: Option<u64>,
+    /// The stores not yet ready (nor failed): the place is the job's until they are.
+    registering: std::collections::BTreeSet<String>,
+    /// `registered` was said.
+    freed: bool,
+}
+
+/// The stores that wait for the gate of a [`ProbeSpec::StorePlace`], by name.
+fn place_waiters(plan: &crate::plan::Plan) -> std::collections::BTreeSet<String> {
+    let gates: Vec<&str> = plan
+        .gates
+        .iter()
+        .filter(|g| {
+            g.readiness
+                .probes
+                .iter()
+                .any(|p| matches!(p, crate::plan::ProbeSpec::StorePlace { .. }))
+        })
+        .map(|g| g.name.as_str())
+        .collect();
+    plan.processes
+        .iter()
+        .filter(|p| {
+            p.depends_on
+                .iter()
+                .any(|d| gates.contains(&d.target.as_str()))
+        })
+        .map(|p| p.name.clone())
+        .collect()
+}
+
+/// The result of a held place probe.
+fn place_passed(attempt: u64) -> Event {
+    Event::ProbeDone {
+        attempt,
+        ok: true,
+        detail: "the coordinator gave this node's stores their place".into(),
+    }
 }
 
 /// One restart as `worker_restarts.json` tells it.
@@ -76,9 +124,11 @@ impl Runtime {
             let _ = tx.send(Msg::Control(i));
         });
         let node = self.plan.node.name.clone();
+        self.control.places.registering = place_waiters(&self.plan);
         let hello = crate::supervisor::control::wire::Hello {
             units: units(&self.plan),
             terminal: self.plan.processes.iter().any(|p| p.terminal.is_some()),
+            stores: self.control.places.registering.len() as u32,
         };
         match net::start(&spec, &node, &job, hello, net::REACH_WITHIN, deliver) {
             Ok(link) => self.control.link = Some(link),
@@ -144,6 +194,9 @@ impl Runtime {
                     waiting: Vec::new(),
                 });
                 tracing::error!("{why}: until it joins, a worker over several nodes is given up at its first failure here, and another node's failure reaches this node only through the batch script");
+                self.place_given(format!(
+                    "{why}: this node's stores register with the master without the job's limit"
+                ));
                 self.control.down_why = Some(why);
             }
             Incoming::Lost(why) => {
@@ -233,6 +286,12 @@ impl Runtime {
                 floor: Some(tier),
                 waiting,
             }),
+            Body::MayRegister {
+                registering,
+                waiting,
+            } => self.place_given(format!(
+                "the coordinator gave this node's stores their place to register with the master: {registering} of the job's stores registering, {waiting} waiting"
+            )),
             Body::JobDone { detail, .. } => {
                 // The detail names each node whose part ended (`n1: ... ended (exit code 0)`).
                 let said = format!("{detail}: the job is done, this node drains");
@@ -240,6 +299,54 @@ impl Runtime {
                 self.feed(Event::JobDone { detail: said });
             }
             _ => {}
+        }
+    }
+
+    /// A `ProbeSpec::StorePlace` attempt: passed once the word came, else held until it does.
+    pub(super) fn place_probe(&mut self, attempt: u64) -> Vec<Event> {
+        if self.control.places.given {
+            return vec![place_passed(attempt)];
+        }
+        self.control.places.held = Some(attempt);
+        Vec::new()
+    }
+
+    /// This node's stores may register (`why`): said once, and the held attempt passes.
+    fn place_given(&mut self, why: String) {
+        let p = &mut self.control.places;
+        if p.given || p.registering.is_empty() {
+            return;
+        }
+        p.given = true;
+        let held = p.held.take();
+        self.note("mcsup", RecordKind::StoreSlot, why);
+        if let Some(attempt) = held {
+            self.feed(place_passed(attempt));
+        }
+    }
+
+    /// A record of this node: a store that had its place and is now ready or failed no longer
+    /// needs it; once none does, the coordinator hears it (`registered`).
+    pub(super) fn place_used(&mut self, unit: &str, kind: RecordKind) {
+        if !matches!(kind, RecordKind::Ready | RecordKind::Failed)
+            || !self.control.places.registering.remove(unit)
+        {
+            return;
+        }
+        if self.control.places.registering.is_empty() {
+            self.free_places();
+        }
+    }
+
+    /// Say `registered` once (the stores are in, or the node stops): the places are free.
+    fn free_places(&mut self) {
+        let p = &mut self.control.places;
+        if p.freed || (p.registering.is_empty() && !p.given) {
+            return;
+        }
+        if let (Some(link), true) = (&self.control.link, self.control.up) {
+            link.send(Outgoing::Say(Body::Registered));
+            p.freed = true;
         }
     }
 
@@ -342,6 +449,7 @@ impl Runtime {
             return;
         }
         self.control.said_bye = true;
+        self.free_places();
         let Some(link) = &self.control.link else {
             return;
         };

@@ -350,6 +350,7 @@ impl Runtime {
             }
         }
         self.events.write(&r, now, &self.clock);
+        self.place_used(&r.unit, r.kind);
         let code = r.status.map(|s| s.code());
         match r.kind {
             RecordKind::Failed | RecordKind::Killing | RecordKind::GpuReleaseLate => {

@@ -72,6 +72,7 @@ impl Runtime {
                     return vec![exec_probe_failed(attempt, argv0, &e)];
                 }
             },
+            ProbeSpec::StorePlace { .. } => return self.place_probe(attempt),
             // Matched by the log reader, never polled; the others are the watchers'.
             ProbeSpec::LogLine { .. }
             | ProbeSpec::Servable(_)

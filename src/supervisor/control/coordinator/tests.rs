@@ -30,6 +30,7 @@ fn started(policy: RestartPolicy, max_restarts: u32) -> (Coordinator, Instant) {
                 Body::Hello {
                     units,
                     terminal: false,
+                    stores: 0,
                 },
             ),
             t,
@@ -283,6 +284,7 @@ fn without_n3(policy: RestartPolicy) -> (Coordinator, Instant) {
             Body::Hello {
                 units: vec![],
                 terminal: false,
+                stores: 0,
             },
         ),
         t,
@@ -293,6 +295,7 @@ fn without_n3(policy: RestartPolicy) -> (Coordinator, Instant) {
             Body::Hello {
                 units: vec![unit(policy, 3)],
                 terminal: false,
+                stores: 0,
             },
         ),
         t,
@@ -307,6 +310,7 @@ fn n3_joins(c: &mut Coordinator, t: Instant) -> Vec<(String, Body)> {
             Body::Hello {
                 units: vec![unit(RestartPolicy::OnFailure, 3)],
                 terminal: false,
+                stores: 0,
             },
         ),
         t,
@@ -364,6 +368,7 @@ fn hello(c: &mut Coordinator, node: &str, terminal: bool, t: Instant) -> Vec<(St
             Body::Hello {
                 units: vec![],
                 terminal,
+                stores: 0,
             },
         ),
         t,
@@ -397,7 +402,7 @@ fn job_done_to(out: &[(String, Body)]) -> Vec<String> {
 /// not before.
 #[test]
 fn the_job_is_done_once_every_terminal_node_finished() {
-    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()]);
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()], 0);
     let t = Instant::now();
     assert!(hello(&mut c, "n1", false, t).is_empty());
     assert!(hello(&mut c, "n2", true, t).is_empty());
@@ -419,7 +424,7 @@ fn the_job_is_done_once_every_terminal_node_finished() {
 /// A node that has not said hello yet may hold a terminal process: the job waits for it.
 #[test]
 fn the_job_is_not_done_before_every_node_said_hello() {
-    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()]);
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()], 0);
     let t = Instant::now();
     hello(&mut c, "n1", true, t);
     hello(&mut c, "n2", false, t);
@@ -431,7 +436,7 @@ fn the_job_is_not_done_before_every_node_said_hello() {
     );
 
     // n3 holds one: the job goes on until n3 finishes.
-    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()]);
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()], 0);
     hello(&mut c, "n1", true, t);
     hello(&mut c, "n2", false, t);
     finished(&mut c, "n1", t);
@@ -445,7 +450,7 @@ fn the_job_is_not_done_before_every_node_said_hello() {
 /// A failed node decides the job: a `finished` after it changes nothing.
 #[test]
 fn a_failed_job_is_not_done_by_a_later_finish() {
-    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into()]);
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into()], 0);
     let t = Instant::now();
     hello(&mut c, "n1", true, t);
     hello(&mut c, "n2", false, t);
@@ -558,4 +563,153 @@ fn a_node_gone_does_not_hold_the_others_back() {
     );
     // Leaving first, so not a failure.
     assert!(!kinds(&out).contains(&EventKind::PeerFailed));
+}
+
+fn stores_hello(c: &mut Coordinator, node: &str, stores: u32, t: Instant) -> Vec<Output> {
+    c.handle(
+        said(
+            node,
+            Body::Hello {
+                units: vec![],
+                terminal: false,
+                stores,
+            },
+        ),
+        t,
+    )
+}
+
+/// The nodes told they may register, in the order told.
+fn may_register(out: &[Output]) -> Vec<String> {
+    sent(out)
+        .into_iter()
+        .filter(|(_, b)| matches!(b, Body::MayRegister { .. }))
+        .map(|(to, _)| to)
+        .collect()
+}
+
+fn five_nodes() -> Vec<String> {
+    (1..=5).map(|i| format!("n{i}")).collect()
+}
+
+/// At most `at_once` stores register at a time: the first nodes of the node list get their
+/// place (whatever order their hellos came in), the next ones as places come back; each place
+/// and each registration is an event with the numbers.
+#[test]
+fn stores_register_at_most_so_many_at_a_time_in_the_node_lists_order() {
+    let mut c = Coordinator::expecting(five_nodes(), 2);
+    let t = Instant::now();
+    // n3 says hello first: a place is free, it gets it.
+    assert_eq!(may_register(&stores_hello(&mut c, "n3", 1, t)), ["n3"]);
+    assert_eq!(may_register(&stores_hello(&mut c, "n5", 1, t)), ["n5"]);
+    // Both places taken: the rest wait.
+    for n in ["n4", "n2", "n1"] {
+        assert!(
+            may_register(&stores_hello(&mut c, n, 1, t)).is_empty(),
+            "{n}"
+        );
+    }
+    // n5's stores are in: the first waiting node of the list (n1, not n4) is next.
+    let out = c.handle(
+        said("n5", Body::Registered),
+        t + Duration::from_millis(1500),
+    );
+    assert_eq!(may_register(&out), ["n1"]);
+    let registered = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Note(Note::Event {
+                kind: EventKind::StoresRegistered,
+                detail,
+                ..
+            }) => Some(detail.clone()),
+            _ => None,
+        })
+        .expect("a stores-registered event");
+    assert_eq!(
+        registered,
+        "n5's 1 store registered with the master 1.5 s after their place was given; 1 registering, 3 waiting for a place"
+    );
+    let slot = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Note(Note::Event {
+                kind: EventKind::StoreSlot,
+                unit,
+                detail,
+            }) => Some((unit.clone(), detail.clone())),
+            _ => None,
+        })
+        .expect("a store-slot event");
+    assert_eq!(
+        slot,
+        (
+            "n1".to_string(),
+            "n1's 1 store may register with the master: 2 registering (at most 2 at once), 2 waiting".to_string()
+        )
+    );
+    assert_eq!(
+        sent(&out).last().unwrap().1,
+        Body::MayRegister {
+            registering: 2,
+            waiting: 2
+        }
+    );
+    // A node that is gone gives its place back; one that only waited changes nothing.
+    assert!(may_register(&c.handle(
+        Input::Lost {
+            node: "n4".into(),
+            why: "closed".into()
+        },
+        t
+    ))
+    .is_empty());
+    let out = c.handle(
+        Input::Lost {
+            node: "n3".into(),
+            why: "closed".into(),
+        },
+        t,
+    );
+    assert_eq!(may_register(&out), ["n2"]);
+    // Everyone in: nothing more to give; a `registered` said twice changes nothing.
+    assert!(may_register(&c.handle(said("n1", Body::Registered), t)).is_empty());
+    assert!(may_register(&c.handle(said("n2", Body::Registered), t)).is_empty());
+    assert!(c.handle(said("n2", Body::Registered), t).is_empty());
+}
+
+/// A node with more stores than places goes alone, once nothing else registers, and nobody
+/// passes it meanwhile; a node that joins again while holding its place hears it again; a node
+/// done does not ask again.
+#[test]
+fn a_node_with_many_stores_goes_alone_and_a_reconnect_hears_its_place_again() {
+    let mut c = Coordinator::expecting(five_nodes(), 2);
+    let t = Instant::now();
+    assert_eq!(may_register(&stores_hello(&mut c, "n1", 1, t)), ["n1"]);
+    assert!(may_register(&stores_hello(&mut c, "n2", 3, t)).is_empty());
+    // n3 would fit beside n1, but n2 comes first in the list and waits for an empty master.
+    assert!(may_register(&stores_hello(&mut c, "n3", 1, t)).is_empty());
+    assert_eq!(
+        may_register(&c.handle(said("n1", Body::Registered), t)),
+        ["n2"]
+    );
+    // n2 reconnects: its place is said again, nothing else changes.
+    assert_eq!(may_register(&stores_hello(&mut c, "n2", 3, t)), ["n2"]);
+    assert_eq!(
+        may_register(&c.handle(said("n2", Body::Registered), t)),
+        ["n3"]
+    );
+    // n1, done, reconnects: it is not queued again.
+    assert!(may_register(&stores_hello(&mut c, "n1", 1, t)).is_empty());
+    assert!(may_register(&c.handle(said("n3", Body::Registered), t)).is_empty());
+}
+
+/// No limit (0): every node's stores may register at once.
+#[test]
+fn without_a_limit_every_node_may_register_at_once() {
+    let mut c = Coordinator::expecting(five_nodes(), 0);
+    let t = Instant::now();
+    for n in five_nodes() {
+        assert_eq!(may_register(&stores_hello(&mut c, &n, 4, t)), [n.as_str()]);
+    }
 }

@@ -23,6 +23,7 @@ fn spec(dir: &Path, port: u16) -> ControlSpec {
         secret: dir.join("control.secret"),
         nodes: vec!["n1".into(), "n2".into(), "n3".into()],
         silent: crate::plan::ControlSpec::SILENT,
+        stores_at_once: 0,
     }
 }
 
@@ -59,6 +60,7 @@ fn node(spec: &ControlSpec, name: &str, units: Vec<UnitInfo>, reach: Duration) -
             Hello {
                 units,
                 terminal: false,
+                stores: 0,
             },
             reach,
             deliver,

@@ -27,6 +27,7 @@ fn with_peers(mut p: Plan) -> Plan {
         secret: PathBuf::from("/nonexistent/control.secret"),
         nodes: vec!["n1".into(), "n2".into()],
         silent: crate::plan::ControlSpec::SILENT,
+        stores_at_once: 0,
     });
     p
 }

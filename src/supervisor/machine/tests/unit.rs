@@ -104,6 +104,7 @@ fn a_rank_given_up_fails_and_its_critical_setting_decides() {
         secret: "/nonexistent/control.secret".into(),
         nodes: vec!["n1".into(), "n2".into(), "n3".into()],
         silent: crate::plan::ControlSpec::SILENT,
+        stores_at_once: 0,
     });
     let mut h = H::new(p.clone());
     h.start_all();
