@@ -691,6 +691,80 @@ fn a_job_suspended_and_resumed_goes_on() {
     assert_job_leaves_nothing(&env);
 }
 
+/// Issue 51's suspended job, on the 4-node 1P2D mocker job (etcd, NATS and the frontend on n1,
+/// the workers on n2-n4): `scontrol suspend` for 20 s (twice the control link's silent period),
+/// then `resume`. No node calls another gone, nothing drains, the frontend still lists every
+/// worker, and a completion through the endpoint generates after the resume; `scancel` then
+/// tears the job down tier by tier across the four nodes and leaves nothing.
+#[test]
+fn a_mocker_job_suspended_for_20_s_keeps_serving() {
+    let env = TestEnv::new();
+    let cluster = Cluster::start_n(&env, "cgroup", 18350, 4);
+    let (id, logs, out) = mocker_job(&env, &cluster);
+    let events = |node: &str| read_events(&logs.join(format!("{node}.events.jsonl")));
+    let job_out = || std::fs::read_to_string(&out).unwrap_or_default();
+    wait_for("the job servable", Duration::from_secs(60), || {
+        if cluster.run("squeue", &["-h", "-j", &id]).stdout.is_empty() {
+            panic!("job {id} left the queue early:\n{}", job_out());
+        }
+        events("n1")
+            .iter()
+            .any(|e| e.process == "frontend_0" && e.event == "servable")
+            .then_some(())
+    });
+    let scontrol = |cmd: &str| {
+        let o = cluster.run("scontrol", &[cmd, &id]);
+        assert!(
+            o.status.success(),
+            "scontrol {cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    scontrol("suspend");
+    std::thread::sleep(Duration::from_secs(20));
+    scontrol("resume");
+    // Past the silent period after the resume: long enough for a wrong verdict to show.
+    std::thread::sleep(Duration::from_secs(12));
+    let nodes = ["n1", "n2", "n3", "n4"];
+    for n in nodes {
+        let evs = events(n);
+        assert!(
+            !evs.iter().any(|e| matches!(
+                e.event.as_str(),
+                "peer-failed" | "shutdown-requested" | "workers-lost" | "failed" | "restarting"
+            )),
+            "{n}: {:#?}",
+            evs.iter().map(|e| e.raw.to_string()).collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        cluster.job_state(&id).starts_with("RUNNING"),
+        "{}",
+        cluster.job_state(&id)
+    );
+    assert!(job_out().contains("did not run for"), "{}", job_out());
+    let answer: serde_json::Value = ureq::post("http://127.0.0.1:8000/v1/completions")
+        .send_json(serde_json::json!({
+            "model": common::recipe::dynamo_venv().1.display().to_string(),
+            "prompt": "hello again",
+            "max_tokens": 5,
+        }))
+        .expect("a completion through the frontend after the resume")
+        .into_json()
+        .unwrap();
+    assert_eq!(
+        answer["usage"]["completion_tokens"].as_u64(),
+        Some(5),
+        "{answer}"
+    );
+    let view = job_status(&cluster_job(&id, &logs, &out));
+    assert!(view.contains("3/3 workers"), "{view}");
+    assert!(cluster.run("scancel", &[&id]).status.success());
+    cluster.wait_gone(&id, Duration::from_secs(KILL_WAIT + 30));
+    assert_tiers_across_nodes(&nodes.map(|n| (n, events(n))));
+    assert_job_leaves_nothing(&env);
+}
+
 /// A 1P1D job in which n2's store is SIGKILLed and restarted (the master keeps its other
 /// segment; the store registers again), then drained by the early warning: the job view shows
 /// both nodes, the crash and the restart. With MCSUP_KEEP_JOB_VIEW=DIR the timeline's screenshot,
