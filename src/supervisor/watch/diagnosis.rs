@@ -52,7 +52,9 @@ pub fn finder(extra: &[&'static str]) -> AhoCorasick {
     AhoCorasick::new(needles).expect("the signature needles are plain strings")
 }
 
-/// The searcher of the catalogue alone (built once).
+/// The searcher of the catalogue alone (built once), for the tests of a watch without a store's
+/// needles.
+#[cfg(test)]
 pub fn catalogue_finder() -> AhoCorasick {
     static F: OnceLock<AhoCorasick> = OnceLock::new();
     F.get_or_init(|| finder(&[])).clone()
