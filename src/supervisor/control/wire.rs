@@ -120,7 +120,8 @@ pub enum Body {
     },
     /// The job-wide teardown order: every node may stop its processes of tiers up to `tier`
     /// (every lower tier has stopped on every node); `waiting` names the nodes whose processes
-    /// of `tier` still run, which hold the next tier back.
+    /// of `tier` still ran then, which hold the next tier back. Said once per tier: a node that
+    /// finishes the tier changes no one's word.
     MayStop {
         tier: u8,
         waiting: Vec<String>,

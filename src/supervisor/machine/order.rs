@@ -83,7 +83,7 @@ impl Machine {
             .teardown_deadline
             .map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
         out.push(Action::Record(rec("mcsup", RecordKind::TierAlone).detail(format!(
-            "{} stop now without the job's word: {} of this node's teardown is left, what they and the tiers after them need; the job was still waiting for {} on {}",
+            "{} stop now without the job's word: {} of this node's teardown is left, what they and the tiers after them need; the job was waiting for {} on {} when that tier's turn came",
             name(tier),
             show_secs(left),
             name(floor),

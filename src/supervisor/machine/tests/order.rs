@@ -67,7 +67,7 @@ fn a_tier_the_job_holds_back_goes_when_this_node_cannot_wait_longer() {
     );
     assert_eq!(
         detail(&a, "mcsup", RecordKind::TierAlone),
-        "the workers stop now without the job's word: 8 s of this node's teardown is left, what they and the tiers after them need; the job was still waiting for the frontends on n2"
+        "the workers stop now without the job's word: 8 s of this node's teardown is left, what they and the tiers after them need; the job was waiting for the frontends on n2 when that tier's turn came"
     );
     // Stopping, the worker is no longer held: nothing is due before its grace ends (a deadline
     // in the past here once spun the loop).
