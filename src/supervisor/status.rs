@@ -15,7 +15,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::logs::{self, OpenMode};
 use super::machine::{ExitStatus, Record, UnitStatus};
@@ -34,7 +34,11 @@ const MAX_STATUS_FILE: u64 = 16 << 20;
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     start: Instant,
-    start_ms: u64,
+    /// The wall clock at `start`, since the epoch, to the nanosecond: an instant's milliseconds
+    /// are rounded down once, so two nodes' events on one machine keep their order (a start
+    /// rounded down to the millisecond, plus the time since rounded down again, put an event up
+    /// to 1 ms before another node's that came earlier).
+    start_wall: Duration,
 }
 
 /// Milliseconds since the epoch, now.
@@ -49,7 +53,9 @@ impl Clock {
     pub fn new() -> Self {
         Clock {
             start: Instant::now(),
-            start_ms: wall_now_ms(),
+            start_wall: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
         }
     }
     /// When mcsup started.
@@ -58,7 +64,7 @@ impl Clock {
     }
     /// Milliseconds since the epoch at `t`.
     pub fn wall_ms(&self, t: Instant) -> u64 {
-        self.start_ms + t.saturating_duration_since(self.start).as_millis() as u64
+        (self.start_wall + t.saturating_duration_since(self.start)).as_millis() as u64
     }
     /// Milliseconds since the clock started.
     pub fn since_start_ms(&self, t: Instant) -> f64 {
@@ -523,6 +529,38 @@ mod tests {
     use super::*;
 
     use crate::render::status_tests::sample;
+
+    /// Two nodes' clocks on one machine, started at different moments within a millisecond:
+    /// an event that came later never reads an earlier millisecond than one that came before
+    /// it on the other node. (With the start rounded down to the millisecond and the time since
+    /// rounded down again, B's event 0.1 ms after A's read 1 ms earlier: a false inversion in
+    /// the order across nodes.)
+    #[test]
+    fn events_of_two_nodes_on_one_machine_keep_their_order() {
+        let i0 = Instant::now();
+        let epoch = Duration::from_secs(1_800_000_000);
+        let a = Clock {
+            start: i0,
+            start_wall: epoch,
+        };
+        for b_start_us in [100u64, 500, 900, 999] {
+            let b = Clock {
+                start: i0 + Duration::from_micros(b_start_us),
+                start_wall: epoch + Duration::from_micros(b_start_us),
+            };
+            for first_us in (b_start_us..b_start_us + 3000).step_by(37) {
+                let first = i0 + Duration::from_micros(first_us);
+                let then = first + Duration::from_micros(100);
+                assert!(
+                    a.wall_ms(first) <= b.wall_ms(then),
+                    "B started {b_start_us} us after A: A's event at {first_us} us read {}, B's 100 us later {}",
+                    a.wall_ms(first),
+                    b.wall_ms(then)
+                );
+                assert!(b.wall_ms(first) <= a.wall_ms(then));
+            }
+        }
+    }
 
     /// Round 4's L2: `why` shows a process's last lines only from the job's own log file.
     #[test]
