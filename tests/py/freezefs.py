@@ -94,6 +94,9 @@ class Freezable(Operations):
 
     @held
     def write(self, path, data, offset, fh):
+        # `<flag>.slow` present: every write takes 0.5 ms more (a slow file system, not a stuck one).
+        if os.path.exists(FLAG + ".slow"):
+            time.sleep(0.0005)
         return os.pwrite(fh, data, offset)
 
     @held

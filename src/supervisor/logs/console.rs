@@ -59,6 +59,11 @@ impl QueueBudget {
             .is_ok()
     }
 
+    /// Whether `len` more bytes fit now.
+    pub(in crate::supervisor) fn has_room(&self, len: usize) -> bool {
+        self.queued.load(Ordering::Acquire) + len <= self.limit
+    }
+
     /// The writer thread wrote (or gave up on) `len` bytes.
     pub(in crate::supervisor) fn written(&self, len: usize) {
         self.queued.fetch_sub(len, Ordering::AcqRel);

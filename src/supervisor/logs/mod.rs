@@ -255,6 +255,12 @@ pub type LineTap = Box<dyn FnMut(&[u8]) + Send>;
 
 /// Bytes read from a pipe at once (the default pipe capacity).
 const READ_CHUNK: usize = 64 * 1024;
+
+/// Room for the marker a log gets where output was lost, beside a read's worth of output.
+const GAP_MARKER: usize = 256;
+
+/// How often a reader held back by a full queue looks again.
+const HOLD_POLL: std::time::Duration = std::time::Duration::from_millis(1);
 // The reader's fast path keeps a chunk's partial last line without checking its length: it must
 // fit under the line cap.
 const _: () = assert!(READ_CHUNK <= MAX_LINE);
@@ -305,6 +311,11 @@ pub async fn pump(rx: tokio::net::unix::pipe::Receiver, mut file: LogSink, mut c
     let mut splitter = LineSplitter::new(MAX_LINE);
     let console_on = cfg.console.enabled();
     loop {
+        // A writer behind (a busy machine, not a stalled directory): the output waits in the
+        // pipe rather than being dropped (see `writer::HOLD_WHILE_WRITING`).
+        while !file.takes(READ_CHUNK + GAP_MARKER) {
+            tokio::time::sleep(HOLD_POLL).await;
+        }
         let ready = rx.readable().await.is_ok();
         let step = READ_BUF.with(|rb| {
             FILE_BUF.with(|fb| {

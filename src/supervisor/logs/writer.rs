@@ -8,7 +8,10 @@
 //! only hands bytes over, never waiting:
 //! - log output and event lines go through a queue bounded in bytes ([`QUEUE_BYTES`]); what does
 //!   not fit while the directory is stalled is dropped and counted (a process's output as its
-//!   `output-lost`, with a marker in its log where the gap is; event lines in the final record);
+//!   `output-lost`, with a marker in its log where the gap is; event lines in the final record).
+//!   A writer that is only slower than a process (a busy machine) drops nothing: the process's
+//!   reader waits for room and its output waits in the pipe, as a pipe to `cat` would make it
+//!   wait; only once one write has waited [`HOLD_WHILE_WRITING`] is output dropped;
 //! - the status and metrics files are snapshots: only the newest one waiting is written;
 //! - the loop asks how long the current write has been waiting ([`RunWriter::stalled_for`]) and
 //!   says so on stderr, which is not in the log directory.
@@ -31,6 +34,11 @@ use super::file::{open_log, LogFile, LogLoss, LossReport, LossWhen};
 /// Bytes of log output and event lines the queue may hold while the directory does not take
 /// them; more is dropped and counted.
 pub const QUEUE_BYTES: usize = 16 << 20;
+
+/// How long one write may wait before a full queue drops a process's output instead of holding
+/// it in its pipe: long enough for a busy machine's writer, short enough that a file system that
+/// stopped answering stops no process for long.
+pub const HOLD_WHILE_WRITING: Duration = Duration::from_secs(1);
 
 /// What the writer tells the loop.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,6 +212,19 @@ impl RunWriter {
         }
     }
 
+    /// Whether a process's reader may take `len` more bytes of its output now: the queue has
+    /// room for them, or the writer has waited [`HOLD_WHILE_WRITING`] on one operation (what
+    /// does not fit is then dropped and counted). Otherwise the reader waits and the output
+    /// stays in the pipe.
+    pub fn takes(&self, len: usize) -> bool {
+        self.budget.has_room(len) || self.stalled_for() >= HOLD_WHILE_WRITING
+    }
+
+    /// Bytes of output and event lines queued and not written yet.
+    pub fn queued(&self) -> usize {
+        self.budget.queued()
+    }
+
     /// How long the writer has been waiting on one operation (zero when idle).
     pub fn stalled_for(&self) -> Duration {
         match self.shared.busy_since.load(Ordering::Acquire) {
@@ -277,6 +298,11 @@ pub struct LogSink {
 }
 
 impl LogSink {
+    /// Whether `len` more bytes can be taken from the process now ([`RunWriter::takes`]).
+    pub(super) fn takes(&self, len: usize) -> bool {
+        self.writer.takes(len)
+    }
+
     /// Queue `data` (whole lines) for the file.
     pub(super) fn write_lines(&mut self, data: &[u8]) {
         let mut bytes = Vec::with_capacity(data.len() + 96);
@@ -633,6 +659,32 @@ mod tests {
                 (14, 3, LossWhen::End)
             ]
         );
+    }
+
+    /// A full queue holds a process's output back (its reader waits, the output stays in its
+    /// pipe) while the writer's current write is younger than HOLD_WHILE_WRITING: a writer that
+    /// is only behind loses nothing. Past that, the directory counts as stuck and output is
+    /// taken, to be dropped and counted. Once the writer catches up, room is back.
+    #[test]
+    fn a_writer_behind_holds_output_back_and_a_stuck_one_drops_it() {
+        let (dir, writer, mut reader, _losses) = stalled();
+        let log = writer.open_log(dir.path().join("n1.x.log"), "x", Arc::new(|_| {}));
+        assert!(writer.stalled_for() < HOLD_WHILE_WRITING);
+        assert!(!log.takes(64 << 10), "behind: hold the output in the pipe");
+        while writer.stalled_for() < HOLD_WHILE_WRITING {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(log.takes(64 << 10), "stuck: take it, to drop and count it");
+        let drain = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 20];
+            while reader.read(&mut buf).is_ok_and(|n| n > 0) {}
+        });
+        assert!(writer.sync(Duration::from_secs(10)), "caught up");
+        assert!(log.takes(64 << 10));
+        drop(log);
+        drop(writer);
+        drop(dir);
+        drop(drain);
     }
 
     #[test]

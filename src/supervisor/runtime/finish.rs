@@ -15,8 +15,11 @@ use crate::supervisor::{logs, signals, spawn, RunOutcome, SupervisorError};
 const ORPHAN_SWEEP: Duration = Duration::from_secs(3);
 /// How long the final status and events may take to reach the log directory.
 const FINAL_WRITES: Duration = Duration::from_secs(2);
-/// How long log readers get to drain after the last process is gone.
+/// How long log readers get to drain after the last process is gone (more while the writer
+/// still writes what holds them back).
 const READER_DRAIN: Duration = Duration::from_secs(1);
+/// How often the last waits for the log writer look at its progress.
+const WRITE_STEP: Duration = Duration::from_millis(250);
 
 /// The final record's detail plus what mcsup lost on the way: writes over the file size limit
 /// and lines of its own log that stderr did not take.
@@ -60,6 +63,52 @@ pub(super) fn with_losses(mut detail: String, writer: &logs::RunWriter) -> Strin
 }
 
 impl Runtime {
+    /// How long the last output may take to reach the logs: what is left of the teardown's
+    /// deadline (Slurm's KillWait is behind it), at least [`FINAL_WRITES`].
+    fn last_write_by(&self) -> tokio::time::Instant {
+        let now = Instant::now();
+        let by = self
+            .teardown_started
+            .map_or(now, |t| t + self.plan.shutdown.deadline)
+            .max(now + FINAL_WRITES);
+        tokio::time::Instant::from_std(by)
+    }
+
+    /// Let the log readers read their pipes to the end: [`READER_DRAIN`], and past it as long
+    /// as the writer still has output queued and writes it (a reader waits for room there:
+    /// a slow log directory, not a stuck one), until `by`.
+    async fn drain_readers(&mut self, by: tokio::time::Instant) {
+        let drain_end = tokio::time::Instant::now() + READER_DRAIN;
+        for mut h in std::mem::take(&mut self.children.readers) {
+            loop {
+                let step = (tokio::time::Instant::now() + WRITE_STEP).min(by);
+                if tokio::time::timeout_at(step, &mut h).await.is_ok() {
+                    break;
+                }
+                let now = tokio::time::Instant::now();
+                let writing = self.writer.queued() > 0 && self.writer.stalled_for() < FINAL_WRITES;
+                if now >= by || (now >= drain_end && !writing) {
+                    h.abort();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Wait until what is queued is written: while the writer goes on writing, until `by`;
+    /// at most [`FINAL_WRITES`] once one write waits that long (a stuck directory). Whether all
+    /// of it was written.
+    fn wait_for_writes(&self, by: tokio::time::Instant) -> bool {
+        loop {
+            if self.writer.sync(WRITE_STEP) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= by || self.writer.stalled_for() >= FINAL_WRITES {
+                return false;
+            }
+        }
+    }
+
     /// After the machine is done: kill reparented orphans, let the log readers drain, report.
     pub(super) async fn finish(
         mut self,
@@ -74,16 +123,11 @@ impl Runtime {
         self.sweep_orphans(sigchld).await;
         self.check_ports_released();
         self.check_gpus_released();
-        let end = tokio::time::Instant::now() + READER_DRAIN;
-        for h in std::mem::take(&mut self.children.readers) {
-            let abort = h.abort_handle();
-            if tokio::time::timeout_at(end, h).await.is_err() {
-                abort.abort();
-            }
-        }
+        let last_write = self.last_write_by();
+        self.drain_readers(last_write).await;
         // The logs are closed once what was queued for them is written: what they lost is
         // said by then (bounded: a stuck directory is left behind).
-        let synced = self.writer.sync(FINAL_WRITES);
+        let synced = self.wait_for_writes(last_write);
         // What the readers and the logs said last (output they lost) still goes into the files.
         while let Ok(msg) = rx.try_recv() {
             if let Msg::LogLoss(loss) = msg {
@@ -106,8 +150,8 @@ impl Runtime {
         if !synced || !self.writer.stop(FINAL_WRITES) {
             tracing::warn!(
                 log_dir = %self.plan.log_dir.display(),
-                "the log directory did not take the last writes within {} s: its status and events files may be behind (a hung file system?)",
-                FINAL_WRITES.as_secs()
+                unwritten_bytes = self.writer.queued(),
+                "the log directory did not take the last writes in time: its status and events files may be behind, and the output still queued is not in the logs (a hung file system?)"
             );
         }
         let sigkill_needed = self.machine.sigkill_needed();
