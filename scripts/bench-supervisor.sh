@@ -33,5 +33,18 @@ if [[ -z "${BENCH_TMPDIR:-}" && -d /dev/shm && -w /dev/shm ]]; then
 fi
 if [[ -n "${BENCH_TMPDIR:-}" ]]; then export TMPDIR="$BENCH_TMPDIR"; fi
 
+# The last run's figures, kept to compare with (the README's table comes from the JSON:
+# scripts/bench/supervisor_table.py --readme README.md).
+JSON="${BENCH_JSON:-$TARGET/bench-supervisor.json}"
+export BENCH_JSON="$JSON"
+PREV="$JSON.prev"
+if [[ -f "$JSON" ]]; then cp "$JSON" "$PREV"; fi
 MCSUP_BIN="$TARGET/release/mcsup" TESTCHILD_BIN="$TARGET/release/mcsup-testchild" FLOOR_BIN="$TARGET/release/mcsup-floor" \
-  exec python3 "$REPO_ROOT/scripts/bench/supervisor_bench.py"
+  python3 "$REPO_ROOT/scripts/bench/supervisor_bench.py"
+echo
+echo "The README's table from this run (scripts/bench/supervisor_table.py $JSON --readme README.md writes it there):"
+if [[ -f "$PREV" ]]; then
+  python3 "$REPO_ROOT/scripts/bench/supervisor_table.py" "$JSON" --against "$PREV"
+else
+  python3 "$REPO_ROOT/scripts/bench/supervisor_table.py" "$JSON"
+fi

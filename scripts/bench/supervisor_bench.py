@@ -788,6 +788,9 @@ def main():
     for key in ["cat", "why", "timeline"]:
         print(f"   {key:12} {ms(mf[key])}" + ("" if key == "cat" else
                                               f"  (x{ratio(mf[key], mf['cat']):.1f} reading the file with cat)"))
+    results["meta"] = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
+                       "idle_seconds": IDLE_SECONDS}
+    results["logs"]["lines"] = LINES
     os.makedirs(os.path.dirname(os.path.abspath(JSON_OUT)), exist_ok=True)
     with open(JSON_OUT, "w") as f:
         json.dump(results, f, indent=1)
