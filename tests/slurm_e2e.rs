@@ -656,17 +656,7 @@ fn a_job_suspended_and_resumed_goes_on() {
     let cluster = Cluster::start(&env, "cgroup", 18330);
     let job = Job::submit(&env, &cluster);
     job.wait_running(&cluster);
-    let ok = |cmd: &str| {
-        let o = cluster.run("scontrol", &[cmd, &job.id]);
-        assert!(
-            o.status.success(),
-            "scontrol {cmd}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    ok("suspend");
-    std::thread::sleep(Duration::from_secs(15));
-    ok("resume");
+    suspend_for(&cluster, &job.id, Duration::from_secs(15));
     // Long enough for a wrong verdict on the silence to show (10 s window, 1 s heartbeats).
     std::thread::sleep(Duration::from_secs(6));
     for node in ["n1", "n2"] {
@@ -691,6 +681,19 @@ fn a_job_suspended_and_resumed_goes_on() {
     assert_job_leaves_nothing(&env);
 }
 
+/// `scontrol suspend` the job, wait `long`, `scontrol resume` it (what gang scheduling does).
+fn suspend_for(cluster: &Cluster, id: &str, long: Duration) {
+    for (cmd, then) in [("suspend", long), ("resume", Duration::ZERO)] {
+        let o = cluster.run("scontrol", &[cmd, id]);
+        assert!(
+            o.status.success(),
+            "scontrol {cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::thread::sleep(then);
+    }
+}
+
 /// Issue 51's suspended job, on the 4-node 1P2D mocker job (etcd, NATS and the frontend on n1,
 /// the workers on n2-n4): `scontrol suspend` for 20 s (twice the control link's silent period),
 /// then `resume`. No node calls another gone, nothing drains, the frontend still lists every
@@ -712,17 +715,7 @@ fn a_mocker_job_suspended_for_20_s_keeps_serving() {
             .any(|e| e.process == "frontend_0" && e.event == "servable")
             .then_some(())
     });
-    let scontrol = |cmd: &str| {
-        let o = cluster.run("scontrol", &[cmd, &id]);
-        assert!(
-            o.status.success(),
-            "scontrol {cmd}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
-    scontrol("suspend");
-    std::thread::sleep(Duration::from_secs(20));
-    scontrol("resume");
+    suspend_for(&cluster, &id, Duration::from_secs(20));
     // Past the silent period after the resume: long enough for a wrong verdict to show.
     std::thread::sleep(Duration::from_secs(12));
     let nodes = ["n1", "n2", "n3", "n4"];

@@ -60,6 +60,8 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 
+from plan_json import default_schedule
+
 MCSUP = os.environ["MCSUP_BIN"]
 CHILD = os.environ["TESTCHILD_BIN"]
 NODES = [int(n) for n in os.environ.get("BENCH_NODES", "8 32 128").split()]
@@ -93,16 +95,6 @@ def teardown_tier(kind, phase):
 
 # ---------------------------------------------------------------------------------------------
 # Plans
-
-
-def default_schedule():
-    """The readiness schedule `mcsup plan` gives a probe by default (interval, back-off)."""
-    recipe = os.path.join(REPO, "recipes", "local.yaml")
-    out = subprocess.run([MCSUP, "plan", "--role", "agg", "--recipe", recipe, "--json"],
-                         capture_output=True, text=True, check=True)
-    r = json.loads(out.stdout)["processes"][0]["readiness"]
-    return {k: r[k] for k in ("initial_delay_ms", "interval_ms", "max_interval_ms",
-                              "attempt_timeout_ms")}
 
 
 def readiness(probe, schedule):
@@ -978,7 +970,7 @@ def one(n, schedule, coordinator_only=False):
 
 
 def main():
-    schedule = default_schedule()
+    schedule = default_schedule(MCSUP)
     tmp = tempfile.gettempdir()
     print(f"mcsup job benchmark: {os.cpu_count()} cores, N = {' '.join(map(str, NODES))}, "
           f"{REPS} runs each drained by SIGTERM to every mcsup (medians) and {COORD_REPS} by "

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 
+from plan_json import default_schedule
 from procs import tagged_pids
 
 MCSUP = os.environ["MCSUP_BIN"]
@@ -69,16 +70,6 @@ def wait_files(paths, timeout=30.0):
         if now() > end:
             raise RuntimeError(f"timeout waiting for {paths}")
         time.sleep(0.0002)
-
-
-def default_readiness():
-    """The readiness schedule `mcsup plan` gives a probe by default (interval, back-off)."""
-    recipe = os.path.join(os.path.dirname(__file__), "..", "..", "recipes", "local.yaml")
-    out = subprocess.run([MCSUP, "plan", "--role", "agg", "--recipe", recipe, "--json"],
-                         capture_output=True, text=True, check=True)
-    r = json.loads(out.stdout)["processes"][0]["readiness"]
-    return {k: r[k] for k in ("initial_delay_ms", "interval_ms", "max_interval_ms",
-                              "attempt_timeout_ms")}
 
 
 def readiness(probe, schedule):
@@ -324,7 +315,7 @@ def write_py_service(d):
 def bench_gated_chain(service=CHILD, reps=REPS):
     """a -> b -> c, each `service --listen PORT` listening at once; b starts when a accepts, c
     when b accepts."""
-    schedule = default_readiness()
+    schedule = default_schedule(MCSUP)
     res = {"floor": [], "floor_process": [], "mcsup": [], "mcsup_inside": [], "mcsup_exec": []}
     for _ in range(reps):
         with tempfile.TemporaryDirectory() as d:
@@ -406,7 +397,7 @@ def bench_spawn(n, reps):
 
 def bench_ready(n, reps):
     """n children, each ready by a file probe on the file it touches: launch -> n ready events."""
-    schedule = default_readiness()
+    schedule = default_schedule(MCSUP)
     res = []
     for _ in range(reps):
         with tempfile.TemporaryDirectory() as d:
