@@ -231,6 +231,9 @@ wire_names! {
         /// most `mcsup.store.register_at_once` of the job's stores register at a time): on the
         /// coordinator's node; on the node itself, when its word came.
         StoreSlot => "store-slot",
+        /// The coordinator's node was asked to stop (a signal to its mcsup alone): every node
+        /// stops, in order (written by the coordinator's node, and by each node told).
+        JobStop => "job-stop",
         /// A node's stores that waited for their place are registered with the master (how long
         /// it took): their places are free (written by the coordinator's node).
         StoresRegistered => "stores-registered",

@@ -218,3 +218,28 @@ fn stores_register_one_at_a_time_when_the_job_allows_one() {
         e.assert_no_leftovers();
     }
 }
+
+/// A stop request to the coordinator's mcsup alone (a `kill` on its node, a signal Slurm gave
+/// only the batch host) stops the whole job, in order: the other node hears `job-stop` and
+/// stops as if asked, both nodes' tiers go by the job's word (no `tier-alone`), nobody is called
+/// gone, both end 0. Before, the coordinator's node stopped each tier alone after a sixth of its
+/// deadline and the other node drained only once it had gone (`peer-failed`).
+#[test]
+fn a_stop_request_to_the_coordinators_node_stops_the_whole_job_in_order() {
+    let (e1, e2, mut m1, mut m2) = two_nodes();
+    m1.signal(Signal::SIGTERM);
+    let ev = m2.wait_event("mcsup", "job-stop", T);
+    let detail = ev.raw["detail"].as_str().unwrap_or_default().to_string();
+    assert!(
+        detail.starts_with("n1 (the coordinator's node) received SIGTERM"),
+        "{detail}"
+    );
+    assert_eq!(m2.wait_exit(T), 0, "{}", m2.stderr());
+    assert_eq!(m1.wait_exit(T), 0, "{}", m1.stderr());
+    let said = |m: &Mcsup, kind: &str| m.events().iter().any(|e| e.event == kind);
+    assert!(!said(&m1, "tier-alone"), "{}", m1.stderr());
+    assert!(!said(&m2, "peer-failed"), "{}", m2.stderr());
+    assert!(said(&m1, "job-stop"), "the coordinator's node records it");
+    e1.assert_no_leftovers();
+    e2.assert_no_leftovers();
+}

@@ -26,8 +26,8 @@ BENCH_NODES (default "8 32 128"), BENCH_REPS runs (default 3; medians are report
   - nothing left: no process with the run's tag in its environment or its directory in its
     command line
 Then BENCH_COORD_REPS runs per N (default 1; 0 skips them) drained by a SIGTERM to the
-coordinator's mcsup alone; their order is reported, not judged (the other nodes hear no signal:
-mcsup's bounded waits let the coordinator go on alone, by design).
+coordinator's mcsup alone: the coordinator tells every node to stop (`job-stop`), and their order
+is judged like the others'.
 
 CPU is the time on a CPU of mcsup's live threads (/proc/PID/task/*/schedstat); utime+stime (in
 whole clock ticks, each rounded down, far too coarse here) is in the JSON too. mcsup counts no
@@ -880,7 +880,7 @@ def print_n(n, s, runs, coord_runs, c):
     for r in coord_runs[-1:]:
         print_timeline(n, "SIGTERM to n1 only", r)
     print_order("SIGTERM to all", runs)
-    print_order("SIGTERM to n1 only (reported, not judged)", coord_runs)
+    print_order("SIGTERM to n1 only", coord_runs)
     for p in s["problems"]:
         print(f"   PROBLEM: {p}")
     for r in coord_runs:
@@ -990,6 +990,7 @@ def main():
                                        "coordinator_only_runs": coord_runs}
         print_n(n, s, runs, coord_runs, c)
         failed |= not s["order_held"] or bool(s["problems"]) or bool(c and c["problems"])
+        failed |= bool(c) and not c["order_held"]
     print_tables(results)
     growth(results)
     os.makedirs(os.path.dirname(os.path.abspath(JSON_OUT)), exist_ok=True)

@@ -144,6 +144,10 @@ pub struct Coordinator {
     may_stop: Option<(u8, Vec<String>)>,
     /// The places of the stores that register with the master (`may-register`).
     slots: slots::Slots,
+    /// The coordinator's own node: its stop request is the whole job's.
+    home: Option<String>,
+    /// The whole job was told to stop (`job-stop`): the signal, as its node said it.
+    job_stop: Option<(String, String)>,
 }
 
 impl Coordinator {
@@ -159,6 +163,12 @@ impl Coordinator {
             expected: nodes.into_iter().collect(),
             ..Self::default()
         }
+    }
+
+    /// Running on `node`: a stop request there (`asked`) stops the whole job.
+    pub fn at(mut self, node: &str) -> Self {
+        self.home = Some(node.to_string());
+        self
     }
 
     /// When [`Input::Tick`] is next due.
@@ -236,6 +246,9 @@ impl Coordinator {
                     self.order_teardown(&mut out);
                 }
                 Body::Registered => self.slots.registered(&node, now, &mut out),
+                Body::Asked { signal } if self.home.as_deref() == Some(node.as_str()) => {
+                    self.stop_job(&node, signal, &mut out)
+                }
                 _ => {}
             },
             Input::Lost { node, why } => {
@@ -562,6 +575,32 @@ impl Coordinator {
         self.may_stop = Some((tier, waiting));
     }
 
+    /// The coordinator's node (`from`) was asked to stop: so is every other node, once (the
+    /// teardown's order across nodes then holds: every node is in it). Not after the job is
+    /// done or failed: every node drains already.
+    fn stop_job(&mut self, from: &str, signal: String, out: &mut Vec<Output>) {
+        if self.job_stop.is_some() || self.done.is_some() || self.failed.is_some() {
+            return;
+        }
+        out.push(Output::Note(Note::Event {
+            unit: from.to_string(),
+            kind: EventKind::JobStop,
+            detail: format!(
+                "{from} (the coordinator's node) received {signal}: every node stops, in order"
+            ),
+        }));
+        for to in self.nodes.keys().filter(|n| n.as_str() != from) {
+            out.push(Output::Send {
+                to: to.clone(),
+                body: Body::JobStop {
+                    node: from.to_string(),
+                    signal: signal.clone(),
+                },
+            });
+        }
+        self.job_stop = Some((from.to_string(), signal));
+    }
+
     /// A node joins (late, or again): what it missed. A failed node (it drains); its workers'
     /// give-ups; the stop of a generation that waits for its rank.
     fn catch_up(&self, node: &str, out: &mut Vec<Output>) {
@@ -571,6 +610,16 @@ impl Coordinator {
                 body: Body::JobDone {
                     node: from.clone(),
                     detail: detail.clone(),
+                },
+            });
+            return;
+        }
+        if let Some((from, signal)) = self.job_stop.as_ref().filter(|(f, _)| f != node) {
+            out.push(Output::Send {
+                to: node.to_string(),
+                body: Body::JobStop {
+                    node: from.clone(),
+                    signal: signal.clone(),
                 },
             });
             return;

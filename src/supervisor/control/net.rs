@@ -600,6 +600,7 @@ async fn serve(listener: TcpListener, served: Served, deliver: Deliver) {
         hub_rx,
         served.nodes.clone(),
         served.stores_at_once,
+        served.me.clone(),
         deliver,
     ));
     // Every node's, a reconnecting node's, and a few strangers' at a time (each stranger is
@@ -812,9 +813,10 @@ async fn hub(
     mut rx: UnboundedReceiver<Hub>,
     job_nodes: Vec<String>,
     stores_at_once: u32,
+    me: String,
     deliver: Deliver,
 ) {
-    let mut coordinator = Coordinator::expecting(job_nodes, stores_at_once);
+    let mut coordinator = Coordinator::expecting(job_nodes, stores_at_once).at(&me);
     let mut nodes: HashMap<String, (u64, UnboundedSender<Body>)> = HashMap::new();
     let mut refusals = Refusals::default();
     loop {

@@ -40,8 +40,8 @@ pub struct UnitInfo {
 }
 
 /// What travels. Nodes send `hello`, `heartbeat`, `down`, `ready`, `failing`, `finished`,
-/// `leaving`, `tier`, `registered`; the coordinator sends `heartbeat`, `stop`, `start`,
-/// `give-up`, `node-failed`, `job-done`, `may-stop`, `may-register`.
+/// `asked`, `leaving`, `tier`, `registered`; the coordinator sends `heartbeat`, `stop`, `start`,
+/// `give-up`, `node-failed`, `job-done`, `job-stop`, `may-stop`, `may-register`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Body {
@@ -81,6 +81,16 @@ pub enum Body {
     },
     /// The sender stops in order (a signal, its workers done): its connection may close.
     Leaving,
+    /// The sender was asked to stop (`signal`, e.g. `SIGTERM`); said before `leaving`. From the
+    /// coordinator's node it stops the whole job (`job-stop`).
+    Asked {
+        signal: String,
+    },
+    /// The coordinator's node (`node`) was asked to stop (`signal`): stop as if asked too.
+    JobStop {
+        node: String,
+        signal: String,
+    },
     /// What the job is for ended on the sender's node (its terminal processes exited): `detail`
     /// says how. The sender keeps running until `job-done`: once every node that holds a
     /// terminal process has said so (and every node has said hello), the job is done.

@@ -613,6 +613,9 @@ impl Machine {
             Event::PeerFailed { detail } => {
                 self.begin_teardown(ShutdownReason::PeerFailed(detail), now, &mut out)
             }
+            Event::JobStop { node, signal } => {
+                self.begin_teardown(ShutdownReason::JobStop { node, signal }, now, &mut out)
+            }
             Event::JobDone { detail } => self.job_done(detail, now, &mut out),
             Event::EndpointFailed { detail } => {
                 self.begin_teardown(ShutdownReason::EndpointFailed(detail), now, &mut out)

@@ -148,7 +148,9 @@ impl Machine {
             return;
         }
         let drain = match reason {
-            ShutdownReason::Signal(sig) if sig == self.shutdown.drain_signal.0 => {
+            ShutdownReason::Signal(sig) | ShutdownReason::JobStop { signal: sig, .. }
+                if sig == self.shutdown.drain_signal.0 =>
+            {
                 self.shutdown.drain
             }
             _ => Duration::ZERO,

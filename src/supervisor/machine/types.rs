@@ -155,6 +155,8 @@ pub enum Event {
     RankGiveUp { proc: usize, reason: String },
     /// Another node failed for good, or the coordinator is gone: drain this node.
     PeerFailed { detail: String },
+    /// The coordinator's node was asked to stop (`signal`): so is the whole job.
+    JobStop { node: String, signal: Signal },
     /// What the job is for ended on every node that runs part of it (the coordinator's word,
     /// or this node's own when it is alone): drain; the exit status is this node's terminal
     /// processes' (0 on a node without one).
@@ -319,6 +321,10 @@ pub enum ShutdownReason {
     JobDone(String),
     /// The endpoint's canary failed and its policy is to drain.
     EndpointFailed(String),
+    /// The coordinator's node was asked to stop (`signal`): the whole job stops, this node as if
+    /// it had been asked (a drain when it is the drain signal), without counting as this node's
+    /// own first stop request.
+    JobStop { node: String, signal: Signal },
 }
 
 impl std::fmt::Display for ShutdownReason {
@@ -337,6 +343,11 @@ impl std::fmt::Display for ShutdownReason {
             ShutdownReason::JobDone(detail) | ShutdownReason::EndpointFailed(detail) => {
                 f.write_str(detail)
             }
+            ShutdownReason::JobStop { node, signal } => write!(
+                f,
+                "the coordinator's node {node} received {}: the whole job stops",
+                signal.as_str()
+            ),
         }
     }
 }

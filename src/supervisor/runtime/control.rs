@@ -292,6 +292,7 @@ impl Runtime {
             } => self.place_given(format!(
                 "the coordinator gave this node's stores their place to register with the master: {registering} of the job's stores registering, {waiting} waiting"
             )),
+            Body::JobStop { node, signal } => self.job_stop(node, &signal),
             Body::JobDone { detail, .. } => {
                 // The detail names each node whose part ended (`n1: ... ended (exit code 0)`).
                 let said = format!("{detail}: the job is done, this node drains");
@@ -348,6 +349,27 @@ impl Runtime {
             link.send(Outgoing::Say(Body::Registered));
             p.freed = true;
         }
+    }
+
+    /// The coordinator's node was asked to stop: this node stops as if asked (a drain when it is
+    /// the drain signal), unless it is stopping already.
+    fn job_stop(&mut self, node: String, signal: &str) {
+        use std::str::FromStr;
+        let Ok(sig) = nix::sys::signal::Signal::from_str(signal) else {
+            return;
+        };
+        if matches!(
+            self.machine.phase(),
+            crate::supervisor::machine::Phase::Stopping | crate::supervisor::machine::Phase::Done
+        ) {
+            return;
+        }
+        self.note(
+            "mcsup",
+            RecordKind::JobStop,
+            format!("{node} (the coordinator's node) received {signal}: this node stops too, in the job's order"),
+        );
+        self.feed(Event::JobStop { node, signal: sig });
     }
 
     /// Another node failed, or the coordinator is gone (`detail`): said, and this node drains.
@@ -459,7 +481,14 @@ impl Runtime {
             ) => link.send(Outgoing::Say(Body::Failing {
                 reason: r.to_string(),
             })),
-            _ => link.send(Outgoing::Say(Body::Leaving)),
+            r => {
+                if let Some(ShutdownReason::Signal(sig)) = r {
+                    link.send(Outgoing::Say(Body::Asked {
+                        signal: sig.as_str().to_string(),
+                    }));
+                }
+                link.send(Outgoing::Say(Body::Leaving))
+            }
         }
     }
 

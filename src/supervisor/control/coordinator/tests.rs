@@ -715,3 +715,27 @@ fn without_a_limit_every_node_may_register_at_once() {
         assert_eq!(may_register(&stores_hello(&mut c, &n, 4, t)), [n.as_str()]);
     }
 }
+
+/// The coordinator's own node asked to stop: every other node is told `job-stop`, once; a late
+/// joiner hears it at its hello. Another node asked to stop stops alone.
+#[test]
+fn a_stop_request_on_the_coordinators_node_stops_every_node() {
+    let mut c = Coordinator::expecting(vec!["n1".into(), "n2".into(), "n3".into()], 0).at("n1");
+    let t = Instant::now();
+    hello(&mut c, "n1", false, t);
+    hello(&mut c, "n2", false, t);
+    let asked = |signal: &str| Body::Asked {
+        signal: signal.into(),
+    };
+    // n2's own stop is its own.
+    assert!(sent(&c.handle(said("n2", asked("SIGTERM")), t)).is_empty());
+    let out = c.handle(said("n1", asked("SIGUSR1")), t);
+    let stop = Body::JobStop {
+        node: "n1".into(),
+        signal: "SIGUSR1".into(),
+    };
+    assert_eq!(sent(&out), [("n2".to_string(), stop.clone())]);
+    assert_eq!(kinds(&out), [EventKind::JobStop]);
+    assert!(c.handle(said("n1", asked("SIGTERM")), t).is_empty(), "once");
+    assert_eq!(hello(&mut c, "n3", false, t), [("n3".to_string(), stop)]);
+}
