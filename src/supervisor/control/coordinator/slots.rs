@@ -5,7 +5,7 @@
 //! So the master never sees the whole job's stores join at once (a master busy longer than
 //! `client_ttl` expires every client: kvcache-ai/Mooncake#3937, #4181). Pure.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 use super::{Note, Output};
@@ -17,10 +17,10 @@ use crate::supervisor::control::wire::Body;
 pub(super) struct Slots {
     /// 0: no limit (every node's stores may register at once).
     at_once: u32,
-    /// The job's nodes in the node list's order: who is served first.
-    order: Vec<String>,
-    /// Nodes whose stores wait for a place, and how many.
-    waiting: BTreeMap<String, u32>,
+    /// Each node's place in the node list: who is served first (a node not in it, last).
+    rank: HashMap<String, usize>,
+    /// Nodes whose stores wait for a place, and how many, first in the node list first.
+    waiting: BTreeMap<(usize, String), u32>,
     /// Nodes whose stores are registering: how many, and since when.
     holding: BTreeMap<String, (u32, Instant)>,
     /// Nodes that said their stores are registered (or will not be).
@@ -31,9 +31,17 @@ impl Slots {
     pub(super) fn new(at_once: u32, order: Vec<String>) -> Self {
         Self {
             at_once,
-            order,
+            rank: order.into_iter().enumerate().map(|(i, n)| (n, i)).collect(),
             ..Self::default()
         }
+    }
+
+    /// Where `node` waits.
+    fn key(&self, node: &str) -> (usize, String) {
+        (
+            self.rank.get(node).copied().unwrap_or(usize::MAX),
+            node.to_string(),
+        )
     }
 
     /// `node` said hello with `stores` waiting for a place (again, after a reconnect: what it
@@ -46,13 +54,13 @@ impl Slots {
             out.push(self.may_register(node));
             return;
         }
-        self.waiting.insert(node.to_string(), stores);
+        self.waiting.insert(self.key(node), stores);
         self.give(now, out);
     }
 
     /// `node`'s stores are registered, or will not be: its places are free.
     pub(super) fn registered(&mut self, node: &str, now: Instant, out: &mut Vec<Output>) {
-        self.waiting.remove(node);
+        self.waiting.remove(&self.key(node));
         if let Some((stores, since)) = self.holding.remove(node) {
             out.push(Output::Note(Note::Event {
                 unit: node.to_string(),
@@ -73,7 +81,7 @@ impl Slots {
     /// `node` is gone: whatever it held or waited for is free.
     pub(super) fn gone(&mut self, node: &str, now: Instant, out: &mut Vec<Output>) {
         let held = self.holding.remove(node).is_some();
-        self.waiting.remove(node);
+        self.waiting.remove(&self.key(node));
         if held {
             self.give(now, out);
         }
@@ -102,14 +110,16 @@ impl Slots {
     /// not fit yet: a node with many stores is not starved by smaller ones.
     fn give(&mut self, now: Instant, out: &mut Vec<Output>) {
         loop {
-            let Some((node, stores)) = self.next_waiting() else {
+            let Some((key, stores)) = self.waiting.first_key_value() else {
                 return;
             };
+            let (key, stores) = (key.clone(), *stores);
             let busy = self.registering();
             if self.at_once != 0 && busy > 0 && busy + stores > self.at_once {
                 return;
             }
-            self.waiting.remove(&node);
+            self.waiting.remove(&key);
+            let node = key.1;
             self.holding.insert(node.clone(), (stores, now));
             out.push(Output::Note(Note::Event {
                 unit: node.clone(),
@@ -124,15 +134,6 @@ impl Slots {
             }));
             out.push(self.may_register(&node));
         }
-    }
-
-    /// The waiting node that comes first in the node list (a node not in it, last).
-    fn next_waiting(&self) -> Option<(String, u32)> {
-        let rank = |n: &String| self.order.iter().position(|o| o == n).unwrap_or(usize::MAX);
-        self.waiting
-            .iter()
-            .min_by_key(|(n, _)| (rank(n), (*n).clone()))
-            .map(|(n, s)| (n.clone(), *s))
     }
 }
 
