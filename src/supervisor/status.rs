@@ -43,9 +43,14 @@ pub struct Clock {
 
 /// Milliseconds since the epoch, now.
 pub fn wall_now_ms() -> u64 {
+    wall_now().as_millis() as u64
+}
+
+/// Time since the epoch, now (zero on a clock set before it).
+fn wall_now() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+        .unwrap_or_default()
 }
 
 impl Clock {
@@ -53,9 +58,7 @@ impl Clock {
     pub fn new() -> Self {
         Clock {
             start: Instant::now(),
-            start_wall: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default(),
+            start_wall: wall_now(),
         }
     }
     /// When mcsup started.
