@@ -589,16 +589,20 @@ impl Coordinator {
                 "{from} (the coordinator's node) received {signal}: every node stops, in order"
             ),
         }));
-        for to in self.nodes.keys().filter(|n| n.as_str() != from) {
-            out.push(Output::Send {
-                to: to.clone(),
-                body: Body::JobStop {
-                    node: from.to_string(),
-                    signal: signal.clone(),
-                },
-            });
-        }
         self.job_stop = Some((from.to_string(), signal));
+        out.extend(self.nodes.keys().filter_map(|to| self.job_stop_to(to)));
+    }
+
+    /// The `job-stop` for node `to`, once the job was told to stop (none for the node asked).
+    fn job_stop_to(&self, to: &str) -> Option<Output> {
+        let (from, signal) = self.job_stop.as_ref().filter(|(f, _)| f != to)?;
+        Some(Output::Send {
+            to: to.to_string(),
+            body: Body::JobStop {
+                node: from.clone(),
+                signal: signal.clone(),
+            },
+        })
     }
 
     /// A node joins (late, or again): what it missed. A failed node (it drains); its workers'
@@ -614,14 +618,8 @@ impl Coordinator {
             });
             return;
         }
-        if let Some((from, signal)) = self.job_stop.as_ref().filter(|(f, _)| f != node) {
-            out.push(Output::Send {
-                to: node.to_string(),
-                body: Body::JobStop {
-                    node: from.clone(),
-                    signal: signal.clone(),
-                },
-            });
+        if let Some(stop) = self.job_stop_to(node) {
+            out.push(stop);
             return;
         }
         if let Some((failed, reason)) = &self.failed {
